@@ -1,0 +1,70 @@
+"""Tensor types: element type, static shape and physical layout.
+
+A layout is XLA's `minor_to_major`: the list of dimensions from the fastest varying to the
+slowest. Row-major (numpy's C order) for rank 3 is (2, 1, 0).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from jitc.ir.dtypes import DType
+
+
+def row_major(rank: int) -> tuple[int, ...]:
+    return tuple(range(rank - 1, -1, -1))
+
+
+@dataclass(frozen=True, slots=True)
+class TensorType:
+    dtype: DType
+    shape: tuple[int, ...]
+    layout: tuple[int, ...] = ()
+
+    def __post_init__(self) -> None:
+        shape = tuple(int(d) for d in self.shape)
+        object.__setattr__(self, "shape", shape)
+        if not self.layout and shape:
+            object.__setattr__(self, "layout", row_major(len(shape)))
+        else:
+            object.__setattr__(self, "layout", tuple(int(d) for d in self.layout))
+
+    @property
+    def rank(self) -> int:
+        return len(self.shape)
+
+    @property
+    def size(self) -> int:
+        return math.prod(self.shape)
+
+    @property
+    def nbytes(self) -> int:
+        return self.size * self.dtype.itemsize
+
+    @property
+    def is_row_major(self) -> bool:
+        return self.layout == row_major(self.rank)
+
+    def with_shape(self, shape: tuple[int, ...]) -> TensorType:
+        return TensorType(self.dtype, tuple(shape))
+
+    def with_dtype(self, dtype: DType) -> TensorType:
+        return TensorType(dtype, self.shape, self.layout)
+
+    def with_layout(self, layout: tuple[int, ...]) -> TensorType:
+        return TensorType(self.dtype, self.shape, tuple(layout))
+
+    def same_shape_and_dtype(self, other: TensorType) -> bool:
+        return self.dtype is other.dtype and self.shape == other.shape
+
+    def __str__(self) -> str:
+        dims = ",".join(str(d) for d in self.shape)
+        text = f"{self.dtype.name}[{dims}]"
+        if self.rank >= 2:
+            text += "{" + ",".join(str(d) for d in self.layout) + "}"
+        return text
+
+    def short(self) -> str:
+        """The type without its layout, for error messages about shapes."""
+        return f"{self.dtype.name}[{','.join(str(d) for d in self.shape)}]"

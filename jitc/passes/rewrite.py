@@ -1,0 +1,49 @@
+"""Rebuilding a function instruction by instruction: the common skeleton of rewriting passes."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from jitc.ir.core import Builder, Function, Instruction, Module, Value
+
+# A transform sees the builder of the new function, the old instruction and its operands in the
+# new function. It returns the new values replacing the instruction's results, or None to copy
+# the instruction unchanged.
+Transform = Callable[[Builder, Instruction, Sequence[Value]], Sequence[Value] | None]
+
+
+def copy_instruction(builder: Builder, inst: Instruction,
+                     operands: Sequence[Value]) -> tuple[Value, ...]:
+    new = Instruction(inst.op, operands, inst.attrs, [v.type for v in inst.results], inst.loc,
+                      [v.name_hint for v in inst.results])
+    builder.function.body.append(new)
+    return new.results
+
+
+def rebuild_function(fn: Function, transform: Transform) -> tuple[Function, bool]:
+    new = Function(fn.name)
+    builder = Builder(new)
+    mapping: dict[int, Value] = {}
+    changed = False
+    for inst in fn.body:
+        operands = [mapping[id(v)] for v in inst.operands]
+        builder.loc = inst.loc
+        replacement = transform(builder, inst, operands)
+        if replacement is None:
+            replacement = copy_instruction(builder, inst, operands)
+        else:
+            changed = True
+        for old, value in zip(inst.results, replacement, strict=True):
+            mapping[id(old)] = value
+    new.outputs = [mapping[id(v)] for v in fn.outputs]
+    return new, changed
+
+
+def rebuild_module(module: Module, transform: Transform) -> Module:
+    """Apply `transform` to every function; the same module back when nothing changed."""
+    functions, any_changed = [], False
+    for fn in module.functions.values():
+        new, changed = rebuild_function(fn, transform)
+        functions.append(new if changed else fn)
+        any_changed |= changed
+    return Module(functions, module.entry_name) if any_changed else module

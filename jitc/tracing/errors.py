@@ -1,0 +1,56 @@
+"""Errors raised while tracing, and the user source location they point at."""
+
+from __future__ import annotations
+
+import linecache
+import os
+import sys
+
+import numpy as np
+
+from jitc.ir.core import Location
+
+_JITC_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_NUMPY_DIR = os.path.dirname(os.path.abspath(np.__file__))
+_SKIPPED = (_JITC_DIR + os.sep, _NUMPY_DIR + os.sep)
+
+
+class JitcError(Exception):
+    """Base class of the errors jitc raises about the user's program."""
+
+
+class TraceError(JitcError, TypeError):
+    """Something in the traced function cannot be compiled (an unsupported call or value)."""
+
+
+class ShapeError(JitcError, ValueError):
+    """Shapes or dtypes of an operation do not fit together."""
+
+
+class ConcretizationError(TraceError):
+    """A traced value was needed as a concrete Python value (control flow, int(), ...)."""
+
+
+def user_location() -> Location | None:
+    """The innermost stack frame that belongs to the user's code, not to jitc or numpy."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        filename = os.path.abspath(frame.f_code.co_filename)
+        if not filename.startswith(_SKIPPED) and not filename.startswith("<frozen"):
+            return Location(frame.f_code.co_filename, frame.f_lineno, frame.f_code.co_name)
+        frame = frame.f_back
+    return None
+
+
+def where(loc: Location | None) -> str:
+    """`model.py:42 in attention` plus the source line, for error messages."""
+    if loc is None:
+        return "(unknown location)"
+    text = f"{loc.file}:{loc.line} in {loc.function}"
+    source = linecache.getline(loc.file, loc.line).strip()
+    return f"{text}\n    {source}\n" if source else text
+
+
+def located(message: str, loc: Location | None = None) -> str:
+    loc = loc or user_location()
+    return f"{where(loc).rstrip()}\n{message}" if loc else message

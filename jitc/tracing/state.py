@@ -1,0 +1,96 @@
+"""The trace being recorded: its function, builder, constants and the `emit` entry point.
+
+Every traced operation in jitc ends in `emit`, which asks the op table for the result type and
+records the user's source line; shape errors come back with that line attached.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from jitc.ir import dtypes, ops
+from jitc.ir.core import Builder, Function, Literal
+from jitc.ir.opdef import IRTypeError, OpDef
+from jitc.ir.types import TensorType
+from jitc.tracing.errors import ShapeError, TraceError, located, user_location
+
+if TYPE_CHECKING:
+    from jitc.tracing.tracer import Tracer
+
+
+class TraceState:
+    def __init__(self, name: str, user_function_name: str) -> None:
+        self.function = Function(name)
+        self.builder = Builder(self.function)
+        self.user_function_name = user_function_name
+        self._constants: dict[object, Tracer] = {}
+        self._keep_alive: list[object] = []
+
+    def constant(self, value: object, dtype: dtypes.DType | None = None,
+                 weak: bool = False) -> Tracer:
+        """A traced constant for a numpy array or scalar, created once per trace."""
+        from jitc.tracing.tracer import Tracer
+        if isinstance(value, np.ndarray):
+            key: object = ("array", id(value), dtype)
+            self._keep_alive.append(value)
+        else:
+            key = ("scalar", type(value), value, dtype,
+                   np.signbit(value) if isinstance(value, float) else None)
+        cached = self._constants.get(key)
+        if cached is None:
+            array = np.asarray(value, dtype=None if dtype is None else dtype.numpy)
+            try:
+                literal = Literal(array)
+            except TypeError as exc:
+                raise TraceError(located(f"{exc}")) from None
+            value_ = self.builder.emit(ops.CONSTANT, [], {"value": literal},
+                                       loc=user_location())
+            cached = Tracer(self, value_, weak)
+            self._constants[key] = cached
+        return cached
+
+
+_local = threading.local()
+
+
+def trace_stack() -> list[TraceState]:
+    stack = getattr(_local, "stack", None)
+    if stack is None:
+        stack = _local.stack = []
+    return stack
+
+
+def current_trace() -> TraceState | None:
+    stack = trace_stack()
+    return stack[-1] if stack else None
+
+
+def emit_multi(op: OpDef, operands: Sequence[Tracer], attrs: Mapping[str, object] | None = None,
+               result_types: Sequence[TensorType] | None = None,
+               trace: TraceState | None = None) -> tuple[Tracer, ...]:
+    from jitc.tracing.tracer import Tracer
+    state = trace or (operands[0].trace if operands else current_trace())
+    if state is None:
+        raise TraceError("jitc operations need a trace; call them inside a jitc.jit function")
+    loc = user_location()
+    try:
+        values = state.builder.emit_multi(op, [t.value for t in operands], attrs, result_types,
+                                          loc=loc)
+    except IRTypeError as exc:
+        shapes = ", ".join(t.value.type.short() for t in operands)
+        message = str(exc)
+        if shapes and "[" not in message:
+            message += f" (operands: {shapes})"
+        raise ShapeError(located(f"{op.name}: {message}", loc)) from None
+    return tuple(Tracer(state, v) for v in values)
+
+
+def emit(op: OpDef, operands: Sequence[Tracer], attrs: Mapping[str, object] | None = None,
+         result_type: TensorType | None = None, trace: TraceState | None = None) -> Tracer:
+    declared = None if result_type is None else (result_type,)
+    (result,) = emit_multi(op, operands, attrs, declared, trace)
+    return result
