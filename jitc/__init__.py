@@ -1,3 +1,24 @@
-"""jitc: a tracing JIT compiler for numpy-style tensor code."""
+"""jitc: a tracing JIT compiler for numpy-style tensor code.
+
+    import jitc, jitc.numpy as jnp
+
+    @jitc.jit
+    def f(x, w):
+        return jnp.tanh(x @ w + 1.0)
+"""
 
 __version__ = "0.1.0"
+
+from jitc import numpy
+from jitc.api import ArgSpec, Compiled, Jitted, Lowered, jit
+from jitc.ir.interpreter import interpret
+from jitc.options import Options
+from jitc.tracing.errors import (
+    ConcretizationError,
+    JitcError,
+    ShapeError,
+    TraceError,
+)
+
+__all__ = ["jit", "numpy", "interpret", "ArgSpec", "Compiled", "Jitted", "Lowered", "Options",
+           "JitcError", "ConcretizationError", "ShapeError", "TraceError", "__version__"]

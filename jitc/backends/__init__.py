@@ -1,0 +1,8 @@
+"""Backends: code generators and executors behind `jitc.jit(..., backend=NAME)`."""
+
+from jitc.backends.base import Backend, Executable, backend_names, get_backend, register_backend
+from jitc.backends.interpreter import InterpreterBackend
+
+register_backend("interpreter", InterpreterBackend)
+
+__all__ = ["Backend", "Executable", "backend_names", "get_backend", "register_backend"]

@@ -174,11 +174,12 @@ class Module:
 def structure(module: Module) -> tuple:
     """Everything that defines a module's meaning, with values replaced by positions.
 
-    Names and source locations are not part of it: two modules that differ only in those are
-    equal.
+    Names and source locations are not part of it, nor is the order of the functions (the
+    printer puts the entry first): two modules that differ only in those are equal.
     """
     functions = []
-    for fn in module.functions.values():
+    for fn_name in sorted(module.functions):
+        fn = module.functions[fn_name]
         position: dict[int, tuple[int, int]] = {}
         body = []
         for n, inst in enumerate(fn.body):

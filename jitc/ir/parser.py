@@ -32,7 +32,7 @@ _TOKEN = re.compile(r"""
   | (?P<punct>->|[()\[\]{},=:])
 """, re.VERBOSE)
 
-_LOCATION = re.compile(r"^#\s*(?P<file>[^:\s]+):(?P<line>\d+)(?:\s+\((?P<fn>[^)]*)\))?\s*$")
+_LOCATION = re.compile(r"^#\s*(?P<file>.+?):(?P<line>\d+)(?:\s+\((?P<fn>[^)]*)\))?\s*$")
 
 
 @dataclass
@@ -213,6 +213,9 @@ class _Parser:
                                            types)
         except IRTypeError as exc:
             raise self.error(f"{op.name}: {exc}", first) from None
+        if len(names) != len(result_types):
+            raise self.error(f"{len(names)} name(s) for the {len(result_types)} result(s) of "
+                             f"{op.name}", first)
         hints = [n[1:] if not n[1:].isdigit() else None for n in names]
         inst = Instruction(op, operands, op.normalize_attrs(attrs), result_types, loc, hints)
         for name, value in zip(names, inst.results):
@@ -283,6 +286,9 @@ class _Parser:
             return self.pool[value.text]
         dtype = result.dtype.numpy
         array = np.array(_tree(value, lambda text: _scalar(text, dtype)), dtype=dtype)
+        if array.size == 0 and result.size == 0:
+            # `[]` ends at the first zero-length dimension and cannot show those after it.
+            array = array.reshape(result.shape)
         if array.shape != result.shape:
             raise ValueError(f"literal of shape {list(array.shape)} for type {result}")
         return Literal(array)

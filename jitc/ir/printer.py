@@ -48,6 +48,14 @@ def format_literal(array: np.ndarray) -> str:
     return "[" + ", ".join(format_literal(sub) for sub in array) + "]"
 
 
+UNDEFINED = "%<undefined>"
+
+
+def _use(names: dict[int, str], value: Value) -> str:
+    """The name of a used value; one defined outside the function (an IR error) gets none."""
+    return names.get(id(value), UNDEFINED)
+
+
 class _Printer:
     def __init__(self, module: Module, elide_constants: bool) -> None:
         self.module = module
@@ -81,12 +89,12 @@ class _Printer:
         return str(value)
 
     def function(self, fn: Function) -> list[str]:
+        # Every result is named before any instruction is printed, so that the verifier can
+        # quote an instruction that uses a value before its definition.
         names: dict[int, str] = {}
         used: set[str] = set()
         counter = 0
-
-        def name(v: Value) -> str:
-            nonlocal counter
+        for v in (v for inst in fn.body for v in inst.results):
             hint = v.name_hint
             if hint and _IDENT.match(hint) and hint not in used:
                 chosen = hint
@@ -96,21 +104,22 @@ class _Printer:
                 chosen = str(counter)
             used.add(chosen)
             names[id(v)] = "%" + chosen
-            return names[id(v)]
 
         lines = [f"func @{fn.name} {{"]
         for inst in fn.body:
-            lines.append("  " + self.instruction(inst, names, name))
-        lines.append("  return " + ", ".join(names[id(v)] for v in fn.outputs))
+            lines.append("  " + self.instruction(inst, names))
+        lines.append("  return " + ", ".join(_use(names, v) for v in fn.outputs))
         lines.append("}")
         return lines
 
-    def instruction(self, inst: Instruction, names: dict[int, str], name) -> str:
-        operands = ", ".join(names[id(v)] for v in inst.operands)
-        results = ", ".join(name(v) for v in inst.results)
+    def instruction(self, inst: Instruction, names: dict[int, str]) -> str:
+        operands = ", ".join(_use(names, v) for v in inst.operands)
+        results = ", ".join(names[id(v)] for v in inst.results)
+        # A missing attribute is skipped rather than fatal: broken instructions get printed in
+        # the verifier's messages.
         attrs = "".join(f" {spec.name}={self.attr(spec, inst.attrs[spec.name])}"
                         for spec in inst.op.attrs
-                        if inst.attrs[spec.name] != spec.default)
+                        if spec.name in inst.attrs and inst.attrs[spec.name] != spec.default)
         types = ", ".join(str(v.type) for v in inst.results)
         text = f"{results} = {inst.op.name}({operands}){attrs} : {types}"
         return f"{text}  # {inst.loc}" if inst.loc else text

@@ -12,15 +12,21 @@ class VerifyError(ValueError):
 
 
 def _describe(module: Module, fn: Function, index: int) -> str:
-    """The printed text of instruction `index` of `fn`, for error messages."""
-    text = print_module(Module([fn], fn.name), elide_constants=True).splitlines()
+    """The printed text of instruction `index` of `fn` (its return line when `index` is the
+    length of the body), for error messages."""
+    try:
+        text = print_module(Module([fn], fn.name), elide_constants=True).splitlines()
+    except Exception:
+        # Attribute values of the wrong kind cannot be printed; show the raw instruction.
+        inst = fn.body[index]
+        return f"{inst.op.name}(...) {inst.attrs}"
     body = text[text.index(f"func @{fn.name} {{") + 1:]
     return body[index].strip()
 
 
 def verify_function(module: Module, fn: Function) -> None:
     defined: set[int] = set()
-    parameter_indices: list[int] = []
+    parameter_positions: dict[int, int] = {}  # parameter index -> position in the body
     for n, inst in enumerate(fn.body):
         def fail(problem: str, n: int = n) -> VerifyError:
             return VerifyError(f"@{fn.name}: `{_describe(module, fn, n)}`: {problem}")
@@ -44,13 +50,22 @@ def verify_function(module: Module, fn: Function) -> None:
                 raise fail("a result value is defined twice")
             defined.add(id(result))
         if inst.op.has(Trait.NO_OPERANDS) and inst.op.name == "parameter":
-            parameter_indices.append(inst.attrs["index"])  # type: ignore[arg-type]
-    if sorted(parameter_indices) != list(range(len(parameter_indices))):
-        raise VerifyError(f"@{fn.name}: parameter indices {sorted(parameter_indices)} are not "
-                          f"0..{len(parameter_indices) - 1}, each once")
+            index: int = inst.attrs["index"]  # type: ignore[assignment]
+            if index in parameter_positions:
+                earlier = _describe(module, fn, parameter_positions[index])
+                raise fail(f"parameter index {index} is already taken by `{earlier}`")
+            parameter_positions[index] = n
+    count = len(parameter_positions)
+    for index, n in parameter_positions.items():
+        # n distinct indices that are not 0..n-1 include one that is n or more.
+        if index >= count:
+            raise VerifyError(f"@{fn.name}: `{_describe(module, fn, n)}`: parameter index "
+                              f"{index} leaves a gap; {count} parameter(s) need the indices "
+                              f"0..{count - 1}")
     for position, value in enumerate(fn.outputs):
         if id(value) not in defined:
-            raise VerifyError(f"@{fn.name}: returned value {position} is not defined in it")
+            raise VerifyError(f"@{fn.name}: `{_describe(module, fn, len(fn.body))}`: returned "
+                              f"value {position} is not defined in it")
 
 
 def verify(module: Module) -> Module:

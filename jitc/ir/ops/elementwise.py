@@ -77,11 +77,11 @@ def _int_divide(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     """Division truncating toward zero; x / 0 is 0 and MIN / -1 wraps to MIN."""
     safe = np.where(y == 0, 1, y)
     if x.dtype.kind == "i":
-        q = np.abs(x.astype(np.int64)) // np.abs(safe.astype(np.int64))
-        q = np.where((x < 0) != (safe < 0), -q, q)
-        q = q.astype(x.dtype)  # wraps MIN / -1 back to MIN
-    else:
-        q = x // safe
+        # MIN / -1 overflows; dividing by 1 instead gives its wrapped result, MIN.
+        safe = np.where((x == np.iinfo(x.dtype).min) & (safe == -1), 1, safe)
+    # fmod truncates toward zero, so x - fmod(x, y) is an exact multiple of y: the floor
+    # division is exact and no step overflows, even when x or y is the most negative integer.
+    q = (x - np.fmod(x, safe)) // safe
     return np.where(y == 0, 0, q)
 
 
@@ -275,7 +275,8 @@ def _bitcast_rule(types: Sequence[TensorType], attrs: Mapping[str, object],
 
 def _bitcast_reference(args: Sequence[np.ndarray], attrs: Mapping[str, object],
                        results: Sequence[TensorType]) -> list[np.ndarray]:
-    return [np.ascontiguousarray(args[0]).view(results[0].dtype.numpy)]
+    # np.ascontiguousarray would turn a 0-d array into a 1-d one.
+    return [np.asarray(args[0], order="C").view(results[0].dtype.numpy)]
 
 
 CONVERT = register(OpDef("convert", 1, _convert_rule, _convert_reference,

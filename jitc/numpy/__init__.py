@@ -1,0 +1,131 @@
+"""jitc.numpy: numpy's API for traced code.
+
+Every name here behaves like numpy's. Ufuncs (`jnp.tanh`, `jnp.add`, ...) *are* numpy's
+ufuncs: they reach jitc through `Tracer.__array_ufunc__`. Other functions are jitc
+implementations that fall back to numpy when no traced value is involved, so the same code runs
+eagerly too. Plain numpy code (`np.sum(x)` on a tracer) goes through the same implementations
+via `__array_function__`.
+"""
+
+import numpy as _np
+
+from jitc.numpy._core import HANDLED
+from jitc.numpy.creation import (
+    arange,
+    array,
+    asarray,
+    empty,
+    empty_like,
+    eye,
+    full,
+    full_like,
+    identity,
+    linspace,
+    ones,
+    ones_like,
+    tri,
+    zeros,
+    zeros_like,
+)
+from jitc.numpy.dispatch import (
+    apply_function,
+    argsort,
+    conj,
+    cumsum,
+    diagonal,
+    nonzero,
+    round,
+    sort,
+    trace,
+)
+from jitc.numpy.indexing import getitem, setitem, take
+from jitc.numpy.linalg import dot, einsum, inner, matmul, outer, tensordot, vdot
+from jitc.numpy.reductions import (
+    all,
+    any,
+    argmax,
+    argmin,
+    max,
+    mean,
+    min,
+    prod,
+    std,
+    sum,
+    var,
+)
+from jitc.numpy.shapes import (
+    array_split,
+    astype,
+    atleast_1d,
+    atleast_2d,
+    broadcast_arrays,
+    broadcast_to,
+    clip,
+    column_stack,
+    concatenate,
+    copy,
+    expand_dims,
+    flatten,
+    flip,
+    fliplr,
+    flipud,
+    hsplit,
+    hstack,
+    matrix_transpose,
+    moveaxis,
+    ndim,
+    pad,
+    ravel,
+    repeat,
+    reshape,
+    roll,
+    shape,
+    size,
+    split,
+    squeeze,
+    stack,
+    swapaxes,
+    tile,
+    transpose,
+    tril,
+    triu,
+    vsplit,
+    vstack,
+    where,
+)
+from jitc.numpy.ufuncs import UFUNCS, apply_ufunc
+
+# The ufuncs jitc traces, under numpy's names (they are numpy's own objects).
+for _ufunc in UFUNCS:
+    globals()[_ufunc.__name__] = _ufunc
+abs = _np.absolute
+divide = _np.true_divide
+pow = _np.power
+amax, amin = max, min
+concat = concatenate
+permute_dims = transpose
+
+# dtypes and constants, so `jnp.float32` and `jnp.pi` read like numpy.
+bool_ = _np.bool_
+int8, uint8, int32, int64 = _np.int8, _np.uint8, _np.int32, _np.int64
+float16, float32, float64 = _np.float16, _np.float32, _np.float64
+pi, e, inf, nan, newaxis = _np.pi, _np.e, _np.inf, _np.nan, None
+ndarray = _np.ndarray
+
+
+def logistic(x):
+    """1 / (1 + exp(-x)), evaluated stably (jitc's `logistic` op when traced)."""
+    from jitc.ir import ops
+    from jitc.numpy._core import lift, tracers_in
+    from jitc.tracing.state import emit
+    if not tracers_in([x]):
+        return _np.where(_np.asarray(x) >= 0, 1 / (1 + _np.exp(-_np.abs(x))),
+                         _np.exp(-_np.abs(x)) / (1 + _np.exp(-_np.abs(x))))
+    t = lift(x)
+    if t.dtype.kind != "f":
+        t = lift(t, _np.float64)
+    return emit(ops.LOGISTIC, [t])
+
+
+__all__ = [name for name in dir() if not name.startswith("_")]
+del _ufunc

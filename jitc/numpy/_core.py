@@ -1,0 +1,178 @@
+"""Shared machinery of jitc.numpy: lifting values into the trace, numpy's dtype promotion,
+and the registry that maps numpy functions to their traced implementations."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+import numpy as np
+
+from jitc.ir import dtypes, ops
+from jitc.ir.types import TensorType
+from jitc.tracing.errors import ShapeError, TraceError, located
+from jitc.tracing.state import TraceState, current_trace, emit
+from jitc.tracing.tracer import Tracer
+
+ArrayLike = Any
+
+# numpy function -> traced implementation (used by Tracer.__array_function__)
+HANDLED: dict[Callable, Callable] = {}
+
+
+def is_tracer(x: object) -> bool:
+    return isinstance(x, Tracer)
+
+
+def tracers_in(args: Iterable[object]) -> list[Tracer]:
+    found: list[Tracer] = []
+    for a in args:
+        if isinstance(a, Tracer):
+            found.append(a)
+        elif isinstance(a, (list, tuple)):
+            found.extend(tracers_in(a))
+    return found
+
+
+def trace_of(*args: object) -> TraceState:
+    found = tracers_in(args)
+    if found:
+        return found[0].trace
+    state = current_trace()
+    if state is None:
+        raise TraceError("jitc: no active trace")
+    return state
+
+
+def implements(*numpy_functions: Callable, eager: Callable | None = None):
+    """Register a traced implementation of numpy functions.
+
+    The decorated function becomes the public jitc.numpy function: with no tracer among its
+    arguments it simply runs numpy (`eager`, default the first numpy function), so jitc.numpy
+    code also works outside jit.
+    """
+    def wrap(impl: Callable) -> Callable:
+        fallback = eager or (numpy_functions[0] if numpy_functions else None)
+
+        @functools.wraps(impl)
+        def public(*args: Any, **kwargs: Any) -> Any:
+            if fallback is not None and not tracers_in(args) and not tracers_in(kwargs.values()):
+                return fallback(*args, **kwargs)
+            return impl(*args, **kwargs)
+
+        for fn in numpy_functions:
+            HANDLED[fn] = impl
+        return public
+    return wrap
+
+
+def unsupported(name: str, hint: str = "") -> TraceError:
+    extra = f"\n{hint}" if hint else ""
+    return TraceError(located(
+        f"{name} is not supported inside jitc.jit yet.{extra}\nThe supported numpy surface is "
+        "listed in docs/jit.md."))
+
+
+# -- dtypes ----------------------------------------------------------------------------------
+
+def dtype_key(x: object) -> object:
+    """What numpy's promotion sees: a dtype, or a Python scalar type for weak values."""
+    if isinstance(x, Tracer):
+        if x.weak:
+            return {"b": bool, "i": int, "u": int, "f": float}[x.dtype.kind]
+        return x.dtype
+    if isinstance(x, (bool, int, float)):
+        return type(x)
+    if isinstance(x, complex):
+        raise TraceError(located("complex numbers are not supported by jitc"))
+    return np.asarray(x).dtype
+
+
+_WEAK_SAMPLE = {bool: False, int: 0, float: 0.0}
+
+
+def result_type(*xs: object) -> np.dtype:
+    keys = [dtype_key(x) for x in xs]
+    samples = [_WEAK_SAMPLE[k] if k in _WEAK_SAMPLE else k for k in keys]
+    return np.result_type(*samples)
+
+
+def ir_dtype(dtype: object) -> dtypes.DType:
+    try:
+        return dtypes.from_numpy(dtype)
+    except TypeError as exc:
+        raise TraceError(located(str(exc))) from None
+
+
+def convert(x: Tracer, dtype: object) -> Tracer:
+    target = ir_dtype(dtype)
+    if x.value.type.dtype is target:
+        return x
+    return emit(ops.CONVERT, [x], {}, TensorType(target, x.shape))
+
+
+def lift(x: ArrayLike, dtype: object = None, trace: TraceState | None = None) -> Tracer:
+    """x as a tracer of the current trace, converted to `dtype` when one is given."""
+    if isinstance(x, Tracer):
+        return x if dtype is None else convert(x, dtype)
+    state = trace or trace_of()
+    if isinstance(x, (list, tuple)):
+        if tracers_in(x):
+            return stack_values(x, dtype)
+        x = np.asarray(x)
+    target = None if dtype is None else ir_dtype(dtype)
+    if isinstance(x, np.ndarray):
+        return state.constant(x if target is None or x.dtype == target.numpy
+                              else x.astype(target.numpy))
+    if isinstance(x, (bool, int, float)) and target is None:
+        return state.constant(x, weak=True)
+    array = np.asarray(x) if target is None else np.asarray(x, dtype=target.numpy)
+    if not dtypes.is_supported_numpy(array.dtype):
+        raise TraceError(located(f"values of type {type(x).__name__} ({array.dtype}) cannot "
+                                 "be used in jitc code"))
+    return state.constant(array.item() if array.ndim == 0 else array,
+                          dtypes.from_numpy(array.dtype))
+
+
+def lift_all(xs: Sequence[ArrayLike], dtype: object = None) -> list[Tracer]:
+    """Lift several values, promoted to one dtype (numpy's rules) unless `dtype` is given."""
+    state = trace_of(*xs)
+    target = dtype if dtype is not None else result_type(*xs)
+    return [lift(x, target, state) for x in xs]
+
+
+def stack_values(xs: Sequence[ArrayLike], dtype: object = None) -> Tracer:
+    from jitc.numpy.shapes import stack
+    return stack(list(xs)) if dtype is None else convert(stack(list(xs)), dtype)
+
+
+def check_static_int(value: object, what: str) -> int:
+    if isinstance(value, Tracer):
+        raise TraceError(located(f"{what} must be a static integer, not a traced value; make "
+                                 "it static with static_argnums or compute it from shapes"))
+    try:
+        return int(value)  # type: ignore[call-overload]
+    except (TypeError, ValueError):
+        raise TraceError(located(f"{what} must be an integer, got {value!r}")) from None
+
+
+def normalize_axis(axis: object, ndim: int, what: str = "axis") -> int:
+    a = check_static_int(axis, what)
+    if not -ndim <= a < max(ndim, 1) or (ndim == 0 and a not in (0, -1)):
+        raise ShapeError(located(f"{what} {a} is out of bounds for an array of dimension "
+                                 f"{ndim}"))
+    return a % ndim if ndim else 0
+
+
+def normalize_axes(axis: object, ndim: int) -> tuple[int, ...]:
+    """numpy's axis argument (None, int or tuple) as sorted, distinct, non-negative axes."""
+    if axis is None:
+        return tuple(range(ndim))
+    if isinstance(axis, (tuple, list)):
+        axes = [normalize_axis(a, ndim) for a in axis]
+    else:
+        axes = [normalize_axis(axis, ndim)]
+    if len(set(axes)) != len(axes):
+        raise ShapeError(located(f"repeated axis in {axis!r}"))
+    return tuple(sorted(axes))

@@ -1,0 +1,58 @@
+"""Tracer.__array_function__: numpy functions called with a tracer land here."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from jitc.numpy._core import HANDLED, implements, lift, unsupported
+from jitc.tracing.tracer import Tracer
+
+
+def apply_function(func: Callable, args: tuple, kwargs: dict[str, Any]) -> Any:
+    impl = HANDLED.get(func)
+    if impl is None:
+        module = getattr(func, "__module__", "numpy") or "numpy"
+        prefix = "numpy" if module.startswith("numpy") and "linalg" not in module else module
+        raise unsupported(f"{prefix}.{func.__name__}")
+    return impl(*args, **kwargs)
+
+
+@implements(np.round, np.around)
+def round(a, decimals=0, out=None):
+    if out is not None:
+        raise unsupported("numpy.round(..., out=...)")
+    x = lift(a)
+    if x.dtype.kind != "f":
+        return x
+    if decimals == 0:
+        return np.rint(x)
+    scale = np.asarray(10.0 ** decimals, dtype=x.dtype)
+    return np.true_divide(np.rint(np.multiply(x, scale)), scale)
+
+
+def conj(a):
+    return lift(a)
+
+
+def _not_yet(name: str, hint: str = "") -> Callable:
+    numpy_fn = getattr(np, name)
+
+    def fn(*args: Any, **kwargs: Any) -> Any:
+        raise unsupported(f"numpy.{name}", hint)
+    fn.__name__ = name
+    return implements(numpy_fn)(fn)
+
+
+cumsum = _not_yet("cumsum", "A running sum can be written as a matmul with np.tri(n).")
+nonzero = _not_yet("nonzero", "Its result shape depends on the data; use np.where(c, x, y).")
+trace = _not_yet("trace")
+diagonal = _not_yet("diagonal")
+sort = _not_yet("sort")
+argsort = _not_yet("argsort")
+
+
+def _is_tracer(x: object) -> bool:
+    return isinstance(x, Tracer)

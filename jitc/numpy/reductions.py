@@ -1,0 +1,231 @@
+"""Reductions with numpy's signatures: sum, prod, max, min, mean, var, std, argmax, any, all."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from jitc.ir import ops
+from jitc.ir.types import TensorType
+from jitc.numpy._core import (
+    convert,
+    implements,
+    ir_dtype,
+    lift,
+    normalize_axes,
+    normalize_axis,
+    unsupported,
+)
+from jitc.tracing.errors import ShapeError, located
+from jitc.tracing.state import emit
+from jitc.tracing.tracer import Tracer
+
+
+def _keep(x: Tracer, reduced: Tracer, axes: tuple[int, ...], keepdims: bool) -> Tracer:
+    if not keepdims:
+        return reduced
+    shape = tuple(1 if a in axes else d for a, d in enumerate(x.shape))
+    return emit(ops.RESHAPE, [reduced], {}, TensorType(reduced.aval.dtype, shape))
+
+
+def _check_unsupported(name: str, kwargs: dict[str, Any]) -> None:
+    for key, value in kwargs.items():
+        if key == "out" and value is not None:
+            raise unsupported(f"numpy.{name}(..., out=...)", "Use the returned value.")
+        if key == "where" and value is not True:
+            raise unsupported(f"numpy.{name}(..., where=...)",
+                              "Mask the input with np.where before reducing.")
+
+
+def _accumulator_dtype(x: Tracer, dtype: object) -> np.dtype:
+    """numpy's sum/prod type: small integers and bool accumulate in the platform integer."""
+    if dtype is not None:
+        return np.dtype(dtype)
+    if x.dtype.kind == "b" or (x.dtype.kind == "i" and x.dtype.itemsize < 8):
+        return np.dtype(np.int64)
+    if x.dtype.kind == "u" and x.dtype.itemsize < 8:
+        return np.dtype(np.uint64)
+    return x.dtype
+
+
+def reduce(x: Tracer, axes: tuple[int, ...], kind: str, keepdims: bool = False) -> Tracer:
+    """One `reduce` op (a no-op reduce is skipped)."""
+    if axes:
+        reduced = emit(ops.REDUCE, [x], {"dims": axes, "kind": kind})
+    else:
+        reduced = x
+    return _keep(x, reduced, axes, keepdims)
+
+
+def _with_initial(x: Tracer, result: Tracer, initial: object, combine) -> Tracer:
+    if initial is None:
+        return result
+    return combine(result, lift(initial, result.dtype))
+
+
+@implements(np.sum)
+def sum(a, axis=None, dtype=None, out=None, keepdims=False, initial=None, where=True):
+    _check_unsupported("sum", {"out": out, "where": where})
+    x = lift(a)
+    axes = normalize_axes(axis, x.ndim)
+    acc = convert(x, _accumulator_dtype(x, dtype))
+    if acc.dtype == np.bool_:
+        acc = convert(acc, np.int64)
+    result = reduce(acc, axes, "sum", keepdims)
+    return _with_initial(x, result, initial, np.add)
+
+
+@implements(np.prod)
+def prod(a, axis=None, dtype=None, out=None, keepdims=False, initial=None, where=True):
+    _check_unsupported("prod", {"out": out, "where": where})
+    x = lift(a)
+    axes = normalize_axes(axis, x.ndim)
+    acc = convert(x, _accumulator_dtype(x, dtype))
+    if acc.dtype == np.bool_:
+        acc = convert(acc, np.int64)
+    result = reduce(acc, axes, "prod", keepdims)
+    return _with_initial(x, result, initial, np.multiply)
+
+
+def _extremum(name: str, kind: str, a, axis, out, keepdims, initial, where):
+    _check_unsupported(name, {"out": out, "where": where})
+    x = lift(a)
+    axes = normalize_axes(axis, x.ndim)
+    if initial is None and any(x.shape[ax] == 0 for ax in axes):
+        raise ShapeError(located(f"numpy.{name} of an empty axis of {x.aval.short()}: numpy "
+                                 "raises here (no identity); pass initial=..."))
+    result = reduce(x, axes, kind, keepdims)
+    return _with_initial(x, result, initial, np.maximum if kind == "max" else np.minimum)
+
+
+@implements(np.max, np.amax)
+def max(a, axis=None, out=None, keepdims=False, initial=None, where=True):
+    return _extremum("max", "max", a, axis, out, keepdims, initial, where)
+
+
+@implements(np.min, np.amin)
+def min(a, axis=None, out=None, keepdims=False, initial=None, where=True):
+    return _extremum("min", "min", a, axis, out, keepdims, initial, where)
+
+
+def _mean_dtype(x: Tracer, dtype: object) -> np.dtype:
+    if dtype is not None:
+        return np.dtype(dtype)
+    return x.dtype if x.dtype.kind == "f" else np.dtype(np.float64)
+
+
+def _count(x: Tracer, axes: tuple[int, ...]) -> int:
+    n = 1
+    for a in axes:
+        n *= x.shape[a]
+    return n
+
+
+@implements(np.mean)
+def mean(a, axis=None, dtype=None, out=None, keepdims=False, where=True):
+    _check_unsupported("mean", {"out": out, "where": where})
+    x = lift(a)
+    axes = normalize_axes(axis, x.ndim)
+    result_dtype = _mean_dtype(x, dtype)
+    # numpy accumulates float16 means in float32.
+    acc_dtype = np.dtype(np.float32) if result_dtype == np.float16 else result_dtype
+    total = reduce(convert(x, acc_dtype), axes, "sum", keepdims)
+    n = lift(np.asarray(_count(x, axes), dtype=acc_dtype))
+    return convert(emit(ops.DIV, [total, n]), result_dtype)
+
+
+@implements(np.var)
+def var(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, where=True, mean=None,
+        correction=None):
+    _check_unsupported("var", {"out": out, "where": where})
+    if mean is not None:
+        raise unsupported("numpy.var(..., mean=...)")
+    x = lift(a)
+    axes = normalize_axes(axis, x.ndim)
+    ddof = correction if correction is not None else ddof
+    result_dtype = _mean_dtype(x, dtype)
+    acc_dtype = np.dtype(np.float32) if result_dtype == np.float16 else result_dtype
+    xc = convert(x, acc_dtype)
+    centered = np.subtract(xc, _mean_keepdims(xc, axes))
+    total = reduce(np.multiply(centered, centered), axes, "sum", keepdims)
+    divisor = lift(np.asarray(_count(x, axes) - ddof, dtype=acc_dtype))
+    return convert(emit(ops.DIV, [total, divisor]), result_dtype)
+
+
+def _mean_keepdims(x: Tracer, axes: tuple[int, ...]) -> Tracer:
+    total = reduce(x, axes, "sum", keepdims=True)
+    return emit(ops.DIV, [total, lift(np.asarray(_count(x, axes), dtype=x.dtype))])
+
+
+@implements(np.std)
+def std(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, where=True, mean=None,
+        correction=None):
+    v = var(a, axis, dtype, out, ddof, keepdims, where, mean, correction)
+    return emit(ops.SQRT, [v])
+
+
+def _arg(name: str, op, a, axis, out, keepdims):
+    _check_unsupported(name, {"out": out})
+    x = lift(a)
+    if axis is None:
+        x = emit(ops.RESHAPE, [x], {}, TensorType(x.aval.dtype, (x.size,)))
+        axis_ = 0
+    else:
+        axis_ = normalize_axis(axis, x.ndim)
+    if x.shape[axis_] == 0:
+        raise ShapeError(located(f"numpy.{name} of an empty sequence ({x.aval.short()})"))
+    if x.dtype.kind == "b":
+        x = convert(x, np.int8)
+    result = emit(op, [x], {"axis": axis_})
+    if keepdims:
+        shape = tuple(1 if (axis is None or a == axis_) else d for a, d in
+                      enumerate(lift(a).shape))
+        result = emit(ops.RESHAPE, [result], {}, TensorType(result.aval.dtype, shape))
+    return result
+
+
+@implements(np.argmax)
+def argmax(a, axis=None, out=None, *, keepdims=False):
+    return _arg("argmax", ops.ARGMAX, a, axis, out, keepdims)
+
+
+@implements(np.argmin)
+def argmin(a, axis=None, out=None, *, keepdims=False):
+    return _arg("argmin", ops.ARGMIN, a, axis, out, keepdims)
+
+
+def _logical(kind: str, a, axis, out, keepdims, where):
+    _check_unsupported("any" if kind == "or" else "all", {"out": out, "where": where})
+    x = lift(a)
+    if x.dtype != np.bool_:
+        x = np.not_equal(x, 0)
+    return reduce(x, normalize_axes(axis, x.ndim), kind, keepdims)
+
+
+@implements(np.any)
+def any(a, axis=None, out=None, keepdims=False, *, where=True):
+    return _logical("or", a, axis, out, keepdims, where)
+
+
+@implements(np.all)
+def all(a, axis=None, out=None, keepdims=False, *, where=True):
+    return _logical("and", a, axis, out, keepdims, where)
+
+
+_UFUNC_REDUCERS = {np.add: sum, np.multiply: prod, np.maximum: max, np.minimum: min,
+                   np.logical_and: all, np.logical_or: any}
+
+
+def ufunc_reduce(ufunc: np.ufunc, inputs: tuple, kwargs: dict[str, Any]) -> Tracer:
+    """`np.add.reduce(x, axis=0)` and friends."""
+    reducer = _UFUNC_REDUCERS.get(ufunc)
+    if reducer is None:
+        raise unsupported(f"numpy.{ufunc.__name__}.reduce")
+    (a,) = inputs
+    kwargs = dict(kwargs)
+    kwargs.setdefault("axis", 0)
+    if kwargs.get("dtype") is not None and reducer in (max, min, all, any):
+        x = convert(lift(a), ir_dtype(kwargs.pop("dtype")).numpy)
+        return reducer(x, **kwargs)
+    return reducer(a, **kwargs)

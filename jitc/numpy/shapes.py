@@ -1,0 +1,464 @@
+"""Shape manipulation with numpy's signatures, lowered to reshape, transpose, broadcast,
+slice, concatenate, reverse and pad."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+
+from jitc.ir import ops
+from jitc.ir.types import TensorType
+from jitc.numpy._core import (
+    check_static_int,
+    convert,
+    implements,
+    lift,
+    lift_all,
+    normalize_axes,
+    normalize_axis,
+    result_type,
+    unsupported,
+)
+from jitc.tracing.errors import ShapeError, located
+from jitc.tracing.state import emit
+from jitc.tracing.tracer import Tracer
+
+
+def _typed(x: Tracer, shape: Sequence[int]) -> TensorType:
+    return TensorType(x.aval.dtype, tuple(shape))
+
+
+def _resolve_shape(size: int, shape: Sequence[object], what: str) -> tuple[int, ...]:
+    dims = [check_static_int(d, "a dimension of the new shape") for d in shape]
+    unknown = [i for i, d in enumerate(dims) if d == -1]
+    if len(unknown) > 1 or any(d < -1 for d in dims):
+        raise ShapeError(located(f"cannot reshape {what} into shape {tuple(dims)}"))
+    known = math.prod(d for d in dims if d != -1)
+    if unknown:
+        if known == 0 or size % known:
+            raise ShapeError(located(f"cannot reshape {what} into shape {tuple(dims)}"))
+        dims[unknown[0]] = size // known
+    if math.prod(dims) != size:
+        raise ShapeError(located(f"cannot reshape {what} (size {size}) into shape "
+                                 f"{tuple(dims)}"))
+    return tuple(dims)
+
+
+@implements(np.reshape)
+def reshape(a, shape=None, order="C", *, newshape=None, copy=None):
+    if order != "C":
+        raise unsupported(f"reshape with order={order!r}", "Only C order is traced.")
+    shape = newshape if shape is None else shape
+    x = lift(a)
+    if isinstance(shape, (int, np.integer)) or isinstance(shape, Tracer):
+        shape = (shape,)
+    new = _resolve_shape(x.size, shape, x.aval.short())
+    if new == x.shape:
+        return x
+    return emit(ops.RESHAPE, [x], {}, _typed(x, new))
+
+
+@implements(np.transpose)
+def transpose(a, axes=None):
+    x = lift(a)
+    if axes is None:
+        perm = list(range(x.ndim))[::-1]
+    else:
+        perm = [normalize_axis(p, x.ndim) for p in axes]
+        if sorted(perm) != list(range(x.ndim)):
+            raise ShapeError(located(f"transpose: axes {tuple(axes)} don't match an array of "
+                                     f"dimension {x.ndim}"))
+    if perm == list(range(x.ndim)):
+        return x
+    return emit(ops.TRANSPOSE, [x], {"permutation": perm})
+
+
+@implements(np.matrix_transpose)
+def matrix_transpose(x):
+    t = lift(x)
+    if t.ndim < 2:
+        raise ShapeError(located(f"matrix_transpose needs at least 2 dimensions, got "
+                                 f"{t.aval.short()}"))
+    axes = list(range(t.ndim))
+    axes[-2], axes[-1] = axes[-1], axes[-2]
+    return transpose(t, axes)
+
+
+@implements(np.swapaxes)
+def swapaxes(a, axis1, axis2):
+    x = lift(a)
+    perm = list(range(x.ndim))
+    i, j = normalize_axis(axis1, x.ndim), normalize_axis(axis2, x.ndim)
+    perm[i], perm[j] = perm[j], perm[i]
+    return transpose(x, perm)
+
+
+@implements(np.moveaxis)
+def moveaxis(a, source, destination):
+    x = lift(a)
+    src = normalize_axes_list(source, x.ndim)
+    dst = normalize_axes_list(destination, x.ndim)
+    order = [n for n in range(x.ndim) if n not in src]
+    for d, s in sorted(zip(dst, src)):
+        order.insert(d, s)
+    return transpose(x, order)
+
+
+def normalize_axes_list(axis, ndim: int) -> list[int]:
+    axes = axis if isinstance(axis, (tuple, list)) else [axis]
+    return [normalize_axis(a, ndim) for a in axes]
+
+
+@implements(np.expand_dims)
+def expand_dims(a, axis):
+    x = lift(a)
+    axes = axis if isinstance(axis, (tuple, list)) else (axis,)
+    rank = x.ndim + len(axes)
+    positions = sorted(normalize_axis(ax, rank) for ax in axes)
+    shape = list(x.shape)
+    for p in positions:
+        shape.insert(p, 1)
+    return reshape(x, shape)
+
+
+@implements(np.squeeze)
+def squeeze(a, axis=None):
+    x = lift(a)
+    if axis is None:
+        axes = [i for i, d in enumerate(x.shape) if d == 1]
+    else:
+        axes = list(normalize_axes(axis, x.ndim))
+        for ax in axes:
+            if x.shape[ax] != 1:
+                raise ShapeError(located(f"cannot squeeze axis {ax} of {x.aval.short()}: its "
+                                         "size is not 1"))
+    return reshape(x, [d for i, d in enumerate(x.shape) if i not in axes])
+
+
+@implements(np.ravel)
+def ravel(a, order="C"):
+    return reshape(a, (-1,), order=order)
+
+
+def flatten(a, order="C"):
+    return ravel(a, order)
+
+
+def copy(a, order="K"):
+    return lift(a)
+
+
+def astype(a, dtype, order="K", casting="unsafe", subok=True, copy=True):
+    return convert(lift(a), np.dtype(dtype))
+
+
+@implements(np.atleast_1d)
+def atleast_1d(*arys):
+    out = [reshape(x, (1,)) if lift(x).ndim == 0 else lift(x) for x in arys]
+    return out[0] if len(out) == 1 else out
+
+
+@implements(np.atleast_2d)
+def atleast_2d(*arys):
+    out = []
+    for a in arys:
+        x = lift(a)
+        out.append(reshape(x, (1,) * (2 - x.ndim) + x.shape) if x.ndim < 2 else x)
+    return out[0] if len(out) == 1 else out
+
+
+@implements(np.broadcast_to)
+def broadcast_to(array, shape, subok=False):
+    x = lift(array)
+    shape = (shape,) if isinstance(shape, int) else tuple(shape)
+    try:
+        target = np.broadcast_shapes(x.shape, shape)
+    except ValueError:
+        target = None
+    if target != tuple(shape):
+        raise ShapeError(located(f"cannot broadcast {x.aval.short()} to shape {tuple(shape)}"))
+    if x.shape == tuple(shape):
+        return x
+    offset = len(shape) - x.ndim
+    return emit(ops.BROADCAST_IN_DIM, [x], {"dims": list(range(offset, len(shape)))},
+                _typed(x, shape))
+
+
+@implements(np.broadcast_arrays)
+def broadcast_arrays(*args, subok=False):
+    xs = [lift(a) for a in args]
+    try:
+        shape = np.broadcast_shapes(*(x.shape for x in xs))
+    except ValueError:
+        shapes = " with ".join(x.aval.short() for x in xs)
+        raise ShapeError(located(f"cannot broadcast {shapes}")) from None
+    return tuple(broadcast_to(x, shape) for x in xs)
+
+
+# -- joining and splitting -----------------------------------------------------------------------
+
+@implements(np.concatenate)
+def concatenate(arrays, axis=0, out=None, *, dtype=None, casting="same_kind"):
+    if out is not None:
+        raise unsupported("numpy.concatenate(..., out=...)")
+    xs = lift_all(list(arrays), dtype)
+    if axis is None:
+        xs = [ravel(x) for x in xs]
+        axis = 0
+    if not xs:
+        raise ShapeError(located("need at least one array to concatenate"))
+    if xs[0].ndim == 0:
+        raise ShapeError(located("zero-dimensional arrays cannot be concatenated"))
+    ax = normalize_axis(axis, xs[0].ndim)
+    if len(xs) == 1:
+        return xs[0]
+    return emit(ops.CONCATENATE, xs, {"dimension": ax})
+
+
+@implements(np.stack)
+def stack(arrays, axis=0, out=None, *, dtype=None, casting="same_kind"):
+    xs = lift_all(list(arrays), dtype)
+    if not xs:
+        raise ShapeError(located("need at least one array to stack"))
+    shapes = {x.shape for x in xs}
+    if len(shapes) != 1:
+        raise ShapeError(located("all input arrays must have the same shape to stack, got "
+                                 + ", ".join(x.aval.short() for x in xs)))
+    ax = normalize_axis(axis, xs[0].ndim + 1)
+    return concatenate([expand_dims(x, ax) for x in xs], axis=ax)
+
+
+@implements(np.hstack)
+def hstack(tup, *, dtype=None, casting="same_kind"):
+    xs = [lift(x) for x in tup]
+    return concatenate(xs, axis=0 if xs and xs[0].ndim == 1 else 1, dtype=dtype)
+
+
+@implements(np.vstack)
+def vstack(tup, *, dtype=None, casting="same_kind"):
+    return concatenate(atleast_2d_list(tup), axis=0, dtype=dtype)
+
+
+def atleast_2d_list(tup) -> list[Tracer]:
+    out = atleast_2d(*tup)
+    return [out] if isinstance(out, Tracer) else list(out)
+
+
+@implements(np.column_stack)
+def column_stack(tup):
+    xs = [lift(x) for x in tup]
+    return concatenate([reshape(x, (-1, 1)) if x.ndim < 2 else x for x in xs], axis=1)
+
+
+def _split_points(n: int, sections, strict: bool) -> list[int]:
+    if isinstance(sections, (int, np.integer)):
+        count = int(sections)
+        if count <= 0:
+            raise ShapeError(located("number of sections must be larger than 0"))
+        if strict and n % count:
+            raise ShapeError(located(f"array split does not result in an equal division: "
+                                     f"{n} into {count}"))
+        size, extra = divmod(n, count)
+        points, at = [], 0
+        for i in range(count - 1):
+            at += size + (1 if i < extra else 0)
+            points.append(at)
+        return points
+    return [check_static_int(p, "a split index") for p in sections]
+
+
+def _split(a, sections, axis, strict: bool) -> list[Tracer]:
+    x = lift(a)
+    ax = normalize_axis(axis, x.ndim)
+    n = x.shape[ax]
+    points = _split_points(n, sections, strict)
+    bounds = [0] + [min(max(p if p >= 0 else p + n, 0), n) for p in points] + [n]
+    pieces = []
+    for lo, hi in zip(bounds[:-1], bounds[1:]):
+        hi = max(lo, hi)
+        pieces.append(slice_axis(x, ax, lo, hi))
+    return pieces
+
+
+def slice_axis(x: Tracer, axis: int, lo: int, hi: int, step: int = 1) -> Tracer:
+    if (lo, hi, step) == (0, x.shape[axis], 1):
+        return x
+    start = [0] * x.ndim
+    limit = list(x.shape)
+    stride = [1] * x.ndim
+    start[axis], limit[axis], stride[axis] = lo, hi, step
+    return emit(ops.SLICE, [x], {"start": start, "limit": limit,
+                                 "stride": stride if step != 1 else ()})
+
+
+@implements(np.split)
+def split(ary, indices_or_sections, axis=0):
+    return _split(ary, indices_or_sections, axis, strict=True)
+
+
+@implements(np.array_split)
+def array_split(ary, indices_or_sections, axis=0):
+    return _split(ary, indices_or_sections, axis, strict=False)
+
+
+@implements(np.hsplit)
+def hsplit(ary, indices_or_sections):
+    return _split(ary, indices_or_sections, 1 if lift(ary).ndim > 1 else 0, strict=True)
+
+
+@implements(np.vsplit)
+def vsplit(ary, indices_or_sections):
+    return _split(ary, indices_or_sections, 0, strict=True)
+
+
+# -- selection and rearrangement -----------------------------------------------------------------
+
+@implements(np.where)
+def where(condition, x=None, y=None):
+    if x is None or y is None:
+        raise unsupported("numpy.where with one argument (its result shape depends on the "
+                          "data)", "Use the three-argument form np.where(cond, x, y).")
+    cond = lift(condition)
+    if cond.dtype != np.bool_:
+        cond = np.not_equal(cond, 0)
+    a, b = lift_all([x, y])
+    result = emit(ops.SELECT, [cond, a, b])
+    if getattr(x, "weak", isinstance(x, (int, float, bool))) and \
+            getattr(y, "weak", isinstance(y, (int, float, bool))):
+        result.weak = True
+    return result
+
+
+@implements(np.clip)
+def clip(a, a_min=None, a_max=None, out=None, *, min=None, max=None, **kwargs):
+    if out is not None:
+        raise unsupported("numpy.clip(..., out=...)")
+    lo = a_min if a_min is not None else min
+    hi = a_max if a_max is not None else max
+    x = lift(a)
+    if lo is not None:
+        x = np.maximum(x, lo)
+    if hi is not None:
+        x = np.minimum(x, hi)
+    return x
+
+
+@implements(np.flip)
+def flip(m, axis=None):
+    x = lift(m)
+    axes = normalize_axes(axis, x.ndim)
+    return emit(ops.REVERSE, [x], {"dims": axes}) if axes else x
+
+
+@implements(np.fliplr)
+def fliplr(m):
+    return flip(m, 1)
+
+
+@implements(np.flipud)
+def flipud(m):
+    return flip(m, 0)
+
+
+@implements(np.roll)
+def roll(a, shift, axis=None):
+    x = lift(a)
+    if axis is None:
+        return reshape(roll(ravel(x), shift, 0), x.shape)
+    shifts = shift if isinstance(shift, (tuple, list)) else [shift]
+    axes = axis if isinstance(axis, (tuple, list)) else [axis]
+    for s, ax in np.broadcast(shifts, axes):
+        ax = normalize_axis(ax, x.ndim)
+        n = x.shape[ax]
+        if n == 0:
+            continue
+        k = check_static_int(s, "the roll shift") % n
+        if k:
+            x = concatenate([slice_axis(x, ax, n - k, n), slice_axis(x, ax, 0, n - k)], axis=ax)
+    return x
+
+
+@implements(np.repeat)
+def repeat(a, repeats, axis=None):
+    x = lift(a)
+    if axis is None:
+        x, axis = ravel(x), 0
+    ax = normalize_axis(axis, x.ndim)
+    if not isinstance(repeats, (int, np.integer)):
+        raise unsupported("numpy.repeat with per-element repeat counts")
+    r = int(repeats)
+    expanded = broadcast_to(expand_dims(x, ax + 1),
+                            x.shape[:ax + 1] + (r,) + x.shape[ax + 1:])
+    return reshape(expanded, x.shape[:ax] + (x.shape[ax] * r,) + x.shape[ax + 1:])
+
+
+@implements(np.tile)
+def tile(A, reps):
+    x = lift(A)
+    reps = (reps,) if isinstance(reps, (int, np.integer)) else tuple(reps)
+    rank = max(x.ndim, len(reps))
+    reps = (1,) * (rank - len(reps)) + tuple(int(r) for r in reps)
+    x = reshape(x, (1,) * (rank - x.ndim) + x.shape)
+    interleaved = []
+    for r, d in zip(reps, x.shape):
+        interleaved += [r, d]
+    spread = reshape(x, [v for d in x.shape for v in (1, d)])
+    return reshape(broadcast_to(spread, interleaved),
+                   [r * d for r, d in zip(reps, x.shape)])
+
+
+@implements(np.pad)
+def pad(array, pad_width, mode="constant", **kwargs):
+    if mode != "constant":
+        raise unsupported(f"numpy.pad with mode={mode!r}", "Only mode='constant' is traced.")
+    x = lift(array)
+    widths = np.broadcast_to(np.asarray(pad_width, dtype=np.int64), (x.ndim, 2))
+    value = kwargs.get("constant_values", 0)
+    if np.ndim(value) != 0:
+        raise unsupported("numpy.pad with per-axis constant_values")
+    fill = lift(value, x.dtype)
+    return emit(ops.PAD, [x, fill], {"low": [int(w) for w in widths[:, 0]],
+                                     "high": [int(w) for w in widths[:, 1]]})
+
+
+def _triangle_mask(x: Tracer, k: int, lower: bool) -> Tracer:
+    rows, cols = x.shape[-2], x.shape[-1]
+    mask = np.tri(rows, cols, k, dtype=bool) if lower else ~np.tri(rows, cols, k - 1, dtype=bool)
+    return lift(mask)
+
+
+@implements(np.tril)
+def tril(m, k=0):
+    x = lift(m)
+    return where(_triangle_mask(x, check_static_int(k, "k"), True), x, np.zeros((), x.dtype))
+
+
+@implements(np.triu)
+def triu(m, k=0):
+    x = lift(m)
+    return where(_triangle_mask(x, check_static_int(k, "k"), False), x, np.zeros((), x.dtype))
+
+
+# -- shape queries -------------------------------------------------------------------------------
+
+@implements(np.shape)
+def shape(a):
+    return lift(a).shape
+
+
+@implements(np.ndim)
+def ndim(a):
+    return lift(a).ndim
+
+
+@implements(np.size)
+def size(a, axis=None):
+    x = lift(a)
+    return x.size if axis is None else x.shape[normalize_axis(axis, x.ndim)]
+
+
+@implements(np.result_type)
+def _result_type(*arrays_and_dtypes):
+    return result_type(*arrays_and_dtypes)

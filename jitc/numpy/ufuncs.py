@@ -1,0 +1,396 @@
+"""numpy ufuncs on tracers: numpy picks the loop dtypes, jitc emits the ops.
+
+`ufunc.resolve_dtypes` gives exactly the input and output dtypes numpy would compute in
+(including NEP 50 weak Python scalars), so promotion never drifts from numpy's.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from jitc.ir import ops
+from jitc.ir.types import TensorType
+from jitc.numpy._core import lift, result_type, trace_of, unsupported
+from jitc.tracing.errors import TraceError, located
+from jitc.tracing.state import emit
+from jitc.tracing.tracer import Tracer
+
+UfuncImpl = Callable[..., Tracer]
+UFUNCS: dict[np.ufunc, UfuncImpl] = {}
+
+
+def _register(ufunc: np.ufunc):
+    def wrap(impl: UfuncImpl) -> UfuncImpl:
+        UFUNCS[ufunc] = impl
+        return impl
+    return wrap
+
+
+def _op(op):
+    def impl(*xs: Tracer) -> Tracer:
+        return emit(op, xs)
+    return impl
+
+
+def _const_like(x: Tracer, value: object) -> Tracer:
+    return lift(np.asarray(value, dtype=x.dtype), trace=x.trace)
+
+
+def compare(x: Tracer, y: Tracer, direction: str) -> Tracer:
+    return emit(ops.COMPARE, [x, y], {"direction": direction})
+
+
+def select(pred: Tracer, on_true: Tracer, on_false: Tracer) -> Tracer:
+    return emit(ops.SELECT, [pred, on_true, on_false])
+
+
+def _to_bool(x: Tracer) -> Tracer:
+    return x if x.dtype == np.bool_ else compare(x, _const_like(x, 0), "ne")
+
+
+def _all_true_like(x: Tracer) -> Tracer:
+    true = lift(np.True_, trace=x.trace)
+    return emit(ops.BROADCAST_IN_DIM, [true], {"dims": []}, TensorType(true.aval.dtype, x.shape))
+
+
+for _ufunc, _irop in [
+        (np.subtract, ops.SUB), (np.true_divide, ops.DIV), (np.fmod, ops.REM),
+        (np.negative, ops.NEG), (np.absolute, ops.ABS), (np.sign, ops.SIGN), (np.exp, ops.EXP),
+        (np.expm1, ops.EXPM1), (np.log, ops.LOG), (np.log1p, ops.LOG1P), (np.sqrt, ops.SQRT),
+        (np.tanh, ops.TANH), (np.sin, ops.SIN), (np.cos, ops.COS), (np.floor, ops.FLOOR),
+        (np.ceil, ops.CEIL), (np.rint, ops.ROUND), (np.arctan2, ops.ATAN2),
+        (np.bitwise_and, ops.AND), (np.bitwise_or, ops.OR), (np.bitwise_xor, ops.XOR),
+        (np.invert, ops.NOT), (np.left_shift, ops.SHIFT_LEFT)]:
+    UFUNCS[_ufunc] = _op(_irop)
+
+
+@_register(np.add)
+def _add(x: Tracer, y: Tracer) -> Tracer:
+    return emit(ops.OR if x.dtype == np.bool_ else ops.ADD, [x, y])
+
+
+@_register(np.multiply)
+def _multiply(x: Tracer, y: Tracer) -> Tracer:
+    return emit(ops.AND if x.dtype == np.bool_ else ops.MUL, [x, y])
+
+
+@_register(np.maximum)
+def _maximum(x: Tracer, y: Tracer) -> Tracer:
+    return emit(ops.MAX, [x, y])
+
+
+@_register(np.minimum)
+def _minimum(x: Tracer, y: Tracer) -> Tracer:
+    return emit(ops.MIN, [x, y])
+
+
+@_register(np.fmax)
+def _fmax(x: Tracer, y: Tracer) -> Tracer:
+    if x.dtype.kind != "f":
+        return emit(ops.MAX, [x, y])
+    return select(_isnan(y), x, select(_isnan(x), y, emit(ops.MAX, [x, y])))
+
+
+@_register(np.fmin)
+def _fmin(x: Tracer, y: Tracer) -> Tracer:
+    if x.dtype.kind != "f":
+        return emit(ops.MIN, [x, y])
+    return select(_isnan(y), x, select(_isnan(x), y, emit(ops.MIN, [x, y])))
+
+
+@_register(np.right_shift)
+def _right_shift(x: Tracer, y: Tracer) -> Tracer:
+    op = ops.SHIFT_RIGHT_LOGICAL if x.dtype.kind == "u" else ops.SHIFT_RIGHT_ARITHMETIC
+    return emit(op, [x, y])
+
+
+@_register(np.positive)
+def _positive(x: Tracer) -> Tracer:
+    return x
+
+
+@_register(np.square)
+def _square(x: Tracer) -> Tracer:
+    return emit(ops.MUL, [x, x])
+
+
+@_register(np.reciprocal)
+def _reciprocal(x: Tracer) -> Tracer:
+    return emit(ops.DIV, [_const_like(x, 1), x])
+
+
+@_register(np.power)
+def _power(x: Tracer, y: Tracer) -> Tracer:
+    return emit(ops.POW, [x, y])
+
+
+def _floor_divide_parts(x: Tracer, y: Tracer) -> tuple[Tracer, Tracer]:
+    """numpy's floor division and modulo: quotient rounded down, remainder with y's sign."""
+    zero = _const_like(x, 0)
+    rem = emit(ops.REM, [x, y])
+    if x.dtype.kind == "f":
+        quotient = emit(ops.DIV, [emit(ops.SUB, [x, rem]), y])
+    else:
+        quotient = emit(ops.DIV, [x, y])
+    if x.dtype.kind == "u":
+        return quotient, rem
+    adjust = emit(ops.AND, [compare(rem, zero, "ne"),
+                            compare(compare(rem, zero, "lt"), compare(y, zero, "lt"), "ne")])
+    one = _const_like(x, 1)
+    quotient = select(adjust, emit(ops.SUB, [quotient, one]), quotient)
+    modulo = select(adjust, emit(ops.ADD, [rem, y]), rem)
+    if x.dtype.kind == "f":
+        # numpy rounds the quotient to an integral value and gives zero remainders y's sign.
+        quotient = select(compare(y, zero, "eq"), emit(ops.DIV, [x, y]),
+                          emit(ops.ROUND, [quotient]))
+        signed_zero = emit(ops.MUL, [zero, y])
+        modulo = select(compare(modulo, zero, "eq"), signed_zero, modulo)
+    return quotient, modulo
+
+
+@_register(np.floor_divide)
+def _floor_divide(x: Tracer, y: Tracer) -> Tracer:
+    return _floor_divide_parts(x, y)[0]
+
+
+@_register(np.remainder)
+def _remainder(x: Tracer, y: Tracer) -> Tracer:
+    return _floor_divide_parts(x, y)[1]
+
+
+def _isnan(x: Tracer) -> Tracer:
+    return compare(x, x, "ne")
+
+
+@_register(np.isnan)
+def _isnan_ufunc(x: Tracer) -> Tracer:
+    return _isnan(x) if x.dtype.kind == "f" else emit(ops.NOT, [_all_true_like(x)])
+
+
+@_register(np.isfinite)
+def _isfinite(x: Tracer) -> Tracer:
+    return emit(ops.IS_FINITE, [x]) if x.dtype.kind == "f" else _all_true_like(x)
+
+
+@_register(np.isinf)
+def _isinf(x: Tracer) -> Tracer:
+    if x.dtype.kind != "f":
+        return emit(ops.NOT, [_all_true_like(x)])
+    return emit(ops.AND, [emit(ops.NOT, [emit(ops.IS_FINITE, [x])]), compare(x, x, "eq")])
+
+
+for _ufunc, _direction in [(np.equal, "eq"), (np.not_equal, "ne"), (np.less, "lt"),
+                           (np.less_equal, "le"), (np.greater, "gt"),
+                           (np.greater_equal, "ge")]:
+    def _cmp(x: Tracer, y: Tracer, direction: str = _direction) -> Tracer:
+        return compare(x, y, direction)
+    UFUNCS[_ufunc] = _cmp
+
+
+@_register(np.logical_not)
+def _logical_not(x: Tracer) -> Tracer:
+    return emit(ops.NOT, [_to_bool(x)])
+
+
+for _ufunc, _irop in [(np.logical_and, ops.AND), (np.logical_or, ops.OR),
+                      (np.logical_xor, ops.XOR)]:
+    def _logical(x: Tracer, y: Tracer, op=_irop) -> Tracer:
+        return emit(op, [_to_bool(x), _to_bool(y)])
+    UFUNCS[_ufunc] = _logical
+
+
+@_register(np.trunc)
+def _trunc(x: Tracer) -> Tracer:
+    return select(compare(x, _const_like(x, 0), "lt"), emit(ops.CEIL, [x]),
+                  emit(ops.FLOOR, [x]))
+
+
+
+@_register(np.exp2)
+def _exp2(x: Tracer) -> Tracer:
+    return emit(ops.POW, [_const_like(x, 2), x])
+
+
+@_register(np.log2)
+def _log2(x: Tracer) -> Tracer:
+    return emit(ops.MUL, [emit(ops.LOG, [x]), _const_like(x, 1 / math.log(2))])
+
+
+@_register(np.log10)
+def _log10(x: Tracer) -> Tracer:
+    return emit(ops.MUL, [emit(ops.LOG, [x]), _const_like(x, 1 / math.log(10))])
+
+
+@_register(np.tan)
+def _tan(x: Tracer) -> Tracer:
+    return emit(ops.DIV, [emit(ops.SIN, [x]), emit(ops.COS, [x])])
+
+
+@_register(np.arctan)
+def _arctan(x: Tracer) -> Tracer:
+    return emit(ops.ATAN2, [x, _all_ones_like(x)])
+
+
+def _all_ones_like(x: Tracer) -> Tracer:
+    return emit(ops.BROADCAST_IN_DIM, [_const_like(x, 1)], {"dims": []}, x.aval)
+
+
+def _sqrt_one_minus_square(x: Tracer) -> Tracer:
+    one = _const_like(x, 1)
+    return emit(ops.SQRT, [emit(ops.MUL, [emit(ops.SUB, [one, x]), emit(ops.ADD, [one, x])])])
+
+
+@_register(np.arcsin)
+def _arcsin(x: Tracer) -> Tracer:
+    return emit(ops.ATAN2, [x, _sqrt_one_minus_square(x)])
+
+
+@_register(np.arccos)
+def _arccos(x: Tracer) -> Tracer:
+    return emit(ops.ATAN2, [_sqrt_one_minus_square(x), x])
+
+
+@_register(np.sinh)
+def _sinh(x: Tracer) -> Tracer:
+    # (e^x - e^-x) / 2 through expm1 stays accurate near 0: em1 + em1 / (em1 + 1).
+    em1 = emit(ops.EXPM1, [x])
+    one, half = _const_like(x, 1), _const_like(x, 0.5)
+    return emit(ops.MUL, [half, emit(ops.ADD, [em1, emit(ops.DIV, [em1, emit(ops.ADD, [em1,
+                                                                                       one])])])])
+
+
+@_register(np.cosh)
+def _cosh(x: Tracer) -> Tracer:
+    half = _const_like(x, 0.5)
+    return emit(ops.MUL, [half, emit(ops.ADD, [emit(ops.EXP, [x]),
+                                               emit(ops.EXP, [emit(ops.NEG, [x])])])])
+
+
+@_register(np.arctanh)
+def _arctanh(x: Tracer) -> Tracer:
+    one, half = _const_like(x, 1), _const_like(x, 0.5)
+    ratio = emit(ops.DIV, [emit(ops.ADD, [x, x]), emit(ops.SUB, [one, x])])
+    return emit(ops.MUL, [half, emit(ops.LOG1P, [ratio])])
+
+
+@_register(np.arcsinh)
+def _arcsinh(x: Tracer) -> Tracer:
+    one = _const_like(x, 1)
+    a = emit(ops.ABS, [x])
+    a2 = emit(ops.MUL, [a, a])
+    inner = emit(ops.ADD, [a, emit(ops.DIV, [a2, emit(ops.ADD, [one, emit(
+        ops.SQRT, [emit(ops.ADD, [one, a2])])])])])
+    magnitude = emit(ops.LOG1P, [inner])
+    return select(compare(x, _const_like(x, 0), "lt"), emit(ops.NEG, [magnitude]), magnitude)
+
+
+@_register(np.arccosh)
+def _arccosh(x: Tracer) -> Tracer:
+    one = _const_like(x, 1)
+    root = emit(ops.SQRT, [emit(ops.MUL, [emit(ops.SUB, [x, one]), emit(ops.ADD, [x, one])])])
+    return emit(ops.LOG, [emit(ops.ADD, [x, root])])
+
+
+@_register(np.hypot)
+def _hypot(x: Tracer, y: Tracer) -> Tracer:
+    return emit(ops.SQRT, [emit(ops.ADD, [emit(ops.MUL, [x, x]), emit(ops.MUL, [y, y])])])
+
+
+@_register(np.logaddexp)
+def _logaddexp(x: Tracer, y: Tracer) -> Tracer:
+    big = emit(ops.MAX, [x, y])
+    gap = emit(ops.NEG, [emit(ops.ABS, [emit(ops.SUB, [x, y])])])
+    return emit(ops.ADD, [big, emit(ops.LOG1P, [emit(ops.EXP, [gap])])])
+
+
+@_register(np.copysign)
+def _copysign(x: Tracer, y: Tracer) -> Tracer:
+    # Compare through division so -0.0 counts as negative: 1/-0 = -inf.
+    zero, one = _const_like(x, 0), _const_like(x, 1)
+    negative_zero = emit(ops.AND, [compare(y, zero, "eq"),
+                                   compare(emit(ops.DIV, [one, y]), zero, "lt")])
+    negative = emit(ops.OR, [compare(y, zero, "lt"), negative_zero])
+    magnitude = emit(ops.ABS, [x])
+    return select(negative, emit(ops.NEG, [magnitude]), magnitude)
+
+
+# -- dispatch ----------------------------------------------------------------------------------
+
+_UNSUPPORTED_KWARGS = ("out", "where", "casting", "order", "subok", "signature")
+
+
+def apply_ufunc(ufunc: np.ufunc, method: str, inputs: tuple, kwargs: dict[str, Any]) -> Any:
+    """Tracer.__array_ufunc__: numpy calls this for every ufunc that touches a tracer."""
+    name = f"numpy.{ufunc.__name__}"
+    if method == "reduce":
+        from jitc.numpy.reductions import ufunc_reduce
+        return ufunc_reduce(ufunc, inputs, kwargs)
+    if method != "__call__":
+        raise unsupported(f"{name}.{method}")
+    if ufunc is np.matmul:
+        from jitc.numpy.linalg import matmul
+        return matmul(*inputs, **kwargs)
+    for key in _UNSUPPORTED_KWARGS:
+        if kwargs.get(key) is not None and not (key == "where" and kwargs[key] is True):
+            raise unsupported(f"{name}(..., {key}=...)",
+                              "Traced arrays are immutable: use the returned value instead of "
+                              "out=, and np.where(...) instead of where=.")
+    impl = UFUNCS.get(ufunc)
+    if impl is None:
+        raise unsupported(name)
+    return call_ufunc(ufunc, impl, inputs, kwargs.get("dtype"))
+
+
+def call_ufunc(ufunc: np.ufunc, impl: UfuncImpl, inputs: tuple, dtype: object = None) -> Any:
+    from jitc.numpy._core import dtype_key
+    keys = tuple(dtype_key(x) for x in inputs)
+    try:
+        if dtype is None:
+            loop = ufunc.resolve_dtypes(keys + (None,) * ufunc.nout)
+        else:
+            wanted = (None,) * ufunc.nin + (np.dtype(dtype),) * ufunc.nout
+            loop = ufunc.resolve_dtypes(keys + (None,) * ufunc.nout, signature=wanted)
+    except (TypeError, np.exceptions.DTypePromotionError) as exc:
+        listed = ", ".join(str(k.__name__ if isinstance(k, type) else k) for k in keys)
+        raise TraceError(located(f"numpy.{ufunc.__name__} does not accept ({listed}): "
+                                 f"{exc}")) from None
+    state = trace_of(*inputs)
+    special = _scalar_exponent(ufunc, inputs, loop)
+    if special is not None:
+        return special
+    operands = [lift(x, loop[i], state) for i, x in enumerate(inputs)]
+    result = impl(*operands)
+    weak = all(isinstance(x, (bool, int, float)) or getattr(x, "weak", False) for x in inputs)
+    from jitc.numpy._core import convert
+    result = convert(result, loop[ufunc.nin])
+    if weak:
+        result = Tracer(result.trace, result.value, weak=True)
+    return result
+
+
+def _scalar_exponent(ufunc: np.ufunc, inputs: tuple, loop: tuple) -> Tracer | None:
+    """x ** 2 and x ** -1 with a constant exponent become a multiply or a division: the same
+    correctly rounded result, far cheaper than pow."""
+    if ufunc is not np.power or loop[0].kind != "f" or isinstance(inputs[1], Tracer):
+        return None
+    exponent = np.asarray(inputs[1])
+    if exponent.ndim != 0 or float(exponent) not in (2.0, -1.0):
+        return None
+    x = lift(inputs[0], loop[0])
+    if np.broadcast_shapes(x.shape, exponent.shape) != x.shape:
+        return None
+    if float(exponent) == 2.0:
+        return emit(ops.MUL, [x, x])
+    return emit(ops.DIV, [_const_like(x, 1), x])
+
+
+def ufunc_result_dtype(ufunc: np.ufunc, *xs: object) -> np.dtype:
+    from jitc.numpy._core import dtype_key
+    return ufunc.resolve_dtypes(tuple(dtype_key(x) for x in xs) + (None,))[-1]
+
+
+__all__ = ["UFUNCS", "apply_ufunc", "call_ufunc", "compare", "select", "result_type"]

@@ -1,0 +1,220 @@
+"""Tracer: the stand-in for an array while a function is traced.
+
+Tracers speak numpy's dispatch protocols, so unmodified numpy code reaches jitc:
+`np.tanh(t)` arrives in `__array_ufunc__`, `np.sum(t)` in `__array_function__`, and operators
+and methods go the same way. Every path ends in `jitc.tracing.state.emit`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from jitc.ir.core import Value
+from jitc.ir.types import TensorType
+from jitc.tracing.errors import ConcretizationError, located, user_location, where
+from jitc.tracing.state import TraceState
+
+
+def _numpy():
+    # jitc.numpy imports this module; bind it lazily to break the cycle.
+    import jitc.numpy as jnp
+    return jnp
+
+
+class Tracer:
+    """A traced array value. `weak` marks a Python scalar argument (NEP 50 weak typing)."""
+
+    __slots__ = ("trace", "value", "weak")
+    __array_priority__ = 1000
+
+    def __init__(self, trace: TraceState, value: Value, weak: bool = False) -> None:
+        self.trace = trace
+        self.value = value
+        self.weak = weak
+
+    # -- static properties -----------------------------------------------------------------
+    @property
+    def aval(self) -> TensorType:
+        return self.value.type
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self.value.type.shape
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self.value.type.dtype.numpy
+
+    @property
+    def ndim(self) -> int:
+        return self.value.type.rank
+
+    @property
+    def size(self) -> int:
+        return self.value.type.size
+
+    @property
+    def itemsize(self) -> int:
+        return self.value.type.dtype.itemsize
+
+    @property
+    def nbytes(self) -> int:
+        return self.value.type.nbytes
+
+    def __len__(self) -> int:
+        if not self.shape:
+            raise TypeError("len() of a 0-d traced array")
+        return self.shape[0]
+
+    def __iter__(self):
+        if not self.shape:
+            raise TypeError("iteration over a 0-d traced array")
+        return (self[i] for i in range(self.shape[0]))
+
+    def __repr__(self) -> str:
+        return f"Tracer<{self.aval.short()}>"
+
+    # -- numpy protocols -------------------------------------------------------------------
+    def __array_ufunc__(self, ufunc: np.ufunc, method: str, *inputs: Any, **kwargs: Any):
+        return _numpy().apply_ufunc(ufunc, method, inputs, kwargs)
+
+    def __array_function__(self, func, types, args, kwargs):
+        return _numpy().apply_function(func, args, kwargs)
+
+    def __array__(self, dtype=None, copy=None):
+        raise ConcretizationError(located(
+            f"a traced array ({self.aval.short()}) was converted to a numpy array, but its "
+            "value is only known when the compiled function runs.\nUse numpy functions and "
+            "array methods on it instead of np.asarray/np.array (x.astype(dtype) converts "
+            "dtypes), or pass the value as a static argument (static_argnums)."))
+
+    def _concrete(self, what: str):
+        loc = user_location()
+        fn = loc.function if loc else "the traced function"
+        raise ConcretizationError(
+            f"{where(loc).rstrip()}\n{what} of a traced array ({self.aval.short()}) in {fn}(): "
+            "its value is only known when the compiled function runs, so Python control flow "
+            "(if/while/and/or) and Python scalars cannot depend on it.\nUse jnp.where(cond, a, "
+            "b) (or np.where) to select values, or make the argument static with "
+            "jitc.jit(..., static_argnums=...) / static_argnames=...")
+
+    def __bool__(self) -> bool:
+        self._concrete("the truth value")
+
+    def __int__(self) -> int:
+        self._concrete("int()")
+
+    def __float__(self) -> float:
+        self._concrete("float()")
+
+    def __complex__(self) -> complex:
+        self._concrete("complex()")
+
+    def __index__(self) -> int:
+        self._concrete("using as an index")
+
+    def item(self, *args: Any):
+        self._concrete(".item()")
+
+    def tolist(self):
+        self._concrete(".tolist()")
+
+    # -- operators: all routed through the ufunc path so dtype rules are numpy's -------------
+    def __neg__(self):
+        return np.negative(self)
+
+    def __pos__(self):
+        return self
+
+    def __abs__(self):
+        return np.absolute(self)
+
+    def __invert__(self):
+        return np.invert(self)
+
+    def __getitem__(self, index: Any):
+        return _numpy().getitem(self, index)
+
+    def __setitem__(self, index: Any, update: Any) -> None:
+        # numpy mutates in place; a tracer rebinds to the updated array. Views taken earlier
+        # do not see the update (see docs/jit.md).
+        result = _numpy().setitem(self, index, update)
+        self.value = result.value
+
+    def __matmul__(self, other):
+        return np.matmul(self, other)
+
+    def __rmatmul__(self, other):
+        return np.matmul(other, self)
+
+    @property
+    def T(self):
+        return _numpy().transpose(self)
+
+    @property
+    def mT(self):
+        return _numpy().matrix_transpose(self)
+
+    @property
+    def real(self):
+        return self
+
+    def __hash__(self) -> int:
+        return id(self)
+
+
+def _binary(ufunc: np.ufunc, reflected: bool = False):
+    if reflected:
+        def method(self, other):
+            return ufunc(other, self)
+    else:
+        def method(self, other):
+            return ufunc(self, other)
+    return method
+
+
+_BINARY = {
+    "add": np.add, "sub": np.subtract, "mul": np.multiply, "truediv": np.true_divide,
+    "floordiv": np.floor_divide, "mod": np.remainder, "pow": np.power, "and": np.bitwise_and,
+    "or": np.bitwise_or, "xor": np.bitwise_xor, "lshift": np.left_shift,
+    "rshift": np.right_shift,
+}
+for _name, _ufunc in _BINARY.items():
+    setattr(Tracer, f"__{_name}__", _binary(_ufunc))
+    setattr(Tracer, f"__r{_name}__", _binary(_ufunc, reflected=True))
+for _name, _ufunc in {"eq": np.equal, "ne": np.not_equal, "lt": np.less, "le": np.less_equal,
+                      "gt": np.greater, "ge": np.greater_equal}.items():
+    setattr(Tracer, f"__{_name}__", _binary(_ufunc))
+
+
+def _method(name: str):
+    def method(self, *args: Any, **kwargs: Any):
+        return getattr(_numpy(), name)(self, *args, **kwargs)
+    method.__name__ = name
+    return method
+
+
+# ndarray methods that take the array as their first argument, as the numpy function does.
+for _name in ("sum", "mean", "max", "min", "prod", "var", "std", "argmax", "argmin", "any",
+              "all", "clip", "dot", "swapaxes", "squeeze", "ravel", "astype", "take",
+              "repeat", "cumsum", "round", "nonzero", "flatten", "copy", "conj",
+              "diagonal", "sort", "argsort"):
+    setattr(Tracer, _name, _method(_name))
+
+
+def _reshape(self, *shape: Any, order: str = "C"):
+    if len(shape) == 1 and not isinstance(shape[0], int):
+        shape = tuple(shape[0])
+    return _numpy().reshape(self, shape, order=order)
+
+
+def _transpose(self, *axes: Any):
+    if len(axes) == 1 and (axes[0] is None or not isinstance(axes[0], int)):
+        axes = axes[0]
+    return _numpy().transpose(self, axes or None)
+
+
+Tracer.reshape = _reshape  # type: ignore[attr-defined]
+Tracer.transpose = _transpose  # type: ignore[attr-defined]

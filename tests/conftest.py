@@ -1,0 +1,50 @@
+"""Fixtures shared by the IR and pass tests."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+import pytest
+
+from jitc.ir.core import Module
+from jitc.ir.interpreter import interpret
+from jitc.ir.types import TensorType
+
+
+def random_array(type_: TensorType, rng: np.random.Generator) -> np.ndarray:
+    """Values that exercise each dtype (signs, zeros, fractions) without nan."""
+    dtype = type_.dtype.numpy
+    if type_.dtype.is_bool:
+        return rng.random(type_.shape) < 0.5
+    if type_.dtype.is_int:
+        info = np.iinfo(dtype)
+        lo, hi = max(int(info.min), -100), min(int(info.max), 100)
+        return rng.integers(lo, hi, type_.shape, endpoint=True).astype(dtype)
+    return (rng.standard_normal(type_.shape) * 3).astype(dtype)
+
+
+def random_arguments(module: Module, seed: int) -> list[np.ndarray]:
+    rng = np.random.default_rng(seed)
+    return [random_array(t, rng) for t in module.entry.parameter_types]
+
+
+def _assert_same_results(before: Module, after: Module, seeds: int = 3) -> None:
+    """Both modules compute bit-identical outputs on random arguments."""
+    for seed in range(seeds):
+        args = random_arguments(before, seed)
+        expected, got = interpret(before, args), interpret(after, args)
+        assert len(expected) == len(got)
+        for e, g in zip(expected, got, strict=True):
+            assert e.dtype == g.dtype and e.shape == g.shape
+            np.testing.assert_array_equal(e, g)
+
+
+@pytest.fixture
+def assert_same_results() -> Callable[..., None]:
+    return _assert_same_results
+
+
+@pytest.fixture
+def arguments() -> Callable[[Module, int], list[np.ndarray]]:
+    return random_arguments
