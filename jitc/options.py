@@ -4,6 +4,7 @@ Environment variables are read here and nowhere else:
 - `JITC_DUMP_DIR`: write the IR after every pass of every compilation to this folder
   (one subfolder per compiled function).
 - `JITC_BACKEND`: the default backend when `jitc.jit` is not given one.
+- `JITC_VERIFY`: when set to 1, verify the IR after every pass (the tests set it).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ DEFAULT_BACKEND = "interpreter"
 class Options:
     backend: str = field(default_factory=lambda: os.environ.get("JITC_BACKEND",
                                                                 DEFAULT_BACKEND))
-    verify: bool = False
+    verify: bool = field(default_factory=lambda: os.environ.get("JITC_VERIFY") == "1")
     dump_dir: str | None = field(default_factory=lambda: os.environ.get("JITC_DUMP_DIR") or None)
     disabled_passes: frozenset[str] = frozenset()
 

@@ -1,7 +1,9 @@
-"""Fixtures shared by the IR and pass tests."""
+"""Fixtures shared by the tests. Every compilation in the tests verifies the IR after each
+pass (JITC_VERIFY)."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 
 import numpy as np
@@ -10,6 +12,8 @@ import pytest
 from jitc.ir.core import Module
 from jitc.ir.interpreter import interpret
 from jitc.ir.types import TensorType
+
+os.environ.setdefault("JITC_VERIFY", "1")
 
 
 def random_array(type_: TensorType, rng: np.random.Generator) -> np.ndarray:

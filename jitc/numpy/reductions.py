@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import builtins
 from typing import Any
 
 import numpy as np
@@ -92,7 +93,7 @@ def _extremum(name: str, kind: str, a, axis, out, keepdims, initial, where):
     _check_unsupported(name, {"out": out, "where": where})
     x = lift(a)
     axes = normalize_axes(axis, x.ndim)
-    if initial is None and any(x.shape[ax] == 0 for ax in axes):
+    if initial is None and builtins.any(x.shape[ax] == 0 for ax in axes):
         raise ShapeError(located(f"numpy.{name} of an empty axis of {x.aval.short()}: numpy "
                                  "raises here (no identity); pass initial=..."))
     result = reduce(x, axes, kind, keepdims)

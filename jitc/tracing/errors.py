@@ -35,8 +35,9 @@ def user_location() -> Location | None:
     """The innermost stack frame that belongs to the user's code, not to jitc or numpy."""
     frame = sys._getframe(1)
     while frame is not None:
-        filename = os.path.abspath(frame.f_code.co_filename)
-        if not filename.startswith(_SKIPPED) and not filename.startswith("<frozen"):
+        raw = frame.f_code.co_filename
+        filename = os.path.abspath(raw)
+        if not filename.startswith(_SKIPPED) and not raw.startswith("<frozen"):
             return Location(frame.f_code.co_filename, frame.f_lineno, frame.f_code.co_name)
         frame = frame.f_back
     return None

@@ -1,0 +1,5 @@
+import sys
+
+from jitc.cli import main
+
+sys.exit(main())
