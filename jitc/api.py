@@ -103,9 +103,14 @@ class _Signature:
                 raise TypeError("keyword arguments need a function with a signature")
             return {f"arg{i}": a for i, a in enumerate(args)}, ()
         bound = self.sig.bind(*args, **kwargs)
+        given = dict(bound.arguments)
+        # Defaults of static parameters join the cache key; defaults of the others are left
+        # to Python, so `def f(x, axis=-1)` keeps a plain int axis instead of tracing it.
         bound.apply_defaults()
         dynamic, static = {}, []
         for name, value in bound.arguments.items():
+            if name not in self.static_names and name not in given:
+                continue
             if name in self.static_names:
                 try:
                     hash(value)
@@ -219,7 +224,7 @@ class Compiled:
                             "compile for new static values")
         leaves, treedef = _flatten_arguments(dynamic)
         specs = [abstractify(leaf, f"{low.name}: argument {i}") for i, leaf in enumerate(leaves)]
-        if treedef != low.in_tree or specs != list(low.specs):
+        if tuple(dynamic) != low.arg_names or treedef != low.in_tree or specs != list(low.specs):
             want = ", ".join(str(s) for s in low.specs)
             got = ", ".join(str(s) for s in specs)
             raise TypeError(f"{low.name}: this compiled function takes ({want}) but was called "
@@ -232,12 +237,13 @@ class Lowered:
     """A traced function for one call signature, not yet compiled."""
 
     def __init__(self, name: str, module: Module, signature: _Signature, static: tuple,
-                 in_tree: pytree.TreeDef, specs: Sequence[ArgSpec], out_tree: pytree.TreeDef,
-                 options: Options, trace_seconds: float) -> None:
+                 arg_names: tuple[str, ...], in_tree: pytree.TreeDef, specs: Sequence[ArgSpec],
+                 out_tree: pytree.TreeDef, options: Options, trace_seconds: float) -> None:
         self.name = name
         self.module = module
         self.signature = signature
         self.static = static
+        self.arg_names = arg_names  # the dynamic arguments passed, in parameter order
         self.in_tree = in_tree
         self.specs = tuple(specs)
         self.out_tree = out_tree
@@ -304,14 +310,16 @@ class Jitted:
         start = time.perf_counter()
         module, out_tree = trace_function(self.fun, self.signature, dynamic, static, specs,
                                           treedef)
-        return Lowered(self.name, module, self.signature, static, treedef, specs, out_tree,
-                       self.options, time.perf_counter() - start)
+        return Lowered(self.name, module, self.signature, static, tuple(dynamic), treedef,
+                       specs, out_tree, self.options, time.perf_counter() - start)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if trace_stack() and _contains_tracer(args, kwargs):
             return self.fun(*args, **kwargs)  # called from another traced function: inline
         dynamic, static, leaves, treedef, specs = self._abstract_call(args, kwargs)
-        key = (treedef, specs, static)
+        # The names matter: f(x, y=a) and f(x, z=a) have the same leaves but mean different
+        # things when y and z have defaults.
+        key = (tuple(dynamic), treedef, specs, static)
         compiled = self._cache.get(key)
         if compiled is None:
             compiled = self._lower(dynamic, static, treedef, specs).compile()

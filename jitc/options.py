@@ -4,6 +4,7 @@ Environment variables are read here and nowhere else:
 - `JITC_DUMP_DIR`: write the IR after every pass of every compilation to this folder
   (one subfolder per compiled function).
 - `JITC_BACKEND`: the default backend when `jitc.jit` is not given one.
+- `JITC_NUM_THREADS`: threads the CPU backend may use (default: the number of CPUs).
 - `JITC_VERIFY`: when set to 1, verify the IR after every pass (the tests set it).
 """
 
@@ -22,6 +23,8 @@ class Options:
     verify: bool = field(default_factory=lambda: os.environ.get("JITC_VERIFY") == "1")
     dump_dir: str | None = field(default_factory=lambda: os.environ.get("JITC_DUMP_DIR") or None)
     disabled_passes: frozenset[str] = frozenset()
+    num_threads: int = field(default_factory=lambda: int(os.environ.get("JITC_NUM_THREADS")
+                                                         or os.cpu_count() or 1))
 
     def with_(self, **changes: object) -> Options:
         return replace(self, **changes)  # type: ignore[arg-type]

@@ -93,7 +93,7 @@ from jitc.numpy.shapes import (
     vstack,
     where,
 )
-from jitc.numpy.ufuncs import UFUNCS, apply_ufunc
+from jitc.numpy.ufuncs import UFUNCS, apply_operator, apply_ufunc
 
 # The ufuncs jitc traces, under numpy's names (they are numpy's own objects).
 for _ufunc in UFUNCS:

@@ -76,25 +76,34 @@ def unsupported(name: str, hint: str = "") -> TraceError:
 
 # -- dtypes ----------------------------------------------------------------------------------
 
+def is_python_scalar(x: object) -> bool:
+    """A Python bool, int or float; numpy scalars (np.float64 subclasses float) are not."""
+    return isinstance(x, (bool, int, float)) and not isinstance(x, np.generic)
+
+
 def dtype_key(x: object) -> object:
-    """What numpy's promotion sees: a dtype, or a Python scalar type for weak values."""
+    """What numpy's promotion sees: a dtype, or a Python scalar type for weak values.
+
+    Under NEP 50 Python ints and floats are weak; a Python bool is simply numpy's bool."""
     if isinstance(x, Tracer):
-        if x.weak:
-            return {"b": bool, "i": int, "u": int, "f": float}[x.dtype.kind]
+        if x.weak and x.dtype.kind != "b":
+            return {"i": int, "u": int, "f": float}[x.dtype.kind]
         return x.dtype
-    if isinstance(x, (bool, int, float)):
+    if isinstance(x, bool):
+        return np.dtype(np.bool_)
+    if is_python_scalar(x):
         return type(x)
     if isinstance(x, complex):
         raise TraceError(located("complex numbers are not supported by jitc"))
     return np.asarray(x).dtype
 
 
-_WEAK_SAMPLE = {bool: False, int: 0, float: 0.0}
+_WEAK_SAMPLE = {int: 0, float: 0.0}
 
 
 def result_type(*xs: object) -> np.dtype:
     keys = [dtype_key(x) for x in xs]
-    samples = [_WEAK_SAMPLE[k] if k in _WEAK_SAMPLE else k for k in keys]
+    samples = [_WEAK_SAMPLE.get(k, k) for k in keys]
     return np.result_type(*samples)
 
 
@@ -125,7 +134,7 @@ def lift(x: ArrayLike, dtype: object = None, trace: TraceState | None = None) ->
     if isinstance(x, np.ndarray):
         return state.constant(x if target is None or x.dtype == target.numpy
                               else x.astype(target.numpy))
-    if isinstance(x, (bool, int, float)) and target is None:
+    if is_python_scalar(x) and target is None:
         return state.constant(x, weak=True)
     array = np.asarray(x) if target is None else np.asarray(x, dtype=target.numpy)
     if not dtypes.is_supported_numpy(array.dtype):

@@ -3,6 +3,7 @@ slice, concatenate, reverse and pad."""
 
 from __future__ import annotations
 
+import builtins
 import math
 from collections.abc import Sequence
 
@@ -14,6 +15,7 @@ from jitc.numpy._core import (
     check_static_int,
     convert,
     implements,
+    is_python_scalar,
     lift,
     lift_all,
     normalize_axes,
@@ -146,7 +148,8 @@ def flatten(a, order="C"):
     return ravel(a, order)
 
 
-def copy(a, order="K"):
+@implements(np.copy)
+def copy(a, order="K", subok=False):
     return lift(a)
 
 
@@ -324,11 +327,7 @@ def where(condition, x=None, y=None):
     if cond.dtype != np.bool_:
         cond = np.not_equal(cond, 0)
     a, b = lift_all([x, y])
-    result = emit(ops.SELECT, [cond, a, b])
-    if getattr(x, "weak", isinstance(x, (int, float, bool))) and \
-            getattr(y, "weak", isinstance(y, (int, float, bool))):
-        result.weak = True
-    return result
+    return emit(ops.SELECT, [cond, a, b])  # an array, like numpy's, even for scalar x and y
 
 
 @implements(np.clip)
@@ -339,10 +338,18 @@ def clip(a, a_min=None, a_max=None, out=None, *, min=None, max=None, **kwargs):
     hi = a_max if a_max is not None else max
     x = lift(a)
     if lo is not None:
-        x = np.maximum(x, lo)
+        x = np.maximum(x, _clip_bound(x, lo))
     if hi is not None:
-        x = np.minimum(x, hi)
+        x = np.minimum(x, _clip_bound(x, hi))
     return x
+
+
+def _clip_bound(x: Tracer, bound: object) -> object:
+    """numpy clips a Python int bound outside an integer array's range to that range."""
+    if x.dtype.kind in "iu" and is_python_scalar(bound) and isinstance(bound, int):
+        info = np.iinfo(x.dtype)
+        return builtins.min(builtins.max(bound, int(info.min)), int(info.max))
+    return bound
 
 
 @implements(np.flip)

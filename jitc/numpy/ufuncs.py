@@ -14,7 +14,7 @@ import numpy as np
 
 from jitc.ir import ops
 from jitc.ir.types import TensorType
-from jitc.numpy._core import lift, result_type, trace_of, unsupported
+from jitc.numpy._core import convert, is_python_scalar, lift, result_type, trace_of, unsupported
 from jitc.tracing.errors import TraceError, located
 from jitc.tracing.state import emit
 from jitc.tracing.tracer import Tracer
@@ -59,10 +59,10 @@ def _all_true_like(x: Tracer) -> Tracer:
 
 for _ufunc, _irop in [
         (np.subtract, ops.SUB), (np.true_divide, ops.DIV), (np.fmod, ops.REM),
-        (np.negative, ops.NEG), (np.absolute, ops.ABS), (np.sign, ops.SIGN), (np.exp, ops.EXP),
+        (np.negative, ops.NEG), (np.sign, ops.SIGN), (np.exp, ops.EXP),
         (np.expm1, ops.EXPM1), (np.log, ops.LOG), (np.log1p, ops.LOG1P), (np.sqrt, ops.SQRT),
-        (np.tanh, ops.TANH), (np.sin, ops.SIN), (np.cos, ops.COS), (np.floor, ops.FLOOR),
-        (np.ceil, ops.CEIL), (np.rint, ops.ROUND), (np.arctan2, ops.ATAN2),
+        (np.tanh, ops.TANH), (np.sin, ops.SIN), (np.cos, ops.COS), (np.rint, ops.ROUND),
+        (np.arctan2, ops.ATAN2),
         (np.bitwise_and, ops.AND), (np.bitwise_or, ops.OR), (np.bitwise_xor, ops.XOR),
         (np.invert, ops.NOT), (np.left_shift, ops.SHIFT_LEFT)]:
     UFUNCS[_ufunc] = _op(_irop)
@@ -203,11 +203,28 @@ for _ufunc, _irop in [(np.logical_and, ops.AND), (np.logical_or, ops.OR),
     UFUNCS[_ufunc] = _logical
 
 
+# numpy keeps integers and bools as they are under abs (bool only), floor, ceil and trunc.
+@_register(np.absolute)
+def _absolute(x: Tracer) -> Tracer:
+    return x if x.dtype == np.bool_ else emit(ops.ABS, [x])
+
+
+@_register(np.floor)
+def _floor(x: Tracer) -> Tracer:
+    return emit(ops.FLOOR, [x]) if x.dtype.kind == "f" else x
+
+
+@_register(np.ceil)
+def _ceil(x: Tracer) -> Tracer:
+    return emit(ops.CEIL, [x]) if x.dtype.kind == "f" else x
+
+
 @_register(np.trunc)
 def _trunc(x: Tracer) -> Tracer:
+    if x.dtype.kind != "f":
+        return x
     return select(compare(x, _const_like(x, 0), "lt"), emit(ops.CEIL, [x]),
                   emit(ops.FLOOR, [x]))
-
 
 
 @_register(np.exp2)
@@ -320,6 +337,12 @@ def _copysign(x: Tracer, y: Tracer) -> Tracer:
 
 # -- dispatch ----------------------------------------------------------------------------------
 
+# Ufuncs jitc spells with several rounding float ops. numpy evaluates float16 loops in float32
+# and rounds once at the end; jitc does the same for these so float16 results agree.
+_WIDEN_FLOAT16 = frozenset({
+    np.sinh, np.cosh, np.tan, np.arcsin, np.arccos, np.arctanh, np.arcsinh, np.arccosh,
+    np.hypot, np.logaddexp, np.log2, np.log10, np.floor_divide, np.remainder})
+
 _UNSUPPORTED_KWARGS = ("out", "where", "casting", "order", "subok", "signature")
 
 
@@ -362,12 +385,19 @@ def call_ufunc(ufunc: np.ufunc, impl: UfuncImpl, inputs: tuple, dtype: object = 
     special = _scalar_exponent(ufunc, inputs, loop)
     if special is not None:
         return special
-    operands = [lift(x, loop[i], state) for i, x in enumerate(inputs)]
-    result = impl(*operands)
-    weak = all(isinstance(x, (bool, int, float)) or getattr(x, "weak", False) for x in inputs)
-    from jitc.numpy._core import convert
-    result = convert(result, loop[ufunc.nin])
-    if weak:
+    compute = loop
+    if ufunc in _WIDEN_FLOAT16 and loop[0] == np.float16:
+        compute = tuple(np.dtype(np.float32) if d == np.float16 else d for d in loop)
+    operands = [lift(x, compute[i], state) for i, x in enumerate(inputs)]
+    return convert(impl(*operands), loop[ufunc.nin])
+
+
+def apply_operator(ufunc: np.ufunc, inputs: tuple) -> Tracer:
+    """A Python operator on a tracer (`x * 2.0`, `-x`): numpy's ufunc, except that the result
+    of Python scalars alone stays weakly typed, as the Python scalar it stands for would be.
+    Calling the ufunc itself (`np.exp(s)`) gives a numpy scalar, strongly typed as numpy's."""
+    result = apply_ufunc(ufunc, "__call__", inputs, {})
+    if all(is_python_scalar(x) or getattr(x, "weak", False) for x in inputs):
         result = Tracer(result.trace, result.value, weak=True)
     return result
 
@@ -393,4 +423,5 @@ def ufunc_result_dtype(ufunc: np.ufunc, *xs: object) -> np.dtype:
     return ufunc.resolve_dtypes(tuple(dtype_key(x) for x in xs) + (None,))[-1]
 
 
-__all__ = ["UFUNCS", "apply_ufunc", "call_ufunc", "compare", "select", "result_type"]
+__all__ = ["UFUNCS", "apply_operator", "apply_ufunc", "call_ufunc", "compare", "select",
+           "result_type"]

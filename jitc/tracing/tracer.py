@@ -123,16 +123,16 @@ class Tracer:
 
     # -- operators: all routed through the ufunc path so dtype rules are numpy's -------------
     def __neg__(self):
-        return np.negative(self)
+        return _numpy().apply_operator(np.negative, (self,))
 
     def __pos__(self):
         return self
 
     def __abs__(self):
-        return np.absolute(self)
+        return _numpy().apply_operator(np.absolute, (self,))
 
     def __invert__(self):
-        return np.invert(self)
+        return _numpy().apply_operator(np.invert, (self,))
 
     def __getitem__(self, index: Any):
         return _numpy().getitem(self, index)
@@ -168,10 +168,10 @@ class Tracer:
 def _binary(ufunc: np.ufunc, reflected: bool = False):
     if reflected:
         def method(self, other):
-            return ufunc(other, self)
+            return _numpy().apply_operator(ufunc, (other, self))
     else:
         def method(self, other):
-            return ufunc(self, other)
+            return _numpy().apply_operator(ufunc, (self, other))
     return method
 
 

@@ -5,6 +5,7 @@ Each case is a function returning a verified Module; `op_cases()` lists them by 
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 
 import numpy as np
@@ -76,14 +77,12 @@ def _elementwise_cases() -> dict[str, Callable[[], Module]]:
             continue
         for dtype in (f32, i32, BOOL):
             # Implicit broadcasting (a [3] operand against [2,3]) is part of every binary case.
-            shapes = [(2, 3), (3,), (2, 1)][:op.num_operands]
+            types = [tt(dtype, s) for s in [(2, 3), (3,), (2, 1)][:op.num_operands]]
             try:
-                single_op(op, [tt(dtype, s) for s in shapes])
+                single_op(op, types)
             except IRTypeError:
                 continue
-            cases[f"{op.name}-{dtype.name}"] = (
-                lambda op=op, dtype=dtype, shapes=shapes:
-                single_op(op, [tt(dtype, s) for s in shapes]))
+            cases[f"{op.name}-{dtype.name}"] = functools.partial(single_op, op, types)
             break
         else:
             raise AssertionError(f"no dtype found for {op.name}")

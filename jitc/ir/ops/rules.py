@@ -44,7 +44,8 @@ def same_dtype(op: str, types: Sequence[TensorType]) -> DType:
 
 def check_kind(op: str, dtype: DType, kinds: frozenset[Kind]) -> None:
     if dtype.kind not in kinds:
-        raise IRTypeError(f"{op} needs {KIND_WORDS.get(kinds, 'another')} dtype, got {dtype.name}")
+        words = KIND_WORDS.get(kinds) or "a " + " or ".join(k.value for k in Kind if k in kinds)
+        raise IRTypeError(f"{op} needs {words} dtype, got {dtype.name}")
 
 
 def check_axes(op: str, axes: Iterable[int], rank: int, what: str = "dimension") -> None:

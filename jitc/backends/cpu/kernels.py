@@ -1,0 +1,506 @@
+"""CPU kernels: one LLVM function per materialised instruction.
+
+Every kernel has the signature `void k(ptr frame, i64 begin, i64 end)` and computes the part
+of its output whose outermost (most major) index lies in [begin, end), so a thread pool can
+split it. The body sits in an internal function whose buffer arguments are `noalias`; once
+inlined into the wrapper that noalias becomes scoped alias metadata, which is what lets LLVM
+vectorize.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from llvmlite import ir
+
+from jitc.backends.cpu.plan import BufferPlan, is_inline_constant
+from jitc.backends.llvm import indexing
+from jitc.backends.llvm.elemental import RULES, ElementalEmitter, convert_value
+from jitc.backends.llvm.loops import for_range, loop_nest
+from jitc.backends.llvm.types import FLOAT, I64, PTR, VOID, constant, value_type
+from jitc.ir import dtypes
+from jitc.ir.core import Instruction, Value
+from jitc.ir.dtypes import Kind
+from jitc.ir.ops import linalg as linalg_ops
+from jitc.ir.ops.reduce import reduce_identity
+from jitc.ir.types import TensorType
+
+REDUCE_UNROLL = 8
+
+
+@dataclass
+class Kernel:
+    name: str
+    outer: int          # the extent of the split dimension (1 when it cannot be split)
+    cost: int           # rough element operations, for the parallelism decision
+
+
+def physical_order(t: TensorType) -> list[int]:
+    """Dimensions from the most major to the most minor."""
+    return list(reversed(t.layout))
+
+
+class KernelContext:
+    """Builds one kernel: the noalias body function and its frame-reading wrapper."""
+
+    def __init__(self, module: ir.Module, plan: BufferPlan, name: str,
+                 values: Sequence[Value], extra_slots: Sequence[int] = ()) -> None:
+        self.module = module
+        self.name = name
+        self.values = list(values)
+        self.slots = [plan.slot(v) for v in self.values] + list(extra_slots)
+        assert all(s is not None for s in self.slots), "a kernel buffer has no slot"
+        body_type = ir.FunctionType(VOID, [PTR] * len(self.slots) + [I64, I64])
+        self.body = ir.Function(module, body_type, f"{name}.body")
+        self.body.linkage = "internal"
+        self.body.attributes.add("alwaysinline")
+        for arg in self.body.args[:len(self.slots)]:
+            arg.add_attribute("noalias")
+        self.begin, self.end = self.body.args[-2:]
+        self.extra = list(self.body.args[len(self.values):len(self.slots)])
+        self.builder = ir.IRBuilder(self.body.append_basic_block("entry"))
+        buffers = {id(v): a for v, a in zip(self.values, self.body.args)}
+        self.emitter = ElementalEmitter(self.builder, buffers)
+        self._wrapper()
+
+    def _wrapper(self) -> None:
+        wrapper = ir.Function(self.module, ir.FunctionType(VOID, [PTR, I64, I64]), self.name)
+        frame, begin, end = wrapper.args
+        b = ir.IRBuilder(wrapper.append_basic_block("entry"))
+        pointers = []
+        for slot in self.slots:
+            address = b.gep(frame, [ir.Constant(I64, slot)], source_etype=PTR, inbounds=True)
+            pointers.append(b.load(address, typ=PTR))
+        b.call(self.body, pointers + [begin, end])
+        b.ret_void()
+
+    def pointer(self, value: Value) -> ir.Value:
+        return self.emitter.buffers[id(value)]
+
+    def finish(self) -> None:
+        self.builder.ret_void()
+
+
+def buffers_used(inst: Instruction, plan: BufferPlan) -> list[Value]:
+    """The materialised values a kernel for `inst` reads or writes (results first)."""
+    seen: dict[int, Value] = {}
+    for v in inst.results:
+        seen[id(v)] = v
+
+    def visit(v: Value) -> None:
+        if id(v) in seen:
+            return
+        if plan.slot(v) is not None:
+            seen[id(v)] = v
+        elif is_inline_constant(v):
+            return
+        else:
+            for operand in v.producer.operands:
+                visit(operand)
+    for operand in inst.operands:
+        visit(operand)
+    return list(seen.values())
+
+
+def _outer_bounds(ctx: KernelContext, t: TensorType) -> list[tuple[ir.Value | int, ir.Value | int]]:
+    """Loop bounds over t in physical order, the outermost limited to [begin, end)."""
+    order = physical_order(t)
+    bounds: list[tuple[ir.Value | int, ir.Value | int]] = [(0, t.shape[d]) for d in order]
+    if bounds:
+        bounds[0] = (ctx.begin, ctx.end)
+    return bounds
+
+
+def _logical(order: list[int], counters: list[ir.Value]) -> list[ir.Value]:
+    index: list[ir.Value] = [ir.Constant(I64, 0)] * len(order)
+    for d, c in zip(order, counters):
+        index[d] = c
+    return index
+
+
+def _outer_extent(t: TensorType) -> int:
+    return t.shape[physical_order(t)[0]] if t.rank else 1
+
+
+# -- elemental kernels -----------------------------------------------------------------------
+
+def emit_elemental(module: ir.Module, plan: BufferPlan, name: str,
+                   inst: Instruction) -> Kernel:
+    """A loop over the output computing each element with the elemental emitter."""
+    out = inst.results[0]
+    ctx = KernelContext(module, plan, name, buffers_used(inst, plan))
+
+    def generate(index: list[ir.Value]) -> ir.Value:
+        return RULES[inst.op.name](ctx.emitter, inst, index)
+    return _elementwise_loop(ctx, out.type, ctx.pointer(out), generate)
+
+
+def emit_copy(module: ir.Module, plan: BufferPlan, name: str, source: Value,
+              slot: int) -> Kernel:
+    """Copy `source` into frame slot `slot` (a result that is a parameter, a constant or a
+    value already returned in another position)."""
+    inputs = [source] if plan.slot(source) is not None else []
+    ctx = KernelContext(module, plan, name, inputs, extra_slots=[slot])
+
+    def generate(index: list[ir.Value]) -> ir.Value:
+        return ctx.emitter.value_at(source, index)
+    return _elementwise_loop(ctx, source.type, ctx.extra[0], generate)
+
+
+def _elementwise_loop(ctx: KernelContext, t: TensorType, target: ir.Value,
+                      generate: Callable[[list[ir.Value]], ir.Value]) -> Kernel:
+    def body(counters: list[ir.Value]) -> None:
+        index = _logical(physical_order(t), counters)
+        indexing.store(ctx.builder, generate(index), target, t, index)
+
+    if t.rank == 0:
+        with ctx.builder.if_then(ctx.builder.icmp_signed("<", ctx.begin, ctx.end)):
+            body([])
+    else:
+        loop_nest(ctx.builder, _outer_bounds(ctx, t), body)
+    ctx.finish()
+    return Kernel(ctx.name, _outer_extent(t), max(t.size, 1))
+
+
+# -- reductions ------------------------------------------------------------------------------
+
+def _accumulator_dtype(dtype: dtypes.DType) -> dtypes.DType:
+    return dtypes.float32 if dtype is dtypes.float16 else dtype
+
+
+def _combine(b: ir.IRBuilder, kind: str, dtype: dtypes.DType, acc: ir.Value,
+             x: ir.Value) -> ir.Value:
+    from jitc.backends.llvm.elemental import _extremum
+    if kind == "sum":
+        return b.fadd(acc, x) if dtype.is_float else b.add(acc, x)
+    if kind == "prod":
+        return b.fmul(acc, x) if dtype.is_float else b.mul(acc, x)
+    if kind == "and":
+        return b.and_(acc, x)
+    if kind == "or":
+        return b.or_(acc, x)
+    return _extremum(b, acc, x, dtype.kind, larger=(kind == "max"))
+
+
+def emit_reduce(module: ir.Module, plan: BufferPlan, name: str, inst: Instruction) -> Kernel:
+    """Each output element accumulates its reduced elements.
+
+    The innermost reduced loop keeps REDUCE_UNROLL independent accumulators, combined in a
+    fixed tree at the end: the loop vectorizes without reassociating arbitrarily, and the
+    result does not depend on the vector width.
+    """
+    kind = inst.attrs["kind"]
+    dims = list(inst.attrs["dims"])  # type: ignore[arg-type]
+    values = buffers_used(inst, plan)
+    ctx = KernelContext(module, plan, name, values)
+    b = ctx.builder
+    in_type = inst.operands[0].type
+    out_type = inst.results[0].type
+    kept = [d for d in range(in_type.rank) if d not in dims]
+    reduced_order = [d for d in physical_order(in_type) if d in dims]
+    acc_types = [_accumulator_dtype(v.type.dtype) for v in inst.operands]
+
+    def body(counters: list[ir.Value]) -> None:
+        out_index = _logical(physical_order(out_type), counters)
+        accumulators = []
+        with b.goto_entry_block():
+            for dt in acc_types:
+                accumulators.append([b.alloca(value_type(dt)) for _ in range(REDUCE_UNROLL)])
+        for slots, dt in zip(accumulators, acc_types):
+            identity = constant(dt, reduce_identity(kind, dt.numpy))  # type: ignore[arg-type]
+            for slot in slots:
+                b.store(identity, slot)
+
+        def read(n: int, reduced_index: dict[int, ir.Value]) -> ir.Value:
+            index = [reduced_index[d] if d in reduced_index else out_index[kept.index(d)]
+                     for d in range(in_type.rank)]
+            x = ctx.emitter.value_at(inst.operands[n], index)
+            return convert_value(b, x, inst.operands[n].type.dtype, acc_types[n])
+
+        def accumulate(lane: int, reduced_index: dict[int, ir.Value]) -> None:
+            for n, dt in enumerate(acc_types):
+                slot = accumulators[n][lane]
+                b.store(_combine(b, kind, dt, b.load(slot), read(n, reduced_index)), slot)
+
+        _reduction_loops(b, in_type, reduced_order, accumulate)
+        for n, (slots, dt) in enumerate(zip(accumulators, acc_types)):
+            lanes = [b.load(s) for s in slots]
+            while len(lanes) > 1:
+                lanes = [_combine(b, kind, dt, lanes[i], lanes[i + 1])
+                         for i in range(0, len(lanes), 2)]
+            result = inst.results[n]
+            value = convert_value(b, lanes[0], dt, result.type.dtype)
+            indexing.store(b, value, ctx.pointer(result), result.type, out_index)
+
+    if out_type.rank == 0:
+        with b.if_then(b.icmp_signed("<", ctx.begin, ctx.end)):
+            body([])
+    else:
+        loop_nest(b, _outer_bounds(ctx, out_type), body)
+    ctx.finish()
+    return Kernel(name, _outer_extent(out_type), max(in_type.size, 1) * len(inst.operands))
+
+
+def _reduction_loops(b: ir.IRBuilder, t: TensorType, order: list[int],
+                     accumulate: Callable[[int, dict[int, ir.Value]], None]) -> None:
+    """Loops over the reduced dimensions; the innermost one unrolled REDUCE_UNROLL times."""
+    if not order:
+        accumulate(0, {})
+        return
+    outer, inner = order[:-1], order[-1]
+    n = t.shape[inner]
+    main = n - n % REDUCE_UNROLL
+
+    def innermost(counters: list[ir.Value]) -> None:
+        fixed = dict(zip(outer, counters))
+        if main:
+            with for_range(b, 0, main, REDUCE_UNROLL, name="r") as i:
+                for lane in range(REDUCE_UNROLL):
+                    position = i if lane == 0 else b.add(i, ir.Constant(I64, lane),
+                                                          flags=["nsw"])
+                    accumulate(lane, {**fixed, inner: position})
+        if main < n:
+            with for_range(b, main, n, name="tail") as i:
+                accumulate(0, {**fixed, inner: i})
+
+    loop_nest(b, [(0, t.shape[d]) for d in outer], innermost, name="ro")
+
+
+# -- argmax / argmin -------------------------------------------------------------------------
+
+def emit_arg(module: ir.Module, plan: BufferPlan, name: str, inst: Instruction) -> Kernel:
+    """The first index of the extreme value along `axis`; the first nan wins."""
+    from jitc.backends.llvm.elemental import _is_nan
+    axis = inst.attrs["axis"]
+    values = buffers_used(inst, plan)
+    ctx = KernelContext(module, plan, name, values)
+    b = ctx.builder
+    in_type, out = inst.operands[0].type, inst.results[0]
+    larger = inst.op.name == "argmax"
+    kind = in_type.dtype.kind
+
+    def body(counters: list[ir.Value]) -> None:
+        out_index = _logical(physical_order(out.type), counters)
+
+        def at(i: ir.Value) -> ir.Value:
+            index = list(out_index[:axis]) + [i] + list(out_index[axis:])  # type: ignore
+            return ctx.emitter.value_at(inst.operands[0], index)
+
+        with b.goto_entry_block():
+            best_slot = b.alloca(value_type(in_type.dtype))
+            where_slot = b.alloca(I64)
+        b.store(at(ir.Constant(I64, 0)), best_slot)
+        b.store(ir.Constant(I64, 0), where_slot)
+        with for_range(b, 1, in_type.shape[axis], name="a") as i:  # type: ignore[index]
+            x, best = at(i), b.load(best_slot)
+            if kind is Kind.FLOAT:
+                better = b.fcmp_ordered(">" if larger else "<", x, best)
+                better = b.or_(better, b.and_(_is_nan(b, x), b.not_(_is_nan(b, best))))
+            elif kind is Kind.SIGNED:
+                better = b.icmp_signed(">" if larger else "<", x, best)
+            else:
+                better = b.icmp_unsigned(">" if larger else "<", x, best)
+            b.store(b.select(better, x, best), best_slot)
+            b.store(b.select(better, i, b.load(where_slot)), where_slot)
+        result = convert_value(b, b.load(where_slot), dtypes.int64, out.type.dtype)
+        indexing.store(b, result, ctx.pointer(out), out.type, out_index)
+
+    if out.type.rank == 0:
+        with b.if_then(b.icmp_signed("<", ctx.begin, ctx.end)):
+            body([])
+    else:
+        loop_nest(b, _outer_bounds(ctx, out.type), body)
+    ctx.finish()
+    return Kernel(name, _outer_extent(out.type), max(in_type.size, 1))
+
+
+# -- dot_general -----------------------------------------------------------------------------
+
+def emit_dot(module: ir.Module, plan: BufferPlan, name: str, inst: Instruction) -> Kernel:
+    """out[batch, lhs free, rhs free] = sum over contracting dims.
+
+    For each output row (batch and lhs-free indices) the kernel zeroes the row, then for each
+    contracting index adds lhs * rhs-row into it: the innermost loop runs over the rhs free
+    dimensions, contiguous in row-major operands, so it vectorizes into FMAs. float16 uses a
+    float32 accumulator per element instead.
+    """
+    attrs = inst.attrs
+    lhs, rhs = inst.operands
+    out = inst.results[0]
+    lb, rb = list(attrs["lhs_batch"]), list(attrs["rhs_batch"])  # type: ignore[arg-type]
+    lc, rc = list(attrs["lhs_contract"]), list(attrs["rhs_contract"])  # type: ignore[arg-type]
+    lf = [d for d in range(lhs.type.rank) if d not in lb and d not in lc]
+    rf = [d for d in range(rhs.type.rank) if d not in rb and d not in rc]
+    nb, nlf, nrf = len(lb), len(lf), len(rf)
+    values = buffers_used(inst, plan)
+    ctx = KernelContext(module, plan, name, values)
+    b = ctx.builder
+    dtype = out.type.dtype
+    row_dims = list(range(nb + nlf))
+    col_dims = list(range(nb + nlf, nb + nlf + nrf))
+    contract_sizes = [lhs.type.shape[d] for d in lc]
+
+    def operand_index(operand_rank: int, batch: list[int], contract: list[int],
+                      free: list[int], out_index: list[ir.Value], k: list[ir.Value],
+                      free_offset: int) -> list[ir.Value]:
+        index: list[ir.Value] = [ir.Constant(I64, 0)] * operand_rank
+        for j, d in enumerate(batch):
+            index[d] = out_index[j]
+        for j, d in enumerate(contract):
+            index[d] = k[j]
+        for j, d in enumerate(free):
+            index[d] = out_index[free_offset + j]
+        return index
+
+    def product(out_index: list[ir.Value], k: list[ir.Value], acc: dtypes.DType) -> ir.Value:
+        x = ctx.emitter.value_at(lhs, operand_index(lhs.type.rank, lb, lc, lf, out_index, k,
+                                                    nb))
+        y = ctx.emitter.value_at(rhs, operand_index(rhs.type.rank, rb, rc, rf, out_index, k,
+                                                    nb + nlf))
+        x = convert_value(b, x, dtype, acc)
+        y = convert_value(b, y, dtype, acc)
+        return b.fmul(x, y) if acc.is_float else b.mul(x, y)
+
+    def add(x: ir.Value, y: ir.Value, acc: dtypes.DType) -> ir.Value:
+        return b.fadd(x, y) if acc.is_float else b.add(x, y)
+
+    out_ptr = ctx.pointer(out)
+    bounds_rows: list[tuple[ir.Value | int, ir.Value | int]] = \
+        [(0, out.type.shape[d]) for d in row_dims]
+    if bounds_rows:
+        bounds_rows[0] = (ctx.begin, ctx.end)
+
+    if dtype is dtypes.float16:
+        def element(counters: list[ir.Value]) -> None:
+            out_index = counters
+            with b.goto_entry_block():
+                slot = b.alloca(FLOAT)
+            b.store(ir.Constant(FLOAT, 0.0), slot)
+
+            def step(k: list[ir.Value]) -> None:
+                b.store(add(b.load(slot), product(out_index, k, dtypes.float32),
+                            dtypes.float32), slot)
+            loop_nest(b, [(0, s) for s in contract_sizes], step, name="k")
+            value = convert_value(b, b.load(slot), dtypes.float32, dtype)
+            indexing.store(b, value, out_ptr, out.type, out_index)
+        all_bounds = bounds_rows + [(0, out.type.shape[d]) for d in col_dims]
+        if not all_bounds:
+            with b.if_then(b.icmp_signed("<", ctx.begin, ctx.end)):
+                element([])
+        elif not bounds_rows:
+            with b.if_then(b.icmp_signed("<", ctx.begin, ctx.end)):
+                loop_nest(b, all_bounds, element)
+        else:
+            loop_nest(b, all_bounds, element)
+    else:
+        zero = constant(dtype, 0)
+
+        def row(row_counters: list[ir.Value]) -> None:
+            col_bounds = [(0, out.type.shape[d]) for d in col_dims]
+
+            def clear(cols: list[ir.Value]) -> None:
+                indexing.store(b, zero, out_ptr, out.type, row_counters + cols)
+            loop_nest(b, col_bounds, clear, name="z")
+
+            def contract(k: list[ir.Value]) -> None:
+                def accumulate(cols: list[ir.Value]) -> None:
+                    index = row_counters + cols
+                    current = indexing.load(b, out_ptr, out.type, index)
+                    indexing.store(b, add(current, product(index, k, dtype), dtype), out_ptr,
+                                   out.type, index)
+                loop_nest(b, col_bounds, accumulate, name="n")
+            loop_nest(b, [(0, s) for s in contract_sizes], contract, name="k")
+
+        if bounds_rows:
+            loop_nest(b, bounds_rows, row, name="m")
+        else:
+            with b.if_then(b.icmp_signed("<", ctx.begin, ctx.end)):
+                row([])
+    ctx.finish()
+    outer = out.type.shape[0] if row_dims else 1
+    cost = max(out.type.size, 1) * max(1, _product(contract_sizes))
+    return Kernel(name, outer, cost)
+
+
+def _product(xs: Sequence[int]) -> int:
+    n = 1
+    for x in xs:
+        n *= x
+    return n
+
+
+# -- convolution -----------------------------------------------------------------------------
+
+def emit_convolution(module: ir.Module, plan: BufferPlan, name: str,
+                     inst: Instruction) -> Kernel:
+    """Direct convolution: each output element sums over its group's input features and the
+    kernel window; taps that fall into padding or between dilated inputs contribute nothing
+    (their loads use clamped indices and are masked out)."""
+    attrs = inst.attrs
+    lhs, rhs = inst.operands
+    out = inst.results[0]
+    dims = linalg_ops.parse_dim_labels(attrs["dim_labels"])  # type: ignore[arg-type]
+    spatial = len(dims.lhs_spatial)
+    strides, padding, lhs_dil, rhs_dil = linalg_ops._conv_window(attrs, spatial)
+    groups = attrs["feature_group_count"]
+    in_per_group = rhs.type.shape[dims.rhs_in]
+    out_per_group = rhs.type.shape[dims.rhs_out] // groups  # type: ignore[operator]
+    values = buffers_used(inst, plan)
+    ctx = KernelContext(module, plan, name, values)
+    b = ctx.builder
+    dtype = out.type.dtype
+    acc = _accumulator_dtype(dtype)
+    window = [rhs.type.shape[d] for d in dims.rhs_spatial]
+
+    def element(counters: list[ir.Value]) -> None:
+        out_index = _logical(physical_order(out.type), counters)
+        o = out_index[dims.out_feature]
+        group = b.udiv(o, ir.Constant(I64, out_per_group))
+        with b.goto_entry_block():
+            slot = b.alloca(value_type(acc))
+        b.store(constant(acc, 0), slot)
+
+        def tap(counters_: list[ir.Value]) -> None:
+            c, taps = counters_[0], counters_[1:]
+            lhs_index: list[ir.Value] = [ir.Constant(I64, 0)] * lhs.type.rank
+            rhs_index: list[ir.Value] = [ir.Constant(I64, 0)] * rhs.type.rank
+            lhs_index[dims.lhs_batch] = out_index[dims.out_batch]
+            lhs_index[dims.lhs_feature] = b.add(b.mul(group, ir.Constant(I64, in_per_group)), c)
+            rhs_index[dims.rhs_out] = o
+            rhs_index[dims.rhs_in] = c
+            valid: ir.Value = ir.Constant(ir.IntType(1), 1)
+            for s in range(spatial):
+                rhs_index[dims.rhs_spatial[s]] = taps[s]
+                # Position in the dilated, padded input.
+                position = b.add(b.mul(out_index[dims.out_spatial[s]],
+                                       ir.Constant(I64, strides[s])),
+                                 b.mul(taps[s], ir.Constant(I64, rhs_dil[s])))
+                position = b.sub(position, ir.Constant(I64, padding[s][0]))
+                size = lhs.type.shape[dims.lhs_spatial[s]]
+                source = b.sdiv(position, ir.Constant(I64, lhs_dil[s])) if lhs_dil[s] > 1 \
+                    else position
+                ok = b.and_(b.icmp_signed(">=", position, ir.Constant(I64, 0)),
+                            b.icmp_signed("<", source, ir.Constant(I64, size)))
+                if lhs_dil[s] > 1:
+                    ok = b.and_(ok, b.icmp_signed("==", b.srem(position, ir.Constant(
+                        I64, lhs_dil[s])), ir.Constant(I64, 0)))
+                valid = b.and_(valid, ok)
+                lhs_index[dims.lhs_spatial[s]] = ctx.emitter.clamp_index(source, 0,
+                                                                         max(size - 1, 0))
+            x = convert_value(b, ctx.emitter.value_at(lhs, lhs_index), dtype, acc)
+            w = convert_value(b, ctx.emitter.value_at(rhs, rhs_index), dtype, acc)
+            term = b.fmul(x, w) if acc.is_float else b.mul(x, w)
+            term = b.select(valid, term, constant(acc, 0))
+            current = b.load(slot)
+            b.store(b.fadd(current, term) if acc.is_float else b.add(current, term), slot)
+
+        if lhs.type.size and in_per_group:
+            loop_nest(b, [(0, in_per_group)] + [(0, k) for k in window], tap, name="t")
+        value = convert_value(b, b.load(slot), acc, dtype)
+        indexing.store(b, value, ctx.pointer(out), out.type, out_index)
+
+    loop_nest(b, _outer_bounds(ctx, out.type), element)
+    ctx.finish()
+    cost = max(out.type.size, 1) * max(1, in_per_group * _product(window))
+    return Kernel(name, _outer_extent(out.type), cost)

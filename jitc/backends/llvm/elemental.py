@@ -1,0 +1,607 @@
+"""The elemental emitter: for each op, the scalar LLVM code that computes one output element
+from operand elements.
+
+`ElementalEmitter.value_at(value, index)` returns the LLVM value of IR `value` at a logical
+multi-index. A value the backend has materialised in memory is loaded; any other value is
+generated from its operands at the index that op maps to (that is how fused kernels work: the
+producers inside a kernel are never stored). Loops, threads and memory belong to the backends;
+the per-op arithmetic lives here once, shared by the CPU and GPU backends.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from llvmlite import ir
+
+from jitc.backends.llvm import indexing
+from jitc.backends.llvm.types import FLOAT, I1, I64, constant, value_type
+from jitc.ir.core import Instruction, Value
+from jitc.ir.dtypes import DType, Kind
+from jitc.ir.types import TensorType
+
+Index = list[ir.Value]
+Rule = Callable[["ElementalEmitter", Instruction, Index], ir.Value]
+RULES: dict[str, Rule] = {}
+
+
+def rule(*names: str) -> Callable[[Rule], Rule]:
+    def wrap(fn: Rule) -> Rule:
+        for name in names:
+            RULES[name] = fn
+        return fn
+    return wrap
+
+
+class ElementalEmitter:
+    """Generates element values; `buffers` maps materialised IR values to their base pointer."""
+
+    def __init__(self, builder: ir.IRBuilder, buffers: dict[int, ir.Value]) -> None:
+        self.builder = builder
+        self.buffers = buffers
+
+    def value_at(self, value: Value, index: Index) -> ir.Value:
+        base = self.buffers.get(id(value))
+        if base is not None:
+            return indexing.load(self.builder, base, value.type, index)
+        inst = value.producer
+        generate = RULES.get(inst.op.name)
+        if generate is None:
+            raise NotImplementedError(f"no elemental rule for {inst.op.name}; it must be "
+                                      "materialised by the backend")
+        if len(inst.results) != 1:
+            raise NotImplementedError(f"{inst.op.name} with several results is not elemental")
+        return generate(self, inst, index)
+
+    def operand(self, inst: Instruction, n: int, index: Index) -> ir.Value:
+        return self.value_at(inst.operands[n], index)
+
+    def scalar(self, value: Value) -> ir.Value:
+        return self.value_at(value, [])
+
+    # -- small helpers shared by the rules -------------------------------------------------
+    def const(self, dtype: DType, value: object) -> ir.Constant:
+        return constant(dtype, value)
+
+    def index_const(self, n: int) -> ir.Constant:
+        return ir.Constant(I64, n)
+
+    def to_index(self, value: ir.Value, dtype: DType) -> ir.Value:
+        """An integer element as an i64 index (sign- or zero-extended)."""
+        b = self.builder
+        if value.type.width == 64:
+            return value
+        if dtype.kind is Kind.UNSIGNED or dtype.kind is Kind.BOOL:
+            return b.zext(value, I64)
+        return b.sext(value, I64)
+
+    def clamp_index(self, value: ir.Value, lo: int, hi: int) -> ir.Value:
+        b = self.builder
+        low, high = self.index_const(lo), self.index_const(hi)
+        value = b.select(b.icmp_signed("<", value, low), low, value)
+        return b.select(b.icmp_signed(">", value, high), high, value)
+
+
+def broadcast_shape_index(operand: TensorType, result: TensorType, index: Index) -> Index:
+    """numpy-style implicit broadcasting (trailing alignment, size-1 expansion)."""
+    offset = result.rank - operand.rank
+    zero = ir.Constant(I64, 0)
+    return [zero if operand.shape[i] == 1 and result.shape[i + offset] != 1
+            else index[i + offset] for i in range(operand.rank)]
+
+
+def elementwise_operands(e: ElementalEmitter, inst: Instruction, index: Index) -> list[ir.Value]:
+    result = inst.results[0].type
+    return [e.value_at(v, broadcast_shape_index(v.type, result, index)) for v in inst.operands]
+
+
+# -- element types ---------------------------------------------------------------------------
+
+def _kind(inst: Instruction, n: int = 0) -> Kind:
+    return inst.operands[n].type.dtype.kind
+
+
+def _with_float32(b: ir.IRBuilder, fn: Callable[..., ir.Value], *xs: ir.Value) -> ir.Value:
+    """Evaluate fn in float32 for half inputs: our math functions exist for f32 and f64."""
+    if xs[0].type == ir.HalfType():
+        wide = [b.fpext(x, FLOAT) for x in xs]
+        return b.fptrunc(fn(b, *wide), ir.HalfType())
+    return fn(b, *xs)
+
+
+def _intrinsic(b: ir.IRBuilder, name: str, *args: ir.Value) -> ir.Value:
+    fn = b.module.declare_intrinsic(name, [args[0].type])
+    return b.call(fn, list(args))
+
+
+def _is_nan(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
+    return b.fcmp_unordered("uno", x, x)
+
+
+# -- unary -----------------------------------------------------------------------------------
+
+@rule("neg")
+def _neg(e: ElementalEmitter, inst: Instruction, index: Index) -> ir.Value:
+    (x,) = elementwise_operands(e, inst, index)
+    b = e.builder
+    return b.fneg(x) if _kind(inst) is Kind.FLOAT else b.sub(ir.Constant(x.type, 0), x)
+
+
+@rule("abs")
+def _abs(e: ElementalEmitter, inst: Instruction, index: Index) -> ir.Value:
+    (x,) = elementwise_operands(e, inst, index)
+    b, kind = e.builder, _kind(inst)
+    if kind is Kind.FLOAT:
+        return _intrinsic(b, "llvm.fabs", x)
+    if kind is Kind.UNSIGNED:
+        return x
+    return b.select(b.icmp_signed("<", x, ir.Constant(x.type, 0)), b.neg(x), x)
+
+
+@rule("sign")
+def _sign(e: ElementalEmitter, inst: Instruction, index: Index) -> ir.Value:
+    (x,) = elementwise_operands(e, inst, index)
+    b, kind = e.builder, _kind(inst)
+    zero, one, minus = (ir.Constant(x.type, v) for v in ((0.0, 1.0, -1.0) if kind is Kind.FLOAT
+                                                       else (0, 1, -1)))
+    if kind is Kind.FLOAT:
+        # nan stays nan and both zeros give +0, as numpy's sign does.
+        inner = b.select(b.fcmp_ordered("==", x, zero), zero, x)
+        return b.select(b.fcmp_ordered(">", x, zero), one,
+                        b.select(b.fcmp_ordered("<", x, zero), minus, inner))
+    if kind is Kind.UNSIGNED:
+        return b.zext(b.icmp_unsigned("!=", x, zero), x.type)
+    return b.select(b.icmp_signed(">", x, zero), one,
+                    b.select(b.icmp_signed("<", x, zero), minus, zero))
+
+
+def _math_rule(name: str) -> Rule:
+    def generate(e: ElementalEmitter, inst: Instruction, index: Index) -> ir.Value:
+        from jitc.backends.llvm import vmath
+        xs = elementwise_operands(e, inst, index)
+        return _with_float32(e.builder, vmath.MATH_FUNCTIONS[name], *xs)
+    return generate
+
+
+for _name in ("exp", "expm1", "log", "log1p", "tanh", "logistic", "sin", "cos"):
+    RULES[_name] = _math_rule(_name)
+
+
+@rule("pow")
+def _pow(e: ElementalEmitter, inst: Instruction, index: Index) -> ir.Value:
+    x, y = elementwise_operands(e, inst, index)
+    if _kind(inst) is Kind.FLOAT:
+        from jitc.backends.llvm import vmath
+        return _with_float32(e.builder, vmath.MATH_FUNCTIONS["pow"], x, y)
+    return _integer_pow(e.builder, x, y, _kind(inst) is Kind.SIGNED)
+
+
+def _integer_pow(b: ir.IRBuilder, x: ir.Value, y: ir.Value, signed: bool) -> ir.Value:
+    """Exponentiation by squaring over every exponent bit, branch-free (it vectorizes)."""
+    t = x.type
+    one, zero = ir.Constant(t, 1), ir.Constant(t, 0)
+    result, base, exponent = one, x, y
+    for _ in range(t.width):
+        odd = b.trunc(exponent, I1)
+        result = b.select(odd, b.mul(result, base), result)
+        base = b.mul(base, base)
+        exponent = b.lshr(exponent, one)
+    if not signed:
+        return result
+    # A negative exponent: 1 / x**-y truncated toward zero.
+    minus_one = ir.Constant(t, -1)
+    odd_y = b.trunc(y, I1)
+    reciprocal = b.select(b.icmp_signed("==", x, one), one,
+                          b.select(b.icmp_signed("==", x, minus_one),
+                                   b.select(odd_y, minus_one, one), zero))
+    return b.select(b.icmp_signed("<", y, zero), reciprocal, result)
+
+
+@rule("atan2")
+def _atan2(e: ElementalEmitter, inst: Instruction, index: Index) -> ir.Value:
+    from jitc.backends.llvm import vmath
+    y, x = elementwise_operands(e, inst, index)
+    return _with_float32(e.builder, vmath.MATH_FUNCTIONS["atan2"], y, x)
+
+
+def _intrinsic_rule(name: str) -> Rule:
+    def generate(e: ElementalEmitter, inst: Instruction, index: Index) -> ir.Value:
+        (x,) = elementwise_operands(e, inst, index)
+        return _intrinsic(e.builder, name, x)
+    return generate
+
+
+RULES["sqrt"] = _intrinsic_rule("llvm.sqrt")
+RULES["floor"] = _intrinsic_rule("llvm.floor")
+RULES["ceil"] = _intrinsic_rule("llvm.ceil")
+RULES["round"] = _intrinsic_rule("llvm.roundeven")
+
+
+@rule("rsqrt")
+def _rsqrt(e: ElementalEmitter, inst: Instruction, index: Index) -> ir.Value:
+    (x,) = elementwise_operands(e, inst, index)
+    b = e.builder
+    return b.fdiv(ir.Constant(x.type, 1.0), _intrinsic(b, "llvm.sqrt", x))
+
+
+@rule("not")
+def _not(e: ElementalEmitter, inst: Instruction, index: Index) -> ir.Value:
+    (x,) = elementwise_operands(e, inst, index)
+    return e.builder.not_(x)
+
+
+@rule("is_finite")
+def _is_finite(e: ElementalEmitter, inst: Instruction, index: Index) -> ir.Value:
+    (x,) = elementwise_operands(e, inst, index)
+    b = e.builder
+    return b.fcmp_ordered("<", _intrinsic(b, "llvm.fabs", x), ir.Constant(x.type, float("inf")))
+
+
+# -- binary ----------------------------------------------------------------------------------
+
+def _arith_rule(float_op: str, int_op: str) -> Rule:
+    def generate(e: ElementalEmitter, inst: Instruction, index: Index) -> ir.Value:
+        x, y = elementwise_operands(e, inst, index)
+        op = float_op if _kind(inst) is Kind.FLOAT else int_op
+        return getattr(e.builder, op)(x, y)
+    return generate
+
+
+RULES["add"] = _arith_rule("fadd", "add")
+RULES["sub"] = _arith_rule("fsub", "sub")
+RULES["mul"] = _arith_rule("fmul", "mul")
+
+
+def _safe_divisor(b: ir.IRBuilder, x: ir.Value, y: ir.Value, signed: bool) -> ir.Value:
+    """y with the cases C leaves undefined (y == 0, MIN / -1) replaced by 1."""
+    t = y.type
+    bad = b.icmp_unsigned("==", y, ir.Constant(t, 0))
+    if signed:
+        overflow = b.and_(b.icmp_signed("==", x, ir.Constant(t, -(1 << (t.width - 1)))),
+                          b.icmp_signed("==", y, ir.Constant(t, -1)))
+        bad = b.or_(bad, overflow)
+    return b.select(bad, ir.Constant(t, 1), y)
+
+
+@rule("div")
+def _div(e: ElementalEmitter, inst: Instruction, index: Index) -> ir.Value:
+    x, y = elementwise_operands(e, inst, index)
+    b, kind = e.builder, _kind(inst)
+    if kind is Kind.FLOAT:
+        return b.fdiv(x, y)
+    signed = kind is Kind.SIGNED
+    quotient = (b.sdiv if signed else b.udiv)(x, _safe_divisor(b, x, y, signed))
+    is_zero = b.icmp_unsigned("==", y, ir.Constant(y.type, 0))
+    return b.select(is_zero, ir.Constant(y.type, 0), quotient)
+
+
+@rule("rem")
+def _rem(e: ElementalEmitter, inst: Instruction, index: Index) -> ir.Value:
+    x, y = elementwise_operands(e, inst, index)
+    b, kind = e.builder, _kind(inst)
+    if kind is Kind.FLOAT:
+        return b.frem(x, y)
+    signed = kind is Kind.SIGNED
+    remainder = (b.srem if signed else b.urem)(x, _safe_divisor(b, x, y, signed))
+    is_zero = b.icmp_unsigned("==", y, ir.Constant(y.type, 0))
+    return b.select(is_zero, ir.Constant(y.type, 0), remainder)
+
+
+def _extremum(b: ir.IRBuilder, x: ir.Value, y: ir.Value, kind: Kind, larger: bool) -> ir.Value:
+    """max/min that propagate nan, like numpy's maximum/minimum."""
+    if kind is Kind.FLOAT:
+        pick_x = b.fcmp_unordered(">" if larger else "<", x, y)  # true when either is nan
+        chosen = b.select(pick_x, x, y)
+        return b.select(_is_nan(b, y), y, chosen)
+    if kind is Kind.BOOL:
+        return b.or_(x, y) if larger else b.and_(x, y)
+    compare = b.icmp_signed if kind is Kind.SIGNED else b.icmp_unsigned
+    return b.select(compare(">" if larger else "<", x, y), x, y)
+
+
+@rule("max")
+def _max(e: ElementalEmitter, inst: Instruction, index: Index) -> ir.Value:
+    x, y = elementwise_operands(e, inst, index)
+    return _extremum(e.builder, x, y, _kind(inst), larger=True)
+
+
+@rule("min")
+def _min(e: ElementalEmitter, inst: Instruction, index: Index) -> ir.Value:
+    x, y = elementwise_operands(e, inst, index)
+    return _extremum(e.builder, x, y, _kind(inst), larger=False)
+
+
+def _bitwise_rule(op: str) -> Rule:
+    def generate(e: ElementalEmitter, inst: Instruction, index: Index) -> ir.Value:
+        x, y = elementwise_operands(e, inst, index)
+        return getattr(e.builder, op)(x, y)
+    return generate
+
+
+RULES["and"] = _bitwise_rule("and_")
+RULES["or"] = _bitwise_rule("or_")
+RULES["xor"] = _bitwise_rule("xor")
+
+
+@rule("shift_left", "shift_right_logical", "shift_right_arithmetic")
+def _shift(e: ElementalEmitter, inst: Instruction, index: Index) -> ir.Value:
+    x, y = elementwise_operands(e, inst, index)
+    b, t = e.builder, x.type
+    in_range = b.icmp_unsigned("<", y, ir.Constant(t, t.width))
+    amount = b.select(in_range, y, ir.Constant(t, 0))
+    name = inst.op.name
+    if name == "shift_left":
+        return b.select(in_range, b.shl(x, amount), ir.Constant(t, 0))
+    if name == "shift_right_logical":
+        return b.select(in_range, b.lshr(x, amount), ir.Constant(t, 0))
+    if _kind(inst) is Kind.UNSIGNED:
+        return b.select(in_range, b.lshr(x, amount), ir.Constant(t, 0))
+    return b.select(in_range, b.ashr(x, amount), b.ashr(x, ir.Constant(t, t.width - 1)))
+
+
+_FLOAT_COMPARE = {"eq": "==", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
+_INT_COMPARE = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
+
+
+@rule("compare")
+def _compare(e: ElementalEmitter, inst: Instruction, index: Index) -> ir.Value:
+    x, y = elementwise_operands(e, inst, index)
+    b, kind = e.builder, _kind(inst)
+    direction = inst.attrs["direction"]
+    if kind is Kind.FLOAT:
+        if direction == "ne":
+            return b.fcmp_unordered("!=", x, y)
+        return b.fcmp_ordered(_FLOAT_COMPARE[direction], x, y)  # type: ignore[index]
+    compare = b.icmp_signed if kind is Kind.SIGNED else b.icmp_unsigned
+    return compare(_INT_COMPARE[direction], x, y)  # type: ignore[index]
+
+
+@rule("select")
+def _select(e: ElementalEmitter, inst: Instruction, index: Index) -> ir.Value:
+    pred, on_true, on_false = elementwise_operands(e, inst, index)
+    return e.builder.select(pred, on_true, on_false)
+
+
+@rule("clamp")
+def _clamp(e: ElementalEmitter, inst: Instruction, index: Index) -> ir.Value:
+    lo, x, hi = elementwise_operands(e, inst, index)
+    b, kind = e.builder, _kind(inst)
+    return _extremum(b, _extremum(b, x, lo, kind, larger=True), hi, kind, larger=False)
+
+
+# -- conversions -----------------------------------------------------------------------------
+
+def convert_value(b: ir.IRBuilder, x: ir.Value, source: DType, target: DType) -> ir.Value:
+    """Element conversion with the IR's semantics (saturating float to int, nan to 0)."""
+    to = value_type(target)
+    if source is target:
+        return x
+    if target.kind is Kind.BOOL:
+        if source.kind is Kind.FLOAT:
+            return b.fcmp_unordered("!=", x, ir.Constant(x.type, 0.0))
+        return b.icmp_unsigned("!=", x, ir.Constant(x.type, 0))
+    if source.kind is Kind.BOOL:
+        return b.uitofp(x, to) if target.kind is Kind.FLOAT else b.zext(x, to)
+    if source.kind is Kind.FLOAT and target.kind is Kind.FLOAT:
+        return b.fpext(x, to) if target.bits > source.bits else b.fptrunc(x, to)
+    if source.kind is Kind.FLOAT:
+        name = "llvm.fptosi.sat" if target.kind is Kind.SIGNED else "llvm.fptoui.sat"
+        fn = b.module.declare_intrinsic(name, [to, x.type])
+        return b.call(fn, [x])
+    if target.kind is Kind.FLOAT:
+        return b.sitofp(x, to) if source.kind is Kind.SIGNED else b.uitofp(x, to)
+    if target.bits == source.bits:
+        return x
+    if target.bits < source.bits:
+        return b.trunc(x, to)
+    return b.sext(x, to) if source.kind is Kind.SIGNED else b.zext(x, to)
+
+
+@rule("convert")
+def _convert(e: ElementalEmitter, inst: Instruction, index: Index) -> ir.Value:
+    x = e.operand(inst, 0, index)
+    return convert_value(e.builder, x, inst.operands[0].type.dtype, inst.results[0].type.dtype)
+
+
+@rule("bitcast_convert")
+def _bitcast(e: ElementalEmitter, inst: Instruction, index: Index) -> ir.Value:
+    x = e.operand(inst, 0, index)
+    to = value_type(inst.results[0].type.dtype)
+    return x if x.type == to else e.builder.bitcast(x, to)
+
+
+# -- leaves ----------------------------------------------------------------------------------
+
+@rule("constant")
+def _constant(e: ElementalEmitter, inst: Instruction, index: Index) -> ir.Value:
+    literal = inst.attrs["value"]
+    array = literal.array  # type: ignore[attr-defined]
+    if array.size != 1:
+        raise NotImplementedError("array constants are materialised by the backend")
+    return constant(inst.results[0].type.dtype, array.reshape(()).item())
+
+
+@rule("iota")
+def _iota(e: ElementalEmitter, inst: Instruction, index: Index) -> ir.Value:
+    i = index[inst.attrs["dimension"]]  # type: ignore[index]
+    return convert_value(e.builder, i, _INDEX_DTYPE, inst.results[0].type.dtype)
+
+
+def _index_dtype() -> DType:
+    from jitc.ir.dtypes import int64
+    return int64
+
+
+_INDEX_DTYPE = _index_dtype()
+
+
+# -- data movement ---------------------------------------------------------------------------
+
+@rule("broadcast_in_dim")
+def _broadcast(e: ElementalEmitter, inst: Instruction, index: Index) -> ir.Value:
+    operand, result = inst.operands[0].type, inst.results[0].type
+    zero = e.index_const(0)
+    mapped = [zero if operand.shape[i] == 1 and result.shape[d] != 1 else index[d]
+              for i, d in enumerate(inst.attrs["dims"])]  # type: ignore[arg-type]
+    return e.operand(inst, 0, mapped)
+
+
+def delinearize(b: ir.IRBuilder, linear: ir.Value, shape: Sequence[int]) -> Index:
+    """Row-major multi-index of a linear position."""
+    out: Index = []
+    for d in reversed(shape):
+        if d == 1:
+            out.append(ir.Constant(I64, 0))
+            continue
+        size = ir.Constant(I64, d)
+        out.append(b.urem(linear, size))
+        linear = b.udiv(linear, size)
+    return out[::-1]
+
+
+def linearize(b: ir.IRBuilder, index: Index, shape: Sequence[int]) -> ir.Value:
+    linear: ir.Value = ir.Constant(I64, 0)
+    for i, d in zip(index, shape):
+        linear = b.add(b.mul(linear, ir.Constant(I64, d)), i)
+    return linear
+
+
+@rule("reshape")
+def _reshape(e: ElementalEmitter, inst: Instruction, index: Index) -> ir.Value:
+    operand, result = inst.operands[0].type, inst.results[0].type
+    # Only inserting or removing size-1 dimensions needs no arithmetic.
+    if [d for d in operand.shape if d != 1] == [d for d in result.shape if d != 1]:
+        kept = [i for i, d in zip(index, result.shape) if d != 1]
+        it = iter(kept)
+        mapped = [e.index_const(0) if d == 1 else next(it) for d in operand.shape]
+        return e.operand(inst, 0, mapped)
+    linear = linearize(e.builder, index, result.shape)
+    return e.operand(inst, 0, delinearize(e.builder, linear, operand.shape))
+
+
+@rule("transpose")
+def _transpose(e: ElementalEmitter, inst: Instruction, index: Index) -> ir.Value:
+    perm = inst.attrs["permutation"]
+    mapped: Index = [e.index_const(0)] * len(perm)  # type: ignore[arg-type]
+    for i, p in enumerate(perm):  # type: ignore[arg-type]
+        mapped[p] = index[i]
+    return e.operand(inst, 0, mapped)
+
+
+@rule("slice")
+def _slice(e: ElementalEmitter, inst: Instruction, index: Index) -> ir.Value:
+    b = e.builder
+    stride = inst.attrs["stride"] or (1,) * len(index)  # type: ignore[operator]
+    mapped = []
+    for i, start, step in zip(index, inst.attrs["start"], stride):  # type: ignore[arg-type]
+        v = i if step == 1 else b.mul(i, e.index_const(step))
+        mapped.append(v if start == 0 else b.add(v, e.index_const(start)))
+    return e.operand(inst, 0, mapped)
+
+
+@rule("reverse")
+def _reverse(e: ElementalEmitter, inst: Instruction, index: Index) -> ir.Value:
+    shape = inst.results[0].type.shape
+    dims = set(inst.attrs["dims"])  # type: ignore[arg-type]
+    b = e.builder
+    mapped = [b.sub(e.index_const(shape[a] - 1), i) if a in dims else i
+              for a, i in enumerate(index)]
+    return e.operand(inst, 0, mapped)
+
+
+@rule("pad")
+def _pad(e: ElementalEmitter, inst: Instruction, index: Index) -> ir.Value:
+    b = e.builder
+    operand = inst.operands[0].type
+    fill = e.scalar(inst.operands[1])
+    if operand.size == 0:
+        return fill
+    interior = inst.attrs["interior"] or (0,) * operand.rank  # type: ignore[operator]
+    inside: ir.Value = ir.Constant(I1, 1)
+    mapped = []
+    for a, i in enumerate(index):
+        low, gap, size = inst.attrs["low"][a], interior[a] + 1, operand.shape[a]  # type: ignore
+        shifted = b.sub(i, e.index_const(low))
+        position = b.sdiv(shifted, e.index_const(gap)) if gap > 1 else shifted
+        ok = b.and_(b.icmp_signed(">=", shifted, e.index_const(0)),
+                    b.icmp_signed("<", position, e.index_const(size)))
+        if gap > 1:
+            ok = b.and_(ok, b.icmp_signed("==", b.srem(shifted, e.index_const(gap)),
+                                          e.index_const(0)))
+        inside = b.and_(inside, ok)
+        mapped.append(e.clamp_index(position, 0, size - 1))
+    # The load uses a clamped index, so it stays in bounds whether or not it is selected.
+    return b.select(inside, e.operand(inst, 0, mapped), fill)
+
+
+@rule("concatenate")
+def _concatenate(e: ElementalEmitter, inst: Instruction, index: Index) -> ir.Value:
+    b = e.builder
+    axis = inst.attrs["dimension"]
+    position = index[axis]  # type: ignore[index]
+    result: ir.Value | None = None
+    start = 0
+    pieces = []
+    for n, v in enumerate(inst.operands):
+        size = v.type.shape[axis]  # type: ignore[index]
+        if size:
+            pieces.append((n, start, size))
+        start += size
+    for n, begin, size in reversed(pieces):
+        local = e.clamp_index(b.sub(position, e.index_const(begin)), 0, size - 1)
+        mapped = list(index)
+        mapped[axis] = local  # type: ignore[index]
+        value = e.operand(inst, n, mapped)
+        if result is None:
+            result = value
+        else:
+            result = b.select(b.icmp_signed("<", position, e.index_const(begin + size)),
+                              value, result)
+    assert result is not None, "concatenate of empty operands has no elements"
+    return result
+
+
+def _clamped_starts(e: ElementalEmitter, starts: Sequence[Value], shape: Sequence[int],
+                    sizes: Sequence[int]) -> Index:
+    out = []
+    for v, dim, size in zip(starts, shape, sizes):
+        raw = e.to_index(e.scalar(v), v.type.dtype)
+        out.append(e.clamp_index(raw, 0, dim - size))
+    return out
+
+
+@rule("dynamic_slice")
+def _dynamic_slice(e: ElementalEmitter, inst: Instruction, index: Index) -> ir.Value:
+    operand = inst.operands[0].type
+    starts = _clamped_starts(e, inst.operands[1:], operand.shape,
+                             inst.attrs["sizes"])  # type: ignore[arg-type]
+    b = e.builder
+    return e.operand(inst, 0, [b.add(s, i) for s, i in zip(starts, index)])
+
+
+@rule("dynamic_update_slice")
+def _dynamic_update_slice(e: ElementalEmitter, inst: Instruction, index: Index) -> ir.Value:
+    operand, update = inst.operands[0].type, inst.operands[1].type
+    if update.size == 0:
+        return e.operand(inst, 0, index)
+    starts = _clamped_starts(e, inst.operands[2:], operand.shape, update.shape)
+    b = e.builder
+    inside: ir.Value = ir.Constant(I1, 1)
+    local = []
+    for i, s, size in zip(index, starts, update.shape):
+        offset = b.sub(i, s)
+        inside = b.and_(inside, b.icmp_unsigned("<", offset, e.index_const(size)))
+        local.append(e.clamp_index(offset, 0, size - 1))
+    return b.select(inside, e.operand(inst, 1, local), e.operand(inst, 0, index))
+
+
+@rule("gather")
+def _gather(e: ElementalEmitter, inst: Instruction, index: Index) -> ir.Value:
+    operand, indices = inst.operands[0].type, inst.operands[1].type
+    axis = inst.attrs["axis"]
+    k = indices.rank
+    raw = e.value_at(inst.operands[1], index[axis:axis + k])  # type: ignore[misc]
+    position = e.clamp_index(e.to_index(raw, indices.dtype), 0,
+                             operand.shape[axis] - 1)  # type: ignore[index]
+    mapped = index[:axis] + [position] + index[axis + k:]  # type: ignore[operator]
+    return e.operand(inst, 0, mapped)

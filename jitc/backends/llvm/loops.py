@@ -1,0 +1,56 @@
+"""Loop nests and conditionals over llvmlite's IR builder."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+
+from llvmlite import ir
+
+from jitc.backends.llvm.types import I64
+
+
+@contextmanager
+def for_range(builder: ir.IRBuilder, start: ir.Value | int, stop: ir.Value | int,
+              step: int = 1, name: str = "i") -> Iterator[ir.Value]:
+    """`for i in range(start, stop, step)` (step > 0); yields i inside the body.
+
+    The loop is in canonical form (preheader, header with one phi, latch) so LLVM's
+    vectorizer recognises it.
+    """
+    start = ir.Constant(I64, start) if isinstance(start, int) else start
+    stop = ir.Constant(I64, stop) if isinstance(stop, int) else stop
+    preheader = builder.block
+    header = builder.append_basic_block(f"{name}.header")
+    body = builder.append_basic_block(f"{name}.body")
+    exit_ = builder.append_basic_block(f"{name}.exit")
+    builder.branch(header)
+    builder.position_at_end(header)
+    counter = builder.phi(I64, name=name)
+    counter.add_incoming(start, preheader)
+    builder.cbranch(builder.icmp_signed("<", counter, stop), body, exit_)
+    builder.position_at_end(body)
+    yield counter
+    following = builder.add(counter, ir.Constant(I64, step), name=f"{name}.next", flags=["nsw"])
+    counter.add_incoming(following, builder.block)
+    builder.branch(header)
+    builder.position_at_end(exit_)
+
+
+def loop_nest(builder: ir.IRBuilder, bounds: Sequence[tuple[ir.Value | int, ir.Value | int]],
+              body: Callable[[list[ir.Value]], None], name: str = "d") -> None:
+    """Nested loops over (start, stop) pairs, outermost first; body gets the counters."""
+    def level(k: int, counters: list[ir.Value]) -> None:
+        if k == len(bounds):
+            body(counters)
+            return
+        start, stop = bounds[k]
+        with for_range(builder, start, stop, name=f"{name}{k}") as i:
+            level(k + 1, counters + [i])
+    level(0, [])
+
+
+@contextmanager
+def if_then(builder: ir.IRBuilder, condition: ir.Value) -> Iterator[None]:
+    with builder.if_then(condition):
+        yield

@@ -1,0 +1,54 @@
+"""llvmlite target machines and the optimisation pipeline, shared by the JIT and AOT paths."""
+
+from __future__ import annotations
+
+import functools
+
+import llvmlite.binding as llvm
+
+
+@functools.cache
+def initialize_native() -> None:
+    llvm.initialize_native_target()
+    llvm.initialize_native_asmprinter()
+
+
+@functools.cache
+def initialize_all() -> None:
+    # Both are needed for a non-host target: without the asm printers a target machine
+    # "can't emit a file of this type".
+    llvm.initialize_all_targets()
+    llvm.initialize_all_asmprinters()
+
+
+def host_target_machine(reloc: str = "default", codemodel: str = "jitdefault"
+                        ) -> llvm.TargetMachine:
+    """A fresh target machine for the host CPU with all its features.
+
+    Each execution engine takes ownership of its target machine, so callers must never share
+    one between engines.
+    """
+    initialize_native()
+    target = llvm.Target.from_default_triple()
+    return target.create_target_machine(cpu=llvm.get_host_cpu_name(),
+                                        features=llvm.get_host_cpu_features().flatten(),
+                                        opt=3, reloc=reloc, codemodel=codemodel)
+
+
+def optimize(module: llvm.ModuleRef, tm: llvm.TargetMachine, speed_level: int = 3) -> None:
+    """The new pass manager at -O3 with loop and SLP vectorization, tuned for `tm`."""
+    options = llvm.create_pipeline_tuning_options(speed_level=speed_level)
+    options.loop_vectorization = True
+    options.slp_vectorization = True
+    options.loop_unrolling = True
+    builder = llvm.create_pass_builder(tm, options)
+    manager = builder.getModulePassManager()
+    manager.run(module, builder)
+
+
+def parse(text: str, tm: llvm.TargetMachine) -> llvm.ModuleRef:
+    module = llvm.parse_assembly(text)
+    module.triple = tm.triple
+    module.data_layout = str(tm.target_data)
+    module.verify()
+    return module

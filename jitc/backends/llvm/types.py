@@ -1,0 +1,46 @@
+"""IR dtypes as LLVM types: how elements sit in memory and how they are held in registers.
+
+bool is a byte in memory and an i1 in registers; everything else is the same in both.
+"""
+
+from __future__ import annotations
+
+from llvmlite import ir
+
+from jitc.ir.dtypes import DType, Kind
+
+I1 = ir.IntType(1)
+I8 = ir.IntType(8)
+I32 = ir.IntType(32)
+I64 = ir.IntType(64)
+HALF = ir.HalfType()
+FLOAT = ir.FloatType()
+DOUBLE = ir.DoubleType()
+VOID = ir.VoidType()
+PTR = ir.PointerType()
+
+_MEMORY = {"bool": I8, "i8": I8, "u8": I8, "i32": I32, "i64": I64, "f16": HALF, "f32": FLOAT,
+           "f64": DOUBLE}
+
+
+def memory_type(dtype: DType) -> ir.Type:
+    return _MEMORY[dtype.name]
+
+
+def value_type(dtype: DType) -> ir.Type:
+    return I1 if dtype.kind is Kind.BOOL else _MEMORY[dtype.name]
+
+
+def index(value: int) -> ir.Constant:
+    return ir.Constant(I64, value)
+
+
+def constant(dtype: DType, value: object) -> ir.Constant:
+    """An LLVM constant holding `value` converted to `dtype`."""
+    t = value_type(dtype)
+    if dtype.kind is Kind.BOOL:
+        return ir.Constant(t, int(bool(value)))
+    if dtype.kind is Kind.FLOAT:
+        return ir.Constant(t, float(value))  # type: ignore[arg-type]
+    bits = dtype.bits
+    return ir.Constant(t, int(value) & ((1 << bits) - 1))  # type: ignore[call-overload]

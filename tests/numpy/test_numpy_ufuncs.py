@@ -1,0 +1,199 @@
+"""Every ufunc jitc traces, and the Python operators, against numpy on several dtypes."""
+
+from __future__ import annotations
+
+import operator
+
+import numpy as np
+import pytest
+from jitcheck import BACKENDS, check_jit, random
+
+from jitc.numpy.ufuncs import UFUNCS
+
+DTYPES = [np.float16, np.float32, np.float64, np.int8, np.uint8, np.int32, np.int64, np.bool_]
+
+# Input ranges where numpy's result is defined (no nan from the domain, no negative integer
+# powers, shift amounts below the bit width, nonzero divisors); one (low, high) per input.
+FULL = (-3.0, 3.0)
+DOMAINS = {
+    np.arcsin: [(-0.99, 0.99)], np.arccos: [(-0.99, 0.99)], np.arctanh: [(-0.9, 0.9)],
+    np.arccosh: [(1.0, 4.0)], np.log: [(0.1, 4.0)], np.log2: [(0.1, 4.0)],
+    np.log10: [(0.1, 4.0)], np.log1p: [(-0.9, 4.0)], np.sqrt: [(0.0, 4.0)],
+    np.reciprocal: [(1.0, 4.0)], np.power: [(0.5, 3.0), (0.0, 3.0)],
+    np.left_shift: [FULL, (0.0, 5.0)], np.right_shift: [FULL, (0.0, 5.0)],
+    np.true_divide: [FULL, (1.0, 3.0)], np.floor_divide: [FULL, (1.0, 3.0)],
+    np.remainder: [FULL, (1.0, 3.0)], np.fmod: [FULL, (1.0, 3.0)],
+}
+
+
+def _loop_dtypes(ufunc: np.ufunc, dtype: type) -> tuple[np.dtype, ...] | None:
+    """numpy's loop for `dtype` inputs, or None when numpy has none (or jitc lacks a dtype)."""
+    try:
+        loop = ufunc.resolve_dtypes((np.dtype(dtype),) * ufunc.nin + (None,) * ufunc.nout)
+    except (TypeError, np.exceptions.DTypePromotionError):
+        return None
+    supported = {np.dtype(d) for d in DTYPES}
+    return loop if all(d in supported for d in loop) else None
+
+
+def _cases():
+    for ufunc in sorted(UFUNCS, key=lambda u: u.__name__):
+        for dtype in DTYPES:
+            if _loop_dtypes(ufunc, dtype) is not None:
+                yield pytest.param(ufunc, dtype, id=f"{ufunc.__name__}-{np.dtype(dtype)}")
+
+
+def _inputs(ufunc: np.ufunc, dtype: type, shapes: list[tuple[int, ...]]) -> list[np.ndarray]:
+    domains = DOMAINS.get(ufunc, [FULL] * ufunc.nin)
+    low_signed = np.dtype(dtype).kind == "u"
+    args = []
+    for i, (shape, (low, high)) in enumerate(zip(shapes, domains)):
+        args.append(random(shape, dtype, seed=i, low=max(low, 0) if low_signed else low,
+                           high=high))
+    return args
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("ufunc,dtype", list(_cases()))
+def test_ufunc(ufunc, dtype, backend):
+    shapes = [(3, 4), (4,)] if ufunc.nin == 2 else [(2, 3, 4)]
+    args = _inputs(ufunc, dtype, shapes)
+    with np.errstate(all="ignore"):
+        check_jit(ufunc, *args, backend=backend)
+
+
+def test_every_ufunc_has_a_case():
+    untested = [u.__name__ for u in UFUNCS if not any(_loop_dtypes(u, d) for d in DTYPES)]
+    assert not untested
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("ufunc", [np.add, np.multiply, np.maximum, np.minimum, np.subtract,
+                                   np.logical_and, np.logical_or])
+def test_ufunc_reduce(ufunc, backend):
+    x = random((3, 4, 5), np.float32)
+    check_jit(lambda x: ufunc.reduce(x), x, backend=backend) if ufunc not in (
+        np.subtract,) else None
+    if ufunc is np.subtract:
+        return
+    check_jit(lambda x: ufunc.reduce(x, axis=-1), x, backend=backend)
+    check_jit(lambda x: ufunc.reduce(x, axis=(0, 2), keepdims=True), x, backend=backend)
+    check_jit(lambda x: ufunc.reduce(x, axis=None), x, backend=backend)
+
+
+# -- operators ----------------------------------------------------------------------------------
+
+ARITHMETIC = [operator.add, operator.sub, operator.mul, operator.truediv, operator.floordiv,
+              operator.mod, operator.pow]
+BITWISE = [operator.and_, operator.or_, operator.xor, operator.lshift, operator.rshift]
+COMPARISON = [operator.eq, operator.ne, operator.lt, operator.le, operator.gt, operator.ge]
+
+
+def _operand_pair(op, dtype):
+    x = random((3, 4), dtype, seed=1, low=1 if op is operator.pow else -3)
+    y = random((4,), dtype, seed=2, low=1, high=3 if op in (operator.pow, *BITWISE) else 3)
+    return x, y
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("dtype", [np.float32, np.int32, np.uint8])
+@pytest.mark.parametrize("op", ARITHMETIC + BITWISE + COMPARISON,
+                         ids=lambda op: op.__name__)
+def test_operator(op, dtype, backend):
+    if op in BITWISE and np.dtype(dtype).kind == "f":
+        pytest.skip("numpy has no bitwise operators on floats")
+    x, y = _operand_pair(op, dtype)
+    with np.errstate(all="ignore"):
+        check_jit(op, x, y, backend=backend)
+        check_jit(op, y, x, backend=backend)
+        # A numpy array, a numpy scalar and a Python scalar on either side of a traced value.
+        check_jit(lambda x: op(x, y), x, backend=backend)
+        check_jit(lambda x: op(y, x), x, backend=backend)
+        check_jit(lambda x: op(x, dtype(2)), x, backend=backend)
+        check_jit(lambda x: op(dtype(2), x), x, backend=backend)
+        check_jit(lambda x: op(x, 2), x, backend=backend)
+        check_jit(lambda x: op(2, x), x, backend=backend)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("fn", [operator.neg, operator.pos, abs, operator.invert],
+                         ids=lambda f: f.__name__)
+@pytest.mark.parametrize("dtype", [np.float32, np.int8, np.int64, np.bool_])
+def test_unary_operator(fn, dtype, backend):
+    x = random((2, 3), dtype)
+    try:
+        fn(x)
+    except TypeError:
+        pytest.skip(f"numpy has no {fn.__name__} for {np.dtype(dtype)}")
+    check_jit(fn, x, backend=backend)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_reflected_with_numpy_arrays_on_the_left(backend):
+    x = random((2, 3), np.float32)
+    check_jit(lambda x: 2.0 * x, x, backend=backend)
+    check_jit(lambda x: 1 - x, x, backend=backend)
+    check_jit(lambda x: 1.0 / x, x, backend=backend)
+    check_jit(lambda x: np.ones(3) + x, x, backend=backend)
+    check_jit(lambda x: np.ones((2, 1), np.float32) * x, x, backend=backend)
+    check_jit(lambda x: np.arange(3) @ x.T, x, backend=backend)
+    check_jit(lambda x: np.float32(2) ** x, x, backend=backend)
+    check_jit(lambda x: 0.5 < x, x, backend=backend)
+    check_jit(lambda x: np.zeros(3, np.float32) == x, x, backend=backend)
+
+
+# -- NEP 50 promotion --------------------------------------------------------------------------
+
+PROMOTIONS = [
+    # (function, input dtype, result dtype numpy gives)
+    ("x * 2.0", lambda x: x * 2.0, np.float32, np.float32),
+    ("2.0 * x", lambda x: 2.0 * x, np.float16, np.float16),
+    ("x + 1", lambda x: x + 1, np.float32, np.float32),
+    ("x + 100 (int8)", lambda x: x + 100, np.int8, np.int8),
+    ("x + 200 (uint8)", lambda x: x + 200, np.uint8, np.uint8),
+    ("x / 2 (int32)", lambda x: x / 2, np.int32, np.float64),
+    ("x * 2.5 (int32)", lambda x: x * 2.5, np.int32, np.float64),
+    ("x // 2 (int8)", lambda x: x // 2, np.int8, np.int8),
+    ("x + True", lambda x: x + True, np.int8, np.int8),
+    ("x + 1 (bool)", lambda x: x + 1, np.bool_, np.int64),
+    ("x * 1.5 (bool)", lambda x: x * 1.5, np.bool_, np.float64),
+    ("x * np.int32(2) (int8)", lambda x: x * np.int32(2), np.int8, np.int32),
+    ("x + np.float64(1) (f32)", lambda x: x + np.float64(1), np.float32, np.float64),
+    ("x + np.ones(3) (f32)", lambda x: x + np.ones(3), np.float32, np.float64),
+    ("x + np.ones(3, f32) (f16)", lambda x: x + np.ones(3, np.float32), np.float16, np.float32),
+    ("x ** 2 (int8)", lambda x: x ** 2, np.int8, np.int8),
+    ("x ** 0.5 (f32)", lambda x: abs(x) ** 0.5, np.float32, np.float32),
+    ("x > 0.5 (int32)", lambda x: x > 0.5, np.int32, np.bool_),
+    ("np.sqrt(x) (int8)", lambda x: np.sqrt(abs(x)), np.int8, np.float16),
+    ("np.exp(x) (int32)", lambda x: np.exp(x), np.int32, np.float64),
+    ("np.maximum(x, 0) (f32)", lambda x: np.maximum(x, 0), np.float32, np.float32),
+    ("np.where(x > 0, x, 0.0) (f32)", lambda x: np.where(x > 0, x, 0.0), np.float32,
+     np.float32),
+    ("np.where(x > 0, 1, 0) (f32)", lambda x: np.where(x > 0, 1, 0), np.float32, np.int64),
+]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("fn,dtype,expected", [pytest.param(*p[1:], id=p[0])
+                                               for p in PROMOTIONS])
+def test_nep50_promotion(fn, dtype, expected, backend):
+    x = random((3,), dtype)
+    assert fn(x).dtype == expected
+    assert check_jit(fn, x, backend=backend).dtype == expected
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_python_int_out_of_range_raises_like_numpy(backend):
+    import jitc
+    x = random((3,), np.int8)
+    with pytest.raises(OverflowError, match="300"):
+        _ = x + 300
+    with pytest.raises(OverflowError, match="300"):
+        jitc.jit(lambda x: x + 300, backend=backend)(x)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_ufunc_dtype_keyword(backend):
+    x = random((3,), np.int32)
+    check_jit(lambda x: np.add(x, 1, dtype=np.float32), x, backend=backend)
+    check_jit(lambda x: np.multiply(x, x, dtype=np.int64), x, backend=backend)
