@@ -255,7 +255,7 @@ class Lowered:
         dump = self.options.dump_dir
         if dump is not None:
             import os
-            dump = os.path.join(dump, self.name)
+            dump = os.path.join(dump, _ir_name(self.name))  # `<lambda>` -> `_lambda_`
         return Pipeline(f"{backend.name}", list(backend.passes(self.options)),
                         verify=self.options.verify, dump_dir=dump,
                         disabled=self.options.disabled_passes)
@@ -291,6 +291,7 @@ class Jitted:
         self.signature = _Signature(fun, static_argnums, static_argnames)
         self.name = getattr(fun, "__name__", "function")
         self._cache: dict[tuple, Compiled] = {}
+        self._fast: Callable | None = None
         functools.update_wrapper(self, fun)
 
     def _abstract_call(self, args: tuple, kwargs: dict[str, Any]):
@@ -314,20 +315,42 @@ class Jitted:
                        specs, out_tree, self.options, time.perf_counter() - start)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        fast = self._fast
+        if fast is not None and not kwargs:
+            result = fast(args)  # C: checks the arrays against the last signature
+            if result is not None:
+                return result
         if trace_stack() and _contains_tracer(args, kwargs):
             return self.fun(*args, **kwargs)  # called from another traced function: inline
         dynamic, static, leaves, treedef, specs = self._abstract_call(args, kwargs)
-        # The names matter: f(x, y=a) and f(x, z=a) have the same leaves but mean different
-        # things when y and z have defaults.
-        key = (tuple(dynamic), treedef, specs, static)
+        key = (treedef, specs, static)
         compiled = self._cache.get(key)
         if compiled is None:
             compiled = self._lower(dynamic, static, treedef, specs).compile()
             self._cache[key] = compiled
+        self._fast = self._fast_path(compiled)
         return compiled.call_flat(leaves)
+
+    def _fast_path(self, compiled: Compiled) -> Callable | None:
+        """A C dispatcher for calls like this one, when the signature allows it: positional
+        array arguments only, results a single array or a flat tuple of arrays."""
+        make = getattr(compiled.executable, "dispatcher", None)
+        low = compiled.lowered
+        flat = pytree.TreeDef("tuple", (pytree.LEAF,) * len(low.specs))
+        if make is None or not self.signature.simple or low.in_tree != flat or \
+                any(s.weak for s in low.specs):
+            return None
+        from jitc._runtime import RESULT_SINGLE, RESULT_TUPLE
+        out = low.out_tree
+        if out == pytree.LEAF:
+            return make(RESULT_SINGLE)
+        if out.kind == "tuple" and all(c == pytree.LEAF for c in out.children):
+            return make(RESULT_TUPLE)
+        return None
 
     def clear_cache(self) -> None:
         self._cache.clear()
+        self._fast = None
 
     @property
     def cache_size(self) -> int:

@@ -1,10 +1,250 @@
-/* jitc._runtime: the C runtime as an importable extension, so JIT-compiled code can call it
- * (its symbols are looked up through ctypes and handed to LLVM). */
+/* jitc._runtime: the C runtime as an importable extension.
+ *
+ * It carries the thread pool (its symbols are handed to LLVM so JIT-compiled code can call
+ * it) and `Dispatcher`, the fast path from Python into a compiled function: it checks the
+ * arguments against the one signature it was built for, allocates the results, and calls the
+ * machine code, with no Python-level work in between.
+ */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
 
-static struct PyModuleDef runtime_module = {
-    PyModuleDef_HEAD_INIT, "_runtime", "jitc's C runtime (thread pool).", -1, NULL,
+#define NPY_NO_DEPRECATED_API NPY_1_7_API_VERSION
+#include <numpy/arrayobject.h>
+
+#include "jitc_runtime.h"
+
+#define ALIGNMENT 64
+#define STACK_BUFFERS 64
+
+typedef void (*entry_fn)(void **buffers);
+
+typedef struct {
+    int typenum;
+    int ndim;
+    npy_intp dims[NPY_MAXDIMS];
+} ArraySpec;
+
+enum { RESULT_SINGLE = 0, RESULT_TUPLE = 1, RESULT_LIST = 2 };
+
+typedef struct {
+    PyObject_HEAD
+    entry_fn entry;
+    Py_ssize_t nargs, nouts, nconsts;
+    ArraySpec *args, *outs;
+    void **consts;
+    PyObject *const_refs;
+    size_t workspace_bytes;
+    void *cached_workspace;
+    atomic_int workspace_busy;
+    int result_kind;
+    int release_gil;
+} Dispatcher;
+
+static int read_specs(PyObject *seq, ArraySpec **out, Py_ssize_t *count) {
+    PyObject *fast = PySequence_Fast(seq, "specs must be a sequence");
+    if (!fast) return -1;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(fast);
+    *out = calloc(n ? n : 1, sizeof(ArraySpec));
+    *count = n;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *item = PySequence_Fast_GET_ITEM(fast, i);
+        PyObject *shape;
+        int typenum;
+        if (!PyArg_ParseTuple(item, "iO", &typenum, &shape)) goto fail;
+        PyObject *dims = PySequence_Fast(shape, "shape must be a sequence");
+        if (!dims) goto fail;
+        Py_ssize_t ndim = PySequence_Fast_GET_SIZE(dims);
+        if (ndim > NPY_MAXDIMS) {
+            Py_DECREF(dims);
+            PyErr_SetString(PyExc_ValueError, "too many dimensions");
+            goto fail;
+        }
+        (*out)[i].typenum = typenum;
+        (*out)[i].ndim = (int)ndim;
+        for (Py_ssize_t d = 0; d < ndim; d++)
+            (*out)[i].dims[d] = PyLong_AsSsize_t(PySequence_Fast_GET_ITEM(dims, d));
+        Py_DECREF(dims);
+    }
+    Py_DECREF(fast);
+    return PyErr_Occurred() ? -1 : 0;
+fail:
+    Py_DECREF(fast);
+    return -1;
+}
+
+static int Dispatcher_init(Dispatcher *self, PyObject *args, PyObject *kwds) {
+    unsigned long long address;
+    PyObject *arg_specs, *out_specs, *constants;
+    Py_ssize_t workspace;
+    int result_kind, release_gil;
+    if (!PyArg_ParseTuple(args, "KOOOnii", &address, &arg_specs, &out_specs, &constants,
+                          &workspace, &result_kind, &release_gil))
+        return -1;
+    self->entry = (entry_fn)(uintptr_t)address;
+    if (read_specs(arg_specs, &self->args, &self->nargs) < 0) return -1;
+    if (read_specs(out_specs, &self->outs, &self->nouts) < 0) return -1;
+    PyObject *fast = PySequence_Fast(constants, "constants must be a sequence");
+    if (!fast) return -1;
+    self->nconsts = PySequence_Fast_GET_SIZE(fast);
+    self->consts = calloc(self->nconsts ? self->nconsts : 1, sizeof(void *));
+    for (Py_ssize_t i = 0; i < self->nconsts; i++) {
+        PyObject *c = PySequence_Fast_GET_ITEM(fast, i);
+        if (!PyArray_Check(c) || !PyArray_ISCARRAY_RO((PyArrayObject *)c)) {
+            Py_DECREF(fast);
+            PyErr_SetString(PyExc_TypeError, "constants must be C-contiguous arrays");
+            return -1;
+        }
+        self->consts[i] = PyArray_DATA((PyArrayObject *)c);
+    }
+    self->const_refs = PySequence_Tuple(fast);
+    Py_DECREF(fast);
+    self->workspace_bytes = (size_t)workspace;
+    self->result_kind = result_kind;
+    self->release_gil = release_gil;
+    atomic_init(&self->workspace_busy, 0);
+    return 0;
+}
+
+static void Dispatcher_dealloc(Dispatcher *self) {
+    free(self->args);
+    free(self->outs);
+    free(self->consts);
+    free(self->cached_workspace);
+    Py_XDECREF(self->const_refs);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static int matches(PyObject *obj, const ArraySpec *spec) {
+    if (!PyArray_Check(obj)) return 0;
+    PyArrayObject *a = (PyArrayObject *)obj;
+    if (PyArray_NDIM(a) != spec->ndim) return 0;
+    if (PyArray_TYPE(a) != spec->typenum &&
+        !PyArray_EquivTypenums(PyArray_TYPE(a), spec->typenum))
+        return 0;
+    if (!PyArray_ISCARRAY_RO(a)) return 0;
+    npy_intp *dims = PyArray_DIMS(a);
+    for (int d = 0; d < spec->ndim; d++)
+        if (dims[d] != spec->dims[d]) return 0;
+    return 1;
+}
+
+static void *take_workspace(Dispatcher *self, int *cached) {
+    int expected = 0;
+    *cached = 0;
+    if (self->workspace_bytes == 0) return NULL;
+    if (atomic_compare_exchange_strong(&self->workspace_busy, &expected, 1)) {
+        if (!self->cached_workspace &&
+            posix_memalign(&self->cached_workspace, ALIGNMENT, self->workspace_bytes) != 0)
+            self->cached_workspace = NULL;
+        if (self->cached_workspace) {
+            *cached = 1;
+            return self->cached_workspace;
+        }
+        atomic_store(&self->workspace_busy, 0);
+    }
+    void *fresh = NULL;
+    if (posix_memalign(&fresh, ALIGNMENT, self->workspace_bytes) != 0) return NULL;
+    return fresh;
+}
+
+/* Returns the results, or None when the arguments do not match this signature (the caller
+ * then takes the general path). */
+static PyObject *Dispatcher_call(Dispatcher *self, PyObject *call_args, PyObject *kwds) {
+    if (kwds && PyDict_GET_SIZE(kwds)) Py_RETURN_NONE;
+    PyObject *args = call_args;
+    if (PyTuple_GET_SIZE(call_args) == 1 && PyTuple_Check(PyTuple_GET_ITEM(call_args, 0)))
+        args = PyTuple_GET_ITEM(call_args, 0);
+    if (PyTuple_GET_SIZE(args) != self->nargs) Py_RETURN_NONE;
+    for (Py_ssize_t i = 0; i < self->nargs; i++)
+        if (!matches(PyTuple_GET_ITEM(args, i), &self->args[i])) Py_RETURN_NONE;
+
+    Py_ssize_t total = self->nargs + self->nouts + self->nconsts + 1;
+    void *stack_buffers[STACK_BUFFERS];
+    void **buffers = total <= STACK_BUFFERS ? stack_buffers : malloc(total * sizeof(void *));
+    if (!buffers) return PyErr_NoMemory();
+    for (Py_ssize_t i = 0; i < self->nargs; i++)
+        buffers[i] = PyArray_DATA((PyArrayObject *)PyTuple_GET_ITEM(args, i));
+    PyObject *results = PyTuple_New(self->nouts);
+    if (!results) goto fail;
+    for (Py_ssize_t i = 0; i < self->nouts; i++) {
+        ArraySpec *spec = &self->outs[i];
+        PyObject *out = PyArray_SimpleNew(spec->ndim, spec->dims, spec->typenum);
+        if (!out) goto fail;
+        PyTuple_SET_ITEM(results, i, out);
+        buffers[self->nargs + i] = PyArray_DATA((PyArrayObject *)out);
+    }
+    memcpy(buffers + self->nargs + self->nouts, self->consts, self->nconsts * sizeof(void *));
+    int cached;
+    void *workspace = take_workspace(self, &cached);
+    if (self->workspace_bytes && !workspace) {
+        PyErr_NoMemory();
+        goto fail;
+    }
+    buffers[total - 1] = workspace;
+    if (self->release_gil) {
+        Py_BEGIN_ALLOW_THREADS
+        self->entry(buffers);
+        Py_END_ALLOW_THREADS
+    } else {
+        self->entry(buffers);
+    }
+    if (cached)
+        atomic_store(&self->workspace_busy, 0);
+    else
+        free(workspace);
+    if (buffers != stack_buffers) free(buffers);
+    if (self->result_kind == RESULT_SINGLE) {
+        PyObject *only = PyTuple_GET_ITEM(results, 0);
+        Py_INCREF(only);
+        Py_DECREF(results);
+        return only;
+    }
+    if (self->result_kind == RESULT_LIST) {
+        PyObject *list = PySequence_List(results);
+        Py_DECREF(results);
+        return list;
+    }
+    return results;
+fail:
+    Py_XDECREF(results);
+    if (buffers != stack_buffers) free(buffers);
+    return NULL;
+}
+
+static PyTypeObject DispatcherType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "jitc._runtime.Dispatcher",
+    .tp_doc = "Dispatcher(entry_address, arg_specs, out_specs, constants, workspace_bytes, "
+              "result_kind, release_gil): call compiled code on arrays of one signature.",
+    .tp_basicsize = sizeof(Dispatcher),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_new = PyType_GenericNew,
+    .tp_init = (initproc)Dispatcher_init,
+    .tp_dealloc = (destructor)Dispatcher_dealloc,
+    .tp_call = (ternaryfunc)Dispatcher_call,
 };
 
-PyMODINIT_FUNC PyInit__runtime(void) { return PyModule_Create(&runtime_module); }
+static struct PyModuleDef runtime_module = {
+    PyModuleDef_HEAD_INIT, "_runtime", "jitc's C runtime: thread pool and call dispatch.", -1,
+    NULL,
+};
+
+PyMODINIT_FUNC PyInit__runtime(void) {
+    import_array();
+    if (PyType_Ready(&DispatcherType) < 0) return NULL;
+    PyObject *module = PyModule_Create(&runtime_module);
+    if (!module) return NULL;
+    Py_INCREF(&DispatcherType);
+    if (PyModule_AddObject(module, "Dispatcher", (PyObject *)&DispatcherType) < 0) {
+        Py_DECREF(&DispatcherType);
+        Py_DECREF(module);
+        return NULL;
+    }
+    PyModule_AddIntConstant(module, "RESULT_SINGLE", RESULT_SINGLE);
+    PyModule_AddIntConstant(module, "RESULT_TUPLE", RESULT_TUPLE);
+    PyModule_AddIntConstant(module, "RESULT_LIST", RESULT_LIST);
+    return module;
+}

@@ -93,6 +93,8 @@ def dtype_key(x: object) -> object:
         return np.dtype(np.bool_)
     if is_python_scalar(x):
         return type(x)
+    if isinstance(x, (np.dtype, type, str)):  # np.result_type(x, np.float64) passes dtypes
+        return np.dtype(x)
     if isinstance(x, complex):
         raise TraceError(located("complex numbers are not supported by jitc"))
     return np.asarray(x).dtype
@@ -168,7 +170,7 @@ def check_static_int(value: object, what: str) -> int:
 
 def normalize_axis(axis: object, ndim: int, what: str = "axis") -> int:
     a = check_static_int(axis, what)
-    if not -ndim <= a < max(ndim, 1) or (ndim == 0 and a not in (0, -1)):
+    if not (a in (0, -1) if ndim == 0 else -ndim <= a < ndim):
         raise ShapeError(located(f"{what} {a} is out of bounds for an array of dimension "
                                  f"{ndim}"))
     return a % ndim if ndim else 0
@@ -179,9 +181,14 @@ def normalize_axes(axis: object, ndim: int) -> tuple[int, ...]:
     if axis is None:
         return tuple(range(ndim))
     if isinstance(axis, (tuple, list)):
+        if ndim == 0 and axis:
+            raise ShapeError(located(f"axis {axis[0]} is out of bounds for an array of "
+                                     "dimension 0"))
         axes = [normalize_axis(a, ndim) for a in axis]
     else:
-        axes = [normalize_axis(axis, ndim)]
+        single = normalize_axis(axis, ndim)
+        # numpy takes an int axis 0 (or -1) of a 0-d array, which has no axis to reduce.
+        axes = [single] if ndim else []
     if len(set(axes)) != len(axes):
         raise ShapeError(located(f"repeated axis in {axis!r}"))
     return tuple(sorted(axes))

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import ctypes
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import llvmlite.binding as llvm
 import numpy as np
@@ -17,6 +17,8 @@ from jitc.passes import DEFAULT_PASSES
 from jitc.passes.pipeline import Pass
 
 _ENTRY_TYPE = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
+# Calls that touch fewer elements than this keep the GIL: releasing it costs more.
+RELEASE_GIL_ELEMENTS = 1 << 14
 
 
 class CpuExecutable:
@@ -26,39 +28,41 @@ class CpuExecutable:
                  optimized_ir: str, tm: llvm.TargetMachine, llvm_module: llvm.ModuleRef) -> None:
         self.module = module
         self.plan = lowering.plan
+        self.kernel_count = len(lowering.kernels)
         self.engine = engine  # keeps the machine code (and its target machine) alive
         self.optimized_ir = optimized_ir
         self._llvm_module = llvm_module
         self._tm = tm
-        self.entry = _ENTRY_TYPE(engine.get_function_address(ENTRY))
+        self.address = engine.get_function_address(ENTRY)
         fn = module.entry
         self.arg_types = [(p.type.shape, p.type.dtype.numpy) for p in fn.parameters]
         self.out_types = [(v.type.shape, v.type.dtype.numpy) for v in fn.outputs]
         self.constants = [np.ascontiguousarray(c) for c in self.plan.constants]
-        self.workspace_bytes = self.plan.workspace_bytes
-        n = self.plan.num_args + self.plan.num_outputs + len(self.constants) + 1
-        self._pointers = (ctypes.c_void_p * n)()
-        base = self.plan.num_args + self.plan.num_outputs
-        for i, c in enumerate(self.constants):
-            self._pointers[base + i] = c.ctypes.data
+        touched = sum(int(np.prod(s)) for s, _ in self.arg_types + self.out_types)
+        self.release_gil = touched + self.plan.workspace_bytes // 4 >= RELEASE_GIL_ELEMENTS
+        from jitc._runtime import RESULT_LIST
+        self._call = self.dispatcher(RESULT_LIST)
+
+    def dispatcher(self, result_kind: int) -> Callable:
+        """A C-level callable for exactly this signature; returns None on any mismatch."""
+        from jitc._runtime import Dispatcher
+        specs = [(np.dtype(d).num, s) for s, d in self.arg_types]
+        outs = [(np.dtype(d).num, s) for s, d in self.out_types]
+        return Dispatcher(self.address, specs, outs, self.constants, self.plan.workspace_bytes,
+                          result_kind, int(self.release_gil))
 
     def __call__(self, args: Sequence[np.ndarray]) -> list[np.ndarray]:
-        pointers = (ctypes.c_void_p * len(self._pointers))(*self._pointers)
-        keep = []
-        for i, (arg, (shape, dtype)) in enumerate(zip(args, self.arg_types)):
-            array = np.ascontiguousarray(arg, dtype=dtype)
-            if array.shape != shape:
-                raise TypeError(f"argument {i}: expected shape {shape}, got {array.shape}")
-            keep.append(array)
-            pointers[i] = array.ctypes.data
-        outputs = [np.empty(shape, dtype) for shape, dtype in self.out_types]
-        for i, out in enumerate(outputs):
-            pointers[self.plan.num_args + i] = out.ctypes.data
-        workspace = np.empty(self.workspace_bytes + 64, np.uint8)
-        offset = (-workspace.ctypes.data) % 64
-        pointers[len(self._pointers) - 1] = workspace.ctypes.data + offset
-        self.entry(ctypes.cast(pointers, ctypes.c_void_p))
-        return outputs
+        result = self._call(tuple(args))
+        if result is None:
+            # Not C-contiguous, or not an ndarray of exactly the dtype: convert, then call.
+            arrays = tuple(np.asarray(a, dtype=d, order="C") for a, (_, d) in
+                           zip(args, self.arg_types))
+            result = self._call(arrays)
+            if result is None:
+                want = ", ".join(f"{np.dtype(d)}{list(s)}" for s, d in self.arg_types)
+                got = ", ".join(f"{a.dtype}{list(a.shape)}" for a in arrays)
+                raise TypeError(f"compiled for ({want}), called with ({got})")
+        return result
 
     def as_text(self, assembly: bool = False) -> str:
         """The optimized LLVM IR, or the host assembly with `assembly=True`."""

@@ -371,6 +371,9 @@ def _clamp(e: ElementalEmitter, inst: Instruction, index: Index) -> ir.Value:
 
 # -- conversions -----------------------------------------------------------------------------
 
+_FLOAT_SUFFIX = {16: "f16", 32: "f32", 64: "f64"}
+
+
 def convert_value(b: ir.IRBuilder, x: ir.Value, source: DType, target: DType) -> ir.Value:
     """Element conversion with the IR's semantics (saturating float to int, nan to 0)."""
     to = value_type(target)
@@ -385,8 +388,11 @@ def convert_value(b: ir.IRBuilder, x: ir.Value, source: DType, target: DType) ->
     if source.kind is Kind.FLOAT and target.kind is Kind.FLOAT:
         return b.fpext(x, to) if target.bits > source.bits else b.fptrunc(x, to)
     if source.kind is Kind.FLOAT:
-        name = "llvm.fptosi.sat" if target.kind is Kind.SIGNED else "llvm.fptoui.sat"
-        fn = b.module.declare_intrinsic(name, [to, x.type])
+        # The saturating conversions give exactly the IR's semantics, nan included.
+        base = "llvm.fptosi.sat" if target.kind is Kind.SIGNED else "llvm.fptoui.sat"
+        name = f"{base}.i{to.width}.{_FLOAT_SUFFIX[source.bits]}"
+        fn = b.module.globals.get(name) or ir.Function(b.module, ir.FunctionType(to, [x.type]),
+                                                       name)
         return b.call(fn, [x])
     if target.kind is Kind.FLOAT:
         return b.sitofp(x, to) if source.kind is Kind.SIGNED else b.uitofp(x, to)
