@@ -184,6 +184,17 @@ def _combine(b: ir.IRBuilder, kind: str, dtype: dtypes.DType, acc: ir.Value,
 
 
 def emit_reduce(module: ir.Module, plan: BufferPlan, name: str, inst: Instruction) -> Kernel:
+    dims = list(inst.attrs["dims"])  # type: ignore[arg-type]
+    in_type = inst.operands[0].type
+    minor = physical_order(in_type)[-1] if in_type.rank else None
+    wide = any(v.type.dtype is dtypes.float16 for v in inst.operands)
+    if dims and minor is not None and minor not in dims and not wide:
+        return _emit_column_reduce(module, plan, name, inst)
+    return _emit_row_reduce(module, plan, name, inst)
+
+
+def _emit_row_reduce(module: ir.Module, plan: BufferPlan, name: str,
+                     inst: Instruction) -> Kernel:
     """Each output element accumulates its reduced elements.
 
     The innermost reduced loop keeps REDUCE_UNROLL independent accumulators, combined in a
@@ -240,6 +251,66 @@ def emit_reduce(module: ir.Module, plan: BufferPlan, name: str, inst: Instructio
         loop_nest(b, _outer_bounds(ctx, out_type), body)
     ctx.finish()
     return Kernel(name, _outer_extent(out_type), max(in_type.size, 1) * len(inst.operands))
+
+
+def _emit_column_reduce(module: ir.Module, plan: BufferPlan, name: str,
+                        inst: Instruction) -> Kernel:
+    """A reduction whose input's contiguous dimension is kept (e.g. a sum over rows).
+
+    The results are accumulated in place, one reduced index at a time, with the kept minor
+    dimensions innermost: contiguous, independent lanes that vectorize without reassociation.
+    """
+    kind = inst.attrs["kind"]
+    dims = set(inst.attrs["dims"])  # type: ignore[arg-type]
+    values = buffers_used(inst, plan)
+    ctx = KernelContext(module, plan, name, values)
+    b = ctx.builder
+    in_type = inst.operands[0].type
+    out_type = inst.results[0].type
+    order = physical_order(in_type)
+    last_reduced = max(i for i, d in enumerate(order) if d in dims)
+    outer_kept = [d for d in order[:last_reduced] if d not in dims]
+    reduced = [d for d in order if d in dims]
+    inner_kept = order[last_reduced + 1:]
+    kept = [d for d in range(in_type.rank) if d not in dims]
+    split = kept[physical_order(out_type)[0]]  # the input dimension the threads divide
+
+    def bounds(ds: list[int]) -> list[tuple[ir.Value | int, ir.Value | int]]:
+        return [(ctx.begin, ctx.end) if d == split else (0, in_type.shape[d]) for d in ds]
+
+    def out_index(fixed: dict[int, ir.Value]) -> list[ir.Value]:
+        return [fixed[d] for d in kept]
+
+    def outer(outer_counters: list[ir.Value]) -> None:
+        fixed = dict(zip(outer_kept, outer_counters))
+
+        def clear(inner_counters: list[ir.Value]) -> None:
+            at = {**fixed, **dict(zip(inner_kept, inner_counters))}
+            for result in inst.results:
+                identity = constant(result.type.dtype, reduce_identity(
+                    kind, result.type.dtype.numpy))  # type: ignore[arg-type]
+                indexing.store(b, identity, ctx.pointer(result), result.type, out_index(at))
+        loop_nest(b, bounds(inner_kept), clear, name="z")
+
+        def over_reduced(reduced_counters: list[ir.Value]) -> None:
+            partial = {**fixed, **dict(zip(reduced, reduced_counters))}
+
+            def accumulate(inner_counters: list[ir.Value]) -> None:
+                at = {**partial, **dict(zip(inner_kept, inner_counters))}
+                index = [at[d] for d in range(in_type.rank)]
+                for n, result in enumerate(inst.results):
+                    target = ctx.pointer(result)
+                    where = out_index(at)
+                    x = ctx.emitter.value_at(inst.operands[n], index)
+                    current = indexing.load(b, target, result.type, where)
+                    indexing.store(b, _combine(b, kind, result.type.dtype, current, x),
+                                   target, result.type, where)
+            loop_nest(b, bounds(inner_kept), accumulate, name="c")
+        loop_nest(b, [(0, in_type.shape[d]) for d in reduced], over_reduced, name="r")
+
+    loop_nest(b, bounds(outer_kept), outer, name="o")
+    ctx.finish()
+    return Kernel(name, in_type.shape[split], max(in_type.size, 1) * len(inst.operands))
 
 
 def _reduction_loops(b: ir.IRBuilder, t: TensorType, order: list[int],
