@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field, replace
 
-DEFAULT_BACKEND = "interpreter"
+DEFAULT_BACKEND = "cpu"
 
 
 @dataclass(frozen=True)

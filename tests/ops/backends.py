@@ -1,6 +1,7 @@
 """The backends the op table runs on.
 
-A backend joins every op case by being appended to `BACKENDS`. A name that is not registered
+A backend joins every op case (and every model and numpy-surface test) by being appended to
+`BACKENDS` in tests/jitcheck.py. A name that is not registered
 fails (a typo must not pass silently); a registered backend that cannot run on this machine is
 skipped with its reason. A backend says it cannot run by raising ImportError, OSError or
 RuntimeError from its factory, or by having an `unavailable_reason()` method that returns a
@@ -10,10 +11,11 @@ reason (None when it can run).
 from __future__ import annotations
 
 import pytest
+from jitcheck import BACKENDS
 
 from jitc.backends import get_backend
 
-BACKENDS = ["interpreter"]
+__all__ = ["BACKENDS", "require", "unavailable_reason"]
 
 
 def unavailable_reason(name: str) -> str | None:

@@ -383,6 +383,8 @@ def convert_value(b: ir.IRBuilder, x: ir.Value, source: DType, target: DType) ->
         if source.kind is Kind.FLOAT:
             return b.fcmp_unordered("!=", x, ir.Constant(x.type, 0.0))
         return b.icmp_unsigned("!=", x, ir.Constant(x.type, 0))
+    if target.bits == 16 and target.kind is Kind.FLOAT and source.bits != 32:
+        return _to_half(b, x, source)
     if source.kind is Kind.BOOL:
         return b.uitofp(x, to) if target.kind is Kind.FLOAT else b.zext(x, to)
     if source.kind is Kind.FLOAT and target.kind is Kind.FLOAT:
@@ -401,6 +403,29 @@ def convert_value(b: ir.IRBuilder, x: ir.Value, source: DType, target: DType) ->
     if target.bits < source.bits:
         return b.trunc(x, to)
     return b.sext(x, to) if source.kind is Kind.SIGNED else b.zext(x, to)
+
+
+def _to_half(b: ir.IRBuilder, x: ir.Value, source: DType) -> ir.Value:
+    """Conversion to float16 through float32 without a libm/compiler-rt call.
+
+    Integers are exact in float32 wherever float16 is finite. A double first rounds to
+    float32 *to odd* (truncate, then set the last bit when inexact), which makes the second
+    rounding to float16 correctly rounded.
+    """
+    from jitc.ir.dtypes import float32
+    if source.kind is not Kind.FLOAT:
+        return b.fptrunc(convert_value(b, x, source, float32), ir.HalfType())
+    nearest = b.fptrunc(x, FLOAT)
+    bits = b.bitcast(nearest, ir.IntType(32))
+    wide = b.fpext(nearest, x.type)
+    fabs = b.module.declare_intrinsic("llvm.fabs", [x.type])
+    too_far = b.fcmp_ordered(">", b.call(fabs, [wide]), b.call(fabs, [x]))
+    bits = b.select(too_far, b.sub(bits, ir.Constant(ir.IntType(32), 1)), bits)
+    truncated = b.bitcast(bits, FLOAT)
+    inexact = b.fcmp_unordered("!=", b.fpext(truncated, x.type), x)
+    odd = b.or_(bits, ir.Constant(ir.IntType(32), 1))
+    rounded_to_odd = b.bitcast(b.select(inexact, odd, bits), FLOAT)
+    return b.fptrunc(rounded_to_odd, ir.HalfType())
 
 
 @rule("convert")

@@ -1,0 +1,303 @@
+"""jitc.jit itself: the compile cache, pytrees, static and scalar arguments, lowering and
+compiling by hand, nesting, constants, verification and dumps."""
+
+from __future__ import annotations
+
+import collections
+import functools
+import os
+
+import numpy as np
+import pytest
+
+import jitc
+
+F32 = np.ones((2, 3), np.float32)
+
+
+def scale(x, factor):
+    """Multiply x by a factor."""
+    return x * factor
+
+
+# -- the cache ----------------------------------------------------------------------------------
+
+def test_cache_grows_only_for_new_signatures():
+    f = jitc.jit(lambda x, y: x + y)
+    a, b = np.ones((2, 3), np.float32), np.zeros((2, 3), np.float32)
+    f(a, b)
+    f(b, a)  # new values, same signature
+    f(a + 1, b)
+    assert f.cache_size == 1
+    f(np.ones((3, 3), np.float32), b[:1])  # new shape
+    assert f.cache_size == 2
+    f(a.astype(np.float64), b)  # new dtype
+    assert f.cache_size == 3
+    f(a, 1.0)  # a Python scalar is a different signature from an array...
+    f(a, 2.0)  # ...but its value is not part of it
+    assert f.cache_size == 4
+    f(a, np.float32(1))  # a numpy scalar is a 0-d array
+    f(a, np.ones((), np.float32))
+    assert f.cache_size == 5
+    f.clear_cache()
+    assert f.cache_size == 0
+
+
+def test_cache_key_includes_the_pytree_structure():
+    f = jitc.jit(lambda xs: xs[0] * 2)
+    f((F32, F32))
+    f((F32 + 1, F32))
+    assert f.cache_size == 1
+    f([F32, F32])  # list, not tuple
+    f((F32, F32, F32))  # three leaves
+    f((F32, F32 * 2))  # a tuple of two again
+    assert f.cache_size == 3
+    g = jitc.jit(lambda d: d["a"] - d["b"])
+    g({"a": F32, "b": F32})
+    g({"b": F32, "a": F32})  # key order does not matter
+    assert g.cache_size == 1
+
+
+def test_cache_key_includes_which_optional_arguments_were_passed():
+    @jitc.jit
+    def f(x, y=None, z=None):
+        return x + (y if y is not None else 10 * z)
+    a, b = np.ones(3), np.full(3, 2.0)
+    np.testing.assert_array_equal(f(a, y=b), a + b)
+    np.testing.assert_array_equal(f(a, z=b), a + 10 * b)
+    assert f.cache_size == 2
+
+
+def test_python_defaults_are_not_traced():
+    @jitc.jit
+    def softmax(x, axis=-1):
+        e = np.exp(x - x.max(axis=axis, keepdims=True))
+        return e / e.sum(axis=axis, keepdims=True)
+    x = np.random.default_rng(0).standard_normal((3, 4))
+    np.testing.assert_allclose(softmax(x).sum(-1), 1)
+
+
+def test_callables_of_every_shape():
+    a = np.ones(3)
+    np.testing.assert_array_equal(jitc.jit(lambda *xs: sum(xs))(a, a, 2 * a), 4 * a)
+    np.testing.assert_array_equal(jitc.jit(lambda x, **kw: x * kw["s"])(a, s=a + 1), 2 * a)
+    partial = jitc.jit(functools.partial(scale, factor=np.full(3, 2.0)))
+    np.testing.assert_array_equal(partial(a), 2 * a)
+
+    class Layer:
+        weight = np.full(3, 3.0)
+
+        def __call__(self, x):
+            return x * self.weight
+    layer = Layer()
+    np.testing.assert_array_equal(jitc.jit(layer)(a), 3 * a)
+    np.testing.assert_array_equal(jitc.jit(layer.__call__)(a), 3 * a)
+
+
+# -- pytrees ------------------------------------------------------------------------------------
+
+Pair = collections.namedtuple("Pair", "weight bias")
+
+
+def test_pytrees_in_and_out():
+    @jitc.jit
+    def f(layers, inputs):
+        (w1, b1), (w2, b2) = layers
+        h = np.tanh(inputs["x"] @ w1 + b1)
+        return {"out": h @ w2 + b2, "aux": [h, (inputs["x"].sum(), None)],
+                "pair": Pair(w1 * 2, b1)}
+    rng = np.random.default_rng(0)
+    layers = [Pair(rng.standard_normal((3, 4)), rng.standard_normal(4)),
+              Pair(rng.standard_normal((4, 2)), rng.standard_normal(2))]
+    inputs = {"x": rng.standard_normal((5, 3))}
+    out = f(layers, inputs)
+    want = f.__wrapped__(layers, inputs)
+    assert set(out) == {"out", "aux", "pair"}
+    assert isinstance(out["aux"], list) and isinstance(out["aux"][1], tuple)
+    assert out["aux"][1][1] is None
+    assert isinstance(out["pair"], Pair)
+    np.testing.assert_allclose(out["out"], want["out"])
+    np.testing.assert_allclose(out["aux"][1][0], want["aux"][1][0])
+    np.testing.assert_allclose(out["pair"].weight, want["pair"].weight)
+    text = f.lower(layers, inputs).as_text()
+    assert "%layers_0_weight = parameter()" in text and "%inputs_x = parameter()" in text
+
+
+def test_outputs_may_be_inputs_constants_or_python_scalars():
+    @jitc.jit
+    def f(x):
+        return x, np.arange(3), 2.5, [x.shape[0]]
+    x, arange, scalar, shape = f(F32)
+    np.testing.assert_array_equal(x, F32)
+    np.testing.assert_array_equal(arange, np.arange(3))
+    assert scalar == 2.5 and scalar.dtype == np.float64
+    assert shape[0] == 2
+    assert isinstance(x, np.ndarray) and x is not F32
+
+
+# -- static and scalar arguments ----------------------------------------------------------------
+
+def test_static_argnums_and_argnames():
+    f = jitc.jit(lambda x, n, *, mode="sum": getattr(x, mode)(axis=n), static_argnums=1,
+                 static_argnames="mode")
+    x = np.arange(6.0).reshape(2, 3)
+    np.testing.assert_array_equal(f(x, 0), x.sum(0))
+    np.testing.assert_array_equal(f(x, 1), x.sum(1))
+    np.testing.assert_array_equal(f(x, 1, mode="max"), x.max(1))
+    f(x, 1)
+    assert f.cache_size == 3
+    g = jitc.jit(scale, static_argnames="factor")
+    np.testing.assert_array_equal(g(x, factor=3), x * 3)
+    np.testing.assert_array_equal(g(x, 3), x * 3)  # positional or keyword: one signature
+    assert g.cache_size == 1
+
+
+def test_unhashable_static_argument():
+    f = jitc.jit(lambda x, shape: x.reshape(shape), static_argnums=1)
+    with pytest.raises(TypeError, match="static argument 'shape' of <lambda> must be hashable, "
+                                        "got list"):
+        f(np.zeros(6), [2, 3])
+    np.testing.assert_array_equal(f(np.zeros(6), (2, 3)), np.zeros((2, 3)))
+
+
+def test_bad_static_argnums():
+    with pytest.raises(ValueError, match="static_argnums=2 is out of range"):
+        jitc.jit(scale, static_argnums=2)
+    with pytest.raises(ValueError, match=r"static_argnames \['size'\] are not parameters"):
+        jitc.jit(scale, static_argnames="size")
+
+
+def test_python_scalars_are_weakly_typed():
+    f = jitc.jit(scale)
+    assert f(F32, 2.0).dtype == np.float32
+    assert f(F32, 2).dtype == np.float32
+    assert f(F32.astype(np.int8), 3).dtype == np.int8
+    assert f(F32.astype(np.int8), 3.5).dtype == np.float64
+    assert f(F32, np.float64(2.0)).dtype == np.float64  # a numpy scalar is not weak
+    assert f(np.float32(2), 3.0).dtype == np.float32
+    assert f(2, 3).dtype == np.int64 and f(2, 3) == 6
+    np.testing.assert_array_equal(f(F32, 2.5), F32 * 2.5)
+
+
+def test_operators_on_scalars_stay_weak_but_numpy_functions_do_not():
+    @jitc.jit
+    def f(x, s):
+        return x * (s * 2 - 1), x * np.exp(s)
+    weak, strong = f(F32, 1.0)
+    want_weak, want_strong = f.__wrapped__(F32, 1.0)
+    assert weak.dtype == want_weak.dtype == np.float32
+    assert strong.dtype == want_strong.dtype == np.float64
+
+
+# -- wrapping, lowering and compiling -----------------------------------------------------------
+
+def test_wraps_the_function():
+    f = jitc.jit(scale)
+    assert f.__wrapped__ is scale
+    assert f.__name__ == "scale" and f.__doc__ == "Multiply x by a factor."
+    assert f.__module__ == scale.__module__ and f.__qualname__ == "scale"
+    assert "scale" in repr(f) and f"backend={jitc.Options().backend}" in repr(f)
+    decorated = jitc.jit(backend="interpreter")(scale)
+    assert decorated.__name__ == "scale" and decorated(F32, 1.0).shape == (2, 3)
+
+
+def test_lower_as_text():
+    def layer(x, weight):
+        return np.maximum(x @ weight + 1.0, 0)
+    lowered = jitc.jit(layer).lower(F32, np.ones((3, 4), np.float32))
+    text = lowered.as_text()
+    for piece in ("func @layer", "%x = parameter() index=0 : f32[2,3]",
+                  "%weight = parameter() index=1 : f32[3,4]", "dot_general(%x, %weight)",
+                  "max(", "f32[2,4]", "test_jit.py"):
+        assert piece in text, piece
+    assert "broadcast_in_dim" not in text  # traced: implicit numpy broadcasting
+    optimized = lowered.as_text(optimized=True)
+    assert "broadcast_in_dim" in optimized  # legalized: every broadcast explicit
+    assert lowered.module.entry.parameter_types[1].shape == (3, 4)
+
+
+def test_compile_and_call():
+    f = jitc.jit(scale)
+    compiled = f.lower(F32, 2.0).compile()
+    np.testing.assert_array_equal(compiled(F32 + 1, 3.0), (F32 + 1) * 3)
+    assert "mul" in compiled.as_text()
+    assert compiled.stats.total_seconds >= 0
+    assert [p.name for p in compiled.stats.passes] == ["legalize_broadcast", "dce"]
+    assert f.cache_size == 0  # lowering by hand does not fill the cache
+
+
+@pytest.mark.parametrize("args,got", [
+    ((np.ones((3, 3), np.float32), 2.0), r"f32\[3,3\], f64\[\] \(Python scalar\)"),
+    ((F32.astype(np.float64), 2.0), r"f64\[2,3\], f64\[\] \(Python scalar\)"),
+    ((F32, F32), r"f32\[2,3\], f32\[2,3\]"),
+])
+def test_compiled_rejects_other_signatures(args, got):
+    f = jitc.jit(scale)
+    compiled = f.lower(F32, 2.0).compile()
+    message = (r"scale: this compiled function takes \(f32\[2,3\], f64\[\] \(Python scalar\)\) "
+               rf"but was called with \({got}\); call the jitted function instead")
+    with pytest.raises(TypeError, match=message):
+        compiled(*args)
+    f(*args)  # the jit wrapper compiles for the new signature
+    assert f.cache_size == 1
+
+
+def test_compiled_rejects_other_static_values():
+    f = jitc.jit(scale, static_argnums=1)
+    compiled = f.lower(F32, 2).compile()
+    with pytest.raises(TypeError, match=r"compiled for static arguments \{'factor': 2\}, "
+                                        r"called with \{'factor': 3\}"):
+        compiled(F32, 3)
+
+
+# -- nesting and constants ----------------------------------------------------------------------
+
+def test_nested_jit_calls_are_inlined():
+    inner = jitc.jit(lambda x: np.tanh(x) * 2)
+
+    @jitc.jit
+    def outer(x):
+        return inner(x) + inner(x + 1)
+    x = np.linspace(-1, 1, 6).reshape(2, 3)
+    np.testing.assert_allclose(outer(x), np.tanh(x) * 2 + np.tanh(x + 1) * 2)
+    assert inner.cache_size == 0  # never compiled on its own
+    text = outer.lower(x).as_text()
+    assert text.count("tanh(") == 2 and "func @" in text and text.count("func @") == 1
+
+
+W_BIG = np.random.default_rng(0).standard_normal((64, 64)).astype(np.float32)
+W_SMALL = np.array([1.0, -2.0, 3.0], np.float32)
+
+
+def test_closed_over_arrays_become_constants():
+    def f(x):
+        return np.tanh(x @ W_BIG) @ W_BIG + W_SMALL.sum()
+    x = np.ones((2, 64), np.float32)
+    lowered = jitc.jit(f).lower(x)
+    text = lowered.as_text()
+    assert len(lowered.module.entry.parameters) == 1
+    # One constant for both uses of W_BIG, shown by size only; the small one inline.
+    assert text.count("const @c") == 1
+    assert "const @c0 : f32[64,64]{1,0} = <16384 bytes>" in text
+    assert text.count("value=@c0") == 1
+    assert "value=2.0" in text  # W_SMALL.sum() ran in numpy: a scalar constant
+    np.testing.assert_allclose(jitc.jit(f)(x), f(x), rtol=1e-5)
+
+
+# -- verification and dumps ---------------------------------------------------------------------
+
+def test_verify_and_dump_dir(tmp_path):
+    f = jitc.jit(lambda x: np.exp(x) + 1.0, verify=True, dump_dir=str(tmp_path))
+    np.testing.assert_allclose(f(F32), np.exp(F32) + 1)
+    folder = tmp_path / "_lambda_"
+    names = sorted(os.listdir(folder))
+    assert names == ["00-input.jir", "01-after-legalize_broadcast.jir", "02-after-dce.jir"]
+    assert "broadcast_in_dim" not in (folder / "00-input.jir").read_text()
+    assert "broadcast_in_dim" in (folder / "01-after-legalize_broadcast.jir").read_text()
+    assert f.lower(F32).pipeline().verify  # the verifier runs before and after every pass
+
+
+def test_disabled_passes():
+    f = jitc.jit(lambda x: x + 1.0, disabled_passes=["dce"])
+    compiled = f.lower(F32).compile()
+    assert [p.name for p in compiled.stats.passes] == ["legalize_broadcast"]
