@@ -39,12 +39,18 @@ def for_range(builder: ir.IRBuilder, start: ir.Value | int, stop: ir.Value | int
 
 def loop_nest(builder: ir.IRBuilder, bounds: Sequence[tuple[ir.Value | int, ir.Value | int]],
               body: Callable[[list[ir.Value]], None], name: str = "d") -> None:
-    """Nested loops over (start, stop) pairs, outermost first; body gets the counters."""
+    """Nested loops over (start, stop) pairs, outermost first; body gets the counters.
+
+    A level with the constant bounds (0, 1) is no loop at all: its counter is the constant 0.
+    """
     def level(k: int, counters: list[ir.Value]) -> None:
         if k == len(bounds):
             body(counters)
             return
         start, stop = bounds[k]
+        if isinstance(start, int) and isinstance(stop, int) and (start, stop) == (0, 1):
+            level(k + 1, counters + [ir.Constant(I64, 0)])
+            return
         with for_range(builder, start, stop, name=f"{name}{k}") as i:
             level(k + 1, counters + [i])
     level(0, [])
