@@ -10,6 +10,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from jitc.ir.core import Function, Module
+from jitc.ir.opdef import Trait
 from jitc.ir.types import TensorType
 
 
@@ -39,7 +40,11 @@ def run_function(module: Module, fn: Function, args: Sequence[np.ndarray]) -> li
                 continue
             operands = [env[id(v)] for v in inst.operands]
             types: list[TensorType] = [v.type for v in inst.results]
-            outputs = inst.op.reference(operands, inst.attrs, types)
+            if inst.op.has(Trait.CALLS):
+                callee = module.functions[inst.attrs["calls"]]  # type: ignore[index]
+                outputs = run_function(module, callee, operands)
+            else:
+                outputs = inst.op.reference(operands, inst.attrs, types)
             for value, out in zip(inst.results, outputs):
                 out = np.asarray(out)
                 assert out.shape == value.type.shape and out.dtype == value.type.dtype.numpy, (

@@ -29,6 +29,7 @@ class Trait(enum.Enum):
     NO_OPERANDS = enum.auto()       # a leaf (parameter, constant, iota)
     SIDE_EFFECT = enum.auto()       # never removed by DCE even when unused
     TYPED_RESULT = enum.auto()      # the result type is part of the instruction, not inferred
+    CALLS = enum.auto()             # runs the function named by its `calls` attribute
 
 
 class AttrKind(enum.Enum):
@@ -98,7 +99,8 @@ ShapeRule = Callable[[Sequence[TensorType], Mapping[str, object], Sequence[Tenso
 Reference = Callable[[Sequence[np.ndarray], Mapping[str, object], Sequence[TensorType]],
                      Sequence[np.ndarray]]
 
-VARIADIC = -1
+VARIADIC = -1       # one operand or more
+ANY_COUNT = -2      # zero operands or more
 
 
 @dataclass(frozen=True, eq=False)
@@ -136,6 +138,8 @@ class OpDef:
         return out
 
     def check_arity(self, count: int) -> None:
+        if self.num_operands == ANY_COUNT:
+            return
         if self.num_operands == VARIADIC:
             if count < 1:
                 raise IRTypeError(f"{self.name} takes at least one operand")

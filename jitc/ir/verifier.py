@@ -24,6 +24,25 @@ def _describe(module: Module, fn: Function, index: int) -> str:
     return body[index].strip()
 
 
+def _call_mismatch(module: Module, caller: Function, inst) -> str | None:
+    """Why the operands and results of a calling op do not fit its callee, or None."""
+    name = inst.attrs["calls"]
+    if name == caller.name or name == module.entry_name:
+        return f"cannot call @{name} (the entry function or itself)"
+    callee = module.functions[name]
+    params = callee.parameter_types
+    if len(params) != len(inst.operands) or any(
+            not p.same_shape_and_dtype(v.type) for p, v in zip(params, inst.operands)):
+        want = ", ".join(p.short() for p in params)
+        return f"its operands do not match the parameters of @{name} ({want})"
+    outs = callee.output_types
+    if len(outs) != len(inst.results) or any(
+            not o.same_shape_and_dtype(v.type) for o, v in zip(outs, inst.results)):
+        want = ", ".join(o.short() for o in outs)
+        return f"its results do not match what @{name} returns ({want})"
+    return None
+
+
 def verify_function(module: Module, fn: Function) -> None:
     defined: set[int] = set()
     parameter_positions: dict[int, int] = {}  # parameter index -> position in the body
@@ -45,6 +64,10 @@ def verify_function(module: Module, fn: Function) -> None:
         for spec in inst.op.attrs:
             if spec.kind is AttrKind.FUNCTION and inst.attrs[spec.name] not in module.functions:
                 raise fail(f"calls @{inst.attrs[spec.name]}, which the module does not define")
+        if inst.op.has(Trait.CALLS):
+            problem = _call_mismatch(module, fn, inst)
+            if problem:
+                raise fail(problem)
         for result in inst.results:
             if id(result) in defined or result.producer is not inst:
                 raise fail("a result value is defined twice")
@@ -57,7 +80,7 @@ def verify_function(module: Module, fn: Function) -> None:
             parameter_positions[index] = n
     count = len(parameter_positions)
     for index, n in parameter_positions.items():
-        # n distinct indices that are not 0..n-1 include one that is n or more.
+        # Distinct non-negative indices other than 0..count-1 include one of count or more.
         if index >= count:
             raise VerifyError(f"@{fn.name}: `{_describe(module, fn, n)}`: parameter index "
                               f"{index} leaves a gap; {count} parameter(s) need the indices "

@@ -1,6 +1,6 @@
 """Small modules that use every op of the table, shared by the round-trip and interpreter tests.
 
-Each case is a function returning a verified Module; `op_cases()` lists them by a readable id.
+`CASES` maps a readable id to a function that builds a verified Module.
 """
 
 from __future__ import annotations
@@ -238,7 +238,23 @@ def two_functions() -> Module:
     return module(first.function, second.function)
 
 
+def fusion_call() -> Module:
+    body = FunctionBuilder("fused_0")
+    a, b = body.param(tt(f32, (4, 3))), body.param(tt(f32, (3,)))
+    wide = body.builder.emit(ops.BROADCAST_IN_DIM, [b], {"dims": [1]}, tt(f32, (4, 3)))
+    total = body.emit(ops.ADD, a, wide)
+    (row_sum,) = body.emit_multi(ops.REDUCE, total, dims=[1], kind="sum")
+    body.done(total, row_sum)
+    entry = FunctionBuilder("main")
+    x, y = entry.param(tt(f32, (4, 3)), "x"), entry.param(tt(f32, (3,)), "y")
+    out = entry.builder.emit_multi(ops.FUSION, [x, y], {"kind": "row", "calls": "fused_0"},
+                                   [tt(f32, (4, 3)), tt(f32, (4,))])
+    entry.done(*out)
+    return module(entry.function, body.function)
+
+
 CASES: dict[str, Callable[[], Module]] = {
+    "fusion": fusion_call,
     **_elementwise_cases(),
     "compare": compare_all_directions,
     "select-clamp": select_and_clamp,

@@ -13,7 +13,7 @@ from jitc.backends.cpu.runtime import register_runtime_symbols
 from jitc.backends.llvm import target
 from jitc.ir.core import Module
 from jitc.options import Options
-from jitc.passes import DEFAULT_PASSES
+from jitc.passes import KERNEL_PASSES
 from jitc.passes.pipeline import Pass
 
 _ENTRY_TYPE = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
@@ -75,7 +75,7 @@ class CpuBackend:
     name = "cpu"
 
     def passes(self, options: Options) -> Sequence[Pass]:
-        return DEFAULT_PASSES
+        return KERNEL_PASSES
 
     def compile(self, module: Module, options: Options) -> CpuExecutable:
         threads = options.num_threads if register_runtime_symbols() else 1

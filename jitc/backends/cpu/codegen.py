@@ -14,10 +14,12 @@ from dataclasses import dataclass
 from llvmlite import ir
 
 from jitc.backends.cpu import kernels
+from jitc.backends.cpu.fusions import emit_fusion
 from jitc.backends.cpu.plan import BufferPlan, plan_buffers
 from jitc.backends.llvm.elemental import RULES
 from jitc.backends.llvm.types import I8, I64, PTR, VOID
 from jitc.ir.core import Instruction, Module
+from jitc.ir.ops import FUSION
 
 ENTRY = "jitc_entry"
 PARALLEL_FOR = "jitc_parallel_for"
@@ -37,8 +39,10 @@ class Lowering:
     kernels: list[kernels.Kernel]
 
 
-def emit_kernel(module: ir.Module, plan: BufferPlan, name: str,
-                inst: Instruction) -> kernels.Kernel:
+def emit_kernel(module: ir.Module, plan: BufferPlan, name: str, inst: Instruction,
+                program: Module) -> kernels.Kernel:
+    if inst.op is FUSION:
+        return emit_fusion(module, plan, name, inst, program)
     special = _SPECIAL.get(inst.op.name)
     if special is not None:
         return special(module, plan, name, inst)
@@ -55,7 +59,8 @@ def lower_module(module: Module, num_threads: int = 1, name: str = "jitc") -> Lo
     for n, inst in enumerate(fn.body):
         if inst.op.name in ("parameter", "constant"):
             continue
-        emitted.append(emit_kernel(llvm_module, plan, f"k{n}.{inst.op.name}", inst))
+        label = inst.attrs["kind"] if inst.op is FUSION else inst.op.name
+        emitted.append(emit_kernel(llvm_module, plan, f"k{n}.{label}", inst, module))
     for n, (source, slot) in enumerate(plan.copies):
         emitted.append(kernels.emit_copy(llvm_module, plan, f"copy{n}", source, slot))
     _emit_entry(llvm_module, plan, emitted, num_threads)

@@ -184,17 +184,21 @@ def _combine(b: ir.IRBuilder, kind: str, dtype: dtypes.DType, acc: ir.Value,
 
 
 def emit_reduce(module: ir.Module, plan: BufferPlan, name: str, inst: Instruction) -> Kernel:
+    return reduce_into(KernelContext(module, plan, name, buffers_used(inst, plan)), inst)
+
+
+def reduce_into(ctx: KernelContext, inst: Instruction) -> Kernel:
+    """A reduce kernel in `ctx`: by rows, or in place when the contiguous dimension is kept."""
     dims = list(inst.attrs["dims"])  # type: ignore[arg-type]
     in_type = inst.operands[0].type
     minor = physical_order(in_type)[-1] if in_type.rank else None
     wide = any(v.type.dtype is dtypes.float16 for v in inst.operands)
     if dims and minor is not None and minor not in dims and not wide:
-        return _emit_column_reduce(module, plan, name, inst)
-    return _emit_row_reduce(module, plan, name, inst)
+        return _column_reduce(ctx, inst)
+    return _row_reduce(ctx, inst)
 
 
-def _emit_row_reduce(module: ir.Module, plan: BufferPlan, name: str,
-                     inst: Instruction) -> Kernel:
+def _row_reduce(ctx: KernelContext, inst: Instruction) -> Kernel:
     """Each output element accumulates its reduced elements.
 
     The innermost reduced loop keeps REDUCE_UNROLL independent accumulators, combined in a
@@ -203,8 +207,6 @@ def _emit_row_reduce(module: ir.Module, plan: BufferPlan, name: str,
     """
     kind = inst.attrs["kind"]
     dims = list(inst.attrs["dims"])  # type: ignore[arg-type]
-    values = buffers_used(inst, plan)
-    ctx = KernelContext(module, plan, name, values)
     b = ctx.builder
     in_type = inst.operands[0].type
     out_type = inst.results[0].type
@@ -250,11 +252,10 @@ def _emit_row_reduce(module: ir.Module, plan: BufferPlan, name: str,
     else:
         loop_nest(b, _outer_bounds(ctx, out_type), body)
     ctx.finish()
-    return Kernel(name, _outer_extent(out_type), max(in_type.size, 1) * len(inst.operands))
+    return Kernel(ctx.name, _outer_extent(out_type), max(in_type.size, 1) * len(inst.operands))
 
 
-def _emit_column_reduce(module: ir.Module, plan: BufferPlan, name: str,
-                        inst: Instruction) -> Kernel:
+def _column_reduce(ctx: KernelContext, inst: Instruction) -> Kernel:
     """A reduction whose input's contiguous dimension is kept (e.g. a sum over rows).
 
     The results are accumulated in place, one reduced index at a time, with the kept minor
@@ -262,8 +263,6 @@ def _emit_column_reduce(module: ir.Module, plan: BufferPlan, name: str,
     """
     kind = inst.attrs["kind"]
     dims = set(inst.attrs["dims"])  # type: ignore[arg-type]
-    values = buffers_used(inst, plan)
-    ctx = KernelContext(module, plan, name, values)
     b = ctx.builder
     in_type = inst.operands[0].type
     out_type = inst.results[0].type
@@ -310,7 +309,7 @@ def _emit_column_reduce(module: ir.Module, plan: BufferPlan, name: str,
 
     loop_nest(b, bounds(outer_kept), outer, name="o")
     ctx.finish()
-    return Kernel(name, in_type.shape[split], max(in_type.size, 1) * len(inst.operands))
+    return Kernel(ctx.name, in_type.shape[split], max(in_type.size, 1) * len(inst.operands))
 
 
 def _reduction_loops(b: ir.IRBuilder, t: TensorType, order: list[int],
@@ -341,11 +340,13 @@ def _reduction_loops(b: ir.IRBuilder, t: TensorType, order: list[int],
 # -- argmax / argmin -------------------------------------------------------------------------
 
 def emit_arg(module: ir.Module, plan: BufferPlan, name: str, inst: Instruction) -> Kernel:
+    return arg_into(KernelContext(module, plan, name, buffers_used(inst, plan)), inst)
+
+
+def arg_into(ctx: KernelContext, inst: Instruction) -> Kernel:
     """The first index of the extreme value along `axis`; the first nan wins."""
     from jitc.backends.llvm.elemental import _is_nan
     axis = inst.attrs["axis"]
-    values = buffers_used(inst, plan)
-    ctx = KernelContext(module, plan, name, values)
     b = ctx.builder
     in_type, out = inst.operands[0].type, inst.results[0]
     larger = inst.op.name == "argmax"
@@ -383,12 +384,16 @@ def emit_arg(module: ir.Module, plan: BufferPlan, name: str, inst: Instruction) 
     else:
         loop_nest(b, _outer_bounds(ctx, out.type), body)
     ctx.finish()
-    return Kernel(name, _outer_extent(out.type), max(in_type.size, 1))
+    return Kernel(ctx.name, _outer_extent(out.type), max(in_type.size, 1))
 
 
 # -- dot_general -----------------------------------------------------------------------------
 
 def emit_dot(module: ir.Module, plan: BufferPlan, name: str, inst: Instruction) -> Kernel:
+    return dot_into(KernelContext(module, plan, name, buffers_used(inst, plan)), inst)
+
+
+def dot_into(ctx: KernelContext, inst: Instruction, epilogue: Value | None = None) -> Kernel:
     """out[batch, lhs free, rhs free] = sum over contracting dims.
 
     For each output row (batch and lhs-free indices) the kernel zeroes the row, then for each
@@ -404,8 +409,6 @@ def emit_dot(module: ir.Module, plan: BufferPlan, name: str, inst: Instruction) 
     lf = [d for d in range(lhs.type.rank) if d not in lb and d not in lc]
     rf = [d for d in range(rhs.type.rank) if d not in rb and d not in rc]
     nb, nlf, nrf = len(lb), len(lf), len(rf)
-    values = buffers_used(inst, plan)
-    ctx = KernelContext(module, plan, name, values)
     b = ctx.builder
     dtype = out.type.dtype
     row_dims = list(range(nb + nlf))
@@ -455,6 +458,7 @@ def emit_dot(module: ir.Module, plan: BufferPlan, name: str, inst: Instruction) 
             loop_nest(b, [(0, s) for s in contract_sizes], step, name="k")
             value = convert_value(b, b.load(slot), dtypes.float32, dtype)
             indexing.store(b, value, out_ptr, out.type, out_index)
+            _apply_epilogue(ctx, epilogue, out_ptr, out.type, out_index)
         all_bounds = bounds_rows + [(0, out.type.shape[d]) for d in col_dims]
         if not all_bounds:
             with b.if_then(b.icmp_signed("<", ctx.begin, ctx.end)):
@@ -482,6 +486,10 @@ def emit_dot(module: ir.Module, plan: BufferPlan, name: str, inst: Instruction) 
                                    out.type, index)
                 loop_nest(b, col_bounds, accumulate, name="n")
             loop_nest(b, [(0, s) for s in contract_sizes], contract, name="k")
+            if epilogue is not None:
+                def finish_row(cols: list[ir.Value]) -> None:
+                    _apply_epilogue(ctx, epilogue, out_ptr, out.type, row_counters + cols)
+                loop_nest(b, col_bounds, finish_row, name="e")
 
         if bounds_rows:
             loop_nest(b, bounds_rows, row, name="m")
@@ -491,7 +499,16 @@ def emit_dot(module: ir.Module, plan: BufferPlan, name: str, inst: Instruction) 
     ctx.finish()
     outer = out.type.shape[0] if row_dims else 1
     cost = max(out.type.size, 1) * max(1, _product(contract_sizes))
-    return Kernel(name, outer, cost)
+    return Kernel(ctx.name, outer, cost)
+
+
+def _apply_epilogue(ctx: KernelContext, epilogue: Value | None, target: ir.Value,
+                    t: TensorType, index: list[ir.Value]) -> None:
+    """Rewrite one finished element of a contraction with its fused epilogue, in place: the
+    epilogue reads the contraction's value from the same buffer it writes."""
+    if epilogue is not None:
+        value = ctx.emitter.value_at(epilogue, index)
+        indexing.store(ctx.builder, value, target, t, index)
 
 
 def _product(xs: Sequence[int]) -> int:
@@ -505,6 +522,11 @@ def _product(xs: Sequence[int]) -> int:
 
 def emit_convolution(module: ir.Module, plan: BufferPlan, name: str,
                      inst: Instruction) -> Kernel:
+    return convolution_into(KernelContext(module, plan, name, buffers_used(inst, plan)), inst)
+
+
+def convolution_into(ctx: KernelContext, inst: Instruction,
+                     epilogue: Value | None = None) -> Kernel:
     """Direct convolution: each output element sums over its group's input features and the
     kernel window; taps that fall into padding or between dilated inputs contribute nothing
     (their loads use clamped indices and are masked out)."""
@@ -517,8 +539,6 @@ def emit_convolution(module: ir.Module, plan: BufferPlan, name: str,
     groups = attrs["feature_group_count"]
     in_per_group = rhs.type.shape[dims.rhs_in]
     out_per_group = rhs.type.shape[dims.rhs_out] // groups  # type: ignore[operator]
-    values = buffers_used(inst, plan)
-    ctx = KernelContext(module, plan, name, values)
     b = ctx.builder
     dtype = out.type.dtype
     acc = _accumulator_dtype(dtype)
@@ -570,8 +590,9 @@ def emit_convolution(module: ir.Module, plan: BufferPlan, name: str,
             loop_nest(b, [(0, in_per_group)] + [(0, k) for k in window], tap, name="t")
         value = convert_value(b, b.load(slot), acc, dtype)
         indexing.store(b, value, ctx.pointer(out), out.type, out_index)
+        _apply_epilogue(ctx, epilogue, ctx.pointer(out), out.type, out_index)
 
     loop_nest(b, _outer_bounds(ctx, out.type), element)
     ctx.finish()
     cost = max(out.type.size, 1) * max(1, in_per_group * _product(window))
-    return Kernel(name, _outer_extent(out.type), cost)
+    return Kernel(ctx.name, _outer_extent(out.type), cost)

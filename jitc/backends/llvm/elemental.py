@@ -39,8 +39,18 @@ class ElementalEmitter:
     def __init__(self, builder: ir.IRBuilder, buffers: dict[int, ir.Value]) -> None:
         self.builder = builder
         self.buffers = buffers
+        # A fused kernel's body parameters stand for the fusion's operands.
+        self.aliases: dict[int, Value] = {}
+        # Values already computed for the current iteration of an outer loop (the reduced
+        # values of the row a row kernel is working on).
+        self.registers: dict[int, ir.Value] = {}
 
     def value_at(self, value: Value, index: Index) -> ir.Value:
+        while id(value) in self.aliases:
+            value = self.aliases[id(value)]
+        register = self.registers.get(id(value))
+        if register is not None:
+            return register
         base = self.buffers.get(id(value))
         if base is not None:
             return indexing.load(self.builder, base, value.type, index)

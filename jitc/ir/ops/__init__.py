@@ -2,6 +2,7 @@
 
 from jitc.ir.opdef import OPS, lookup
 from jitc.ir.ops.elementwise import *  # noqa: F403
+from jitc.ir.ops.fusion import FUSION, FUSION_KINDS
 from jitc.ir.ops.leaves import CONSTANT, IOTA, PARAMETER
 from jitc.ir.ops.linalg import CONVOLUTION, DOT_GENERAL, parse_dim_labels
 from jitc.ir.ops.reduce import ARGMAX, ARGMIN, REDUCE, reduce_identity
@@ -19,7 +20,8 @@ from jitc.ir.ops.shape import (
 )
 
 __all__ = [
-    "OPS", "lookup", "CONSTANT", "IOTA", "PARAMETER", "CONVOLUTION", "DOT_GENERAL",
+    "OPS", "lookup", "FUSION", "FUSION_KINDS", "CONSTANT", "IOTA", "PARAMETER", "CONVOLUTION",
+    "DOT_GENERAL",
     "parse_dim_labels", "ARGMAX", "ARGMIN", "REDUCE", "reduce_identity", "BROADCAST_IN_DIM",
     "CONCATENATE", "DYNAMIC_SLICE", "DYNAMIC_UPDATE_SLICE", "GATHER", "PAD", "RESHAPE",
     "REVERSE", "SLICE", "TRANSPOSE",

@@ -1,0 +1,124 @@
+"""CPU kernels for fusion ops: one kernel template per fusion kind.
+
+The body function's parameters alias the fusion's operands, so the elemental emitter computes
+every other body value on the fly; only the fusion's results touch memory.
+"""
+
+from __future__ import annotations
+
+from llvmlite import ir
+
+from jitc.backends.cpu import kernels
+from jitc.backends.cpu.kernels import Kernel, KernelContext, physical_order
+from jitc.backends.cpu.plan import BufferPlan
+from jitc.backends.llvm import indexing
+from jitc.backends.llvm.elemental import convert_value
+from jitc.backends.llvm.loops import loop_nest
+from jitc.backends.llvm.types import I64, constant, value_type
+from jitc.ir import ops
+from jitc.ir.core import Function, Instruction, Module, Value
+from jitc.ir.ops.reduce import reduce_identity
+
+
+def emit_fusion(module: ir.Module, plan: BufferPlan, name: str, inst: Instruction,
+                program: Module) -> Kernel:
+    body = program.functions[inst.attrs["calls"]]  # type: ignore[index]
+    values: list[Value] = list(inst.results)
+    for operand in inst.operands:
+        if plan.slot(operand) is not None and all(v is not operand for v in values):
+            values.append(operand)
+    ctx = KernelContext(module, plan, name, values)
+    for param, operand in zip(body.parameters, inst.operands):
+        ctx.emitter.aliases[id(param)] = operand
+    kind = inst.attrs["kind"]
+    if kind == "loop":
+        root, result = body.outputs[0], inst.results[0]
+        return kernels._elementwise_loop(ctx, result.type, ctx.pointer(result),
+                                         lambda index: ctx.emitter.value_at(root, index))
+    if kind == "reduce":
+        root = body.outputs[0].producer
+        for out, result in zip(root.results, inst.results):
+            ctx.emitter.buffers[id(out)] = ctx.pointer(result)
+        return kernels.reduce_into(ctx, root)
+    if kind == "dot":
+        core = next(i for i in body.body if i.op in (ops.DOT_GENERAL, ops.CONVOLUTION))
+        ctx.emitter.buffers[id(core.results[0])] = ctx.pointer(inst.results[0])
+        epilogue = body.outputs[0] if body.outputs[0] is not core.results[0] else None
+        if core.op is ops.DOT_GENERAL:
+            return kernels.dot_into(ctx, core, epilogue)
+        return kernels.convolution_into(ctx, core, epilogue)
+    return _row_kernel(ctx, body, inst)
+
+
+def _row_kernel(ctx: KernelContext, body: Function, inst: Instruction) -> Kernel:
+    """One row at a time: each reduction of the row accumulates into registers (in program
+    order, so later reductions can use earlier results, as layernorm's variance uses its
+    mean), then the row's outputs are computed from the input and those registers."""
+    b = ctx.builder
+    reduces = [i for i in body.body if i.op is ops.REDUCE]
+    full = reduces[0].operands[0].type
+    outer_rank = reduces[0].results[0].type.rank
+    inner = list(range(outer_rank, full.rank))
+    acc_types = {id(r): [kernels._accumulator_dtype(v.type.dtype) for v in r.operands]
+                 for r in reduces}
+
+    def row(counters: list[ir.Value]) -> None:
+        outer_index = list(counters)
+        for r in reduces:
+            kind = r.attrs["kind"]
+            types = acc_types[id(r)]
+            lanes = []
+            with b.goto_entry_block():
+                for dt in types:
+                    lanes.append([b.alloca(value_type(dt)) for _ in range(kernels.REDUCE_UNROLL)])
+            for slots, dt in zip(lanes, types):
+                identity = constant(dt, reduce_identity(kind, dt.numpy))  # type: ignore
+                for slot in slots:
+                    b.store(identity, slot)
+
+            def accumulate(lane: int, at: dict[int, ir.Value], r: Instruction = r,
+                           lanes: list = lanes, types: list = types, kind: str = kind) -> None:
+                index = outer_index + [at[d] for d in inner]
+                for n, dt in enumerate(types):
+                    x = ctx.emitter.value_at(r.operands[n], index)
+                    x = convert_value(b, x, r.operands[n].type.dtype, dt)
+                    slot = lanes[n][lane]
+                    b.store(kernels._combine(b, kind, dt, b.load(slot), x), slot)  # type: ignore
+
+            kernels._reduction_loops(b, full, inner, accumulate)
+            for n, (slots, dt) in enumerate(zip(lanes, types)):
+                values = [b.load(s) for s in slots]
+                while len(values) > 1:
+                    values = [kernels._combine(b, kind, dt, values[i],  # type: ignore
+                                               values[i + 1]) for i in range(0, len(values), 2)]
+                result = r.results[n]
+                ctx.emitter.registers[id(result)] = convert_value(b, values[0], dt,
+                                                                  result.type.dtype)
+        for out, result in zip(body.outputs, inst.results):
+            target = ctx.pointer(result)
+            if out.type.shape == full.shape:
+                def store(inner_counters: list[ir.Value], out: Value = out,
+                          target: ir.Value = target) -> None:
+                    index = outer_index + inner_counters
+                    indexing.store(b, ctx.emitter.value_at(out, index), target, out.type, index)
+                loop_nest(b, [(0, full.shape[d]) for d in inner], store, name="w")
+            else:
+                padding = [ir.Constant(I64, 0)] * (out.type.rank - outer_rank)
+                index = outer_index + padding
+                indexing.store(b, ctx.emitter.value_at(out, index), target, out.type, index)
+        ctx.emitter.registers.clear()
+
+    outer_bounds: list[tuple[ir.Value | int, ir.Value | int]] = \
+        [(0, full.shape[d]) for d in range(outer_rank)]
+    if outer_bounds:
+        outer_bounds[0] = (ctx.begin, ctx.end)
+        loop_nest(b, outer_bounds, row, name="row")
+    else:
+        with b.if_then(b.icmp_signed("<", ctx.begin, ctx.end)):
+            row([])
+    ctx.finish()
+    extent = full.shape[0] if outer_rank else 1
+    return Kernel(ctx.name, extent, max(full.size, 1) * (len(reduces) + len(body.outputs)))
+
+
+__all__ = ["emit_fusion", "physical_order"]

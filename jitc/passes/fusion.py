@@ -1,0 +1,334 @@
+"""Fusion: group instructions into kernels that make one pass over memory.
+
+Working from the last instruction back, each unfused instruction seeds a group and pulls in
+the producers of its members while the group stays computable by one kernel template:
+
+- loop: elementwise and data-movement ops of one shape, computed element by element;
+- row: reductions over the trailing dimensions of one row-major shape S, with elementwise ops
+  on S and on the reduced shape, computed one row at a time (softmax and layernorm become one
+  kernel each);
+- reduce: one reduction over any dimensions with its elementwise producers (input fusion);
+- dot: a dot_general or convolution with an elementwise epilogue on its result (output
+  fusion: bias, activation).
+
+A producer moves into a group when all its users are in the group. A cheap producer (pure data
+movement, conversions, constants) is duplicated into every group that wants it. Anything else
+with users outside the group, expensive producers above all (dot, reductions, transcendental
+chains), stays materialised: nothing expensive is ever computed twice.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from jitc.ir import ops
+from jitc.ir.core import Builder, Function, Instruction, Module, Value
+from jitc.ir.opdef import OpDef, Trait
+from jitc.ir.types import row_major
+from jitc.passes.pipeline import module_pass
+from jitc.passes.rewrite import copy_instruction
+
+# Ops a backend can compute element by element (the elemental emitter has a rule for each).
+ELEMENTAL: frozenset[OpDef] = frozenset(
+    op for op in ops.OPS.values() if op.has(Trait.ELEMENTWISE)) | frozenset({
+        ops.BROADCAST_IN_DIM, ops.RESHAPE, ops.TRANSPOSE, ops.SLICE, ops.PAD,
+        ops.CONCATENATE, ops.REVERSE, ops.IOTA, ops.DYNAMIC_SLICE, ops.DYNAMIC_UPDATE_SLICE,
+        ops.GATHER})
+# Producers cheap enough to recompute in every kernel that reads them.
+CHEAP: frozenset[OpDef] = frozenset({
+    ops.BROADCAST_IN_DIM, ops.RESHAPE, ops.TRANSPOSE, ops.SLICE, ops.REVERSE, ops.CONVERT,
+    ops.BITCAST_CONVERT, ops.IOTA, ops.CONSTANT})
+CONTRACTIONS: frozenset[OpDef] = frozenset({ops.DOT_GENERAL, ops.CONVOLUTION})
+
+
+def is_scalar_constant(value: Value) -> bool:
+    return value.producer.op is ops.CONSTANT and value.type.size == 1
+
+
+def trailing_reduce_outer(inst: Instruction) -> tuple[int, ...] | None:
+    """For a reduce over the trailing dimensions of a row-major operand, the kept (outer)
+    shape; None for any other instruction."""
+    if inst.op is not ops.REDUCE:
+        return None
+    operand = inst.operands[0].type
+    dims = sorted(inst.attrs["dims"])  # type: ignore[arg-type]
+    k = operand.rank - len(dims)
+    if not dims or dims != list(range(k, operand.rank)) or not operand.is_row_major:
+        return None
+    return operand.shape[:k]
+
+
+@dataclass
+class Group:
+    root: Instruction
+    kind: str
+    members: dict[int, Instruction] = field(default_factory=dict)
+    # Members only this group computes (moved in); the rest are cheap copies whose original
+    # stays in the program for other users.
+    owned: set[int] = field(default_factory=set)
+    shape: tuple[int, ...] = ()        # loop/dot: the root shape; row: the full row shape S
+    outer: tuple[int, ...] = ()        # row: the reduced (outer) shape O
+    core: Instruction | None = None    # dot: the contraction
+
+    def has(self, inst: Instruction) -> bool:
+        return id(inst) in self.members
+
+
+class _Fuser:
+    def __init__(self, fn: Function) -> None:
+        self.fn = fn
+        self.users: dict[int, list[Instruction]] = {}
+        for inst in fn.body:
+            for v in inst.operands:
+                self.users.setdefault(id(v), []).append(inst)
+        self.returned = {id(v) for v in fn.outputs}
+        self.group_of: dict[int, Group] = {}
+
+    # -- which groups may take which producers -------------------------------------------
+    def _row_shapes(self, full: tuple[int, ...], outer: tuple[int, ...]) -> set[tuple]:
+        """Shapes a row kernel computes per row: the row, the reduced value, with kept dims."""
+        return {full, outer, outer + (1,) * (len(full) - len(outer))}
+
+    def _elemental_fits(self, group: Group, producer: Instruction) -> bool:
+        """Elemental producers of any shape are computed through index mapping; an expensive
+        one must not be recomputed for many output elements (a broadcast of its result)."""
+        if producer.op in CHEAP:
+            return True
+        result = producer.results[0].type
+        if group.kind == "row":
+            return result.shape in self._row_shapes(group.shape, group.outer) or \
+                result.size == _size(group.shape)
+        if group.kind == "reduce":
+            return result.size == group.root.operands[0].type.size
+        # A value indexed by the outer loops only (one per row, say) is computed once per
+        # iteration of those loops: LLVM hoists it out of the inner ones.
+        return result.size == _size(group.shape) or _is_prefix_shape(result.shape, group.shape)
+
+    def _reduce_consumers_fit(self, group: Group, reduce: Instruction,
+                              full: tuple[int, ...], outer: tuple[int, ...]) -> bool:
+        """Everything in the group computed from the reduced value is per row."""
+        allowed = self._row_shapes(full, outer)
+        pending = [reduce]
+        seen: set[int] = set()
+        while pending:
+            inst = pending.pop()
+            for v in inst.results:
+                for user in self.users.get(id(v), []):
+                    if not group.has(user) or id(user) in seen:
+                        continue
+                    seen.add(id(user))
+                    if any(r.type.shape not in allowed for r in user.results) or \
+                            not _keeps_rows(user):
+                        return False
+                    pending.append(user)
+        return True
+
+    def _accepts(self, group: Group, producer: Instruction) -> str | None:
+        """The group's kind after taking `producer`, or None when it cannot."""
+        if len(producer.results) != 1:
+            return None
+        result = producer.results[0].type
+        if producer.op in ELEMENTAL or producer.op is ops.CONSTANT:
+            return group.kind if self._elemental_fits(group, producer) else None
+        outer = trailing_reduce_outer(producer)
+        if outer is not None and group.kind in ("loop", "row"):
+            full = producer.operands[0].type.shape
+            if group.kind == "row" and (full, outer) != (group.shape, group.outer):
+                return None
+            if group.kind == "loop" and group.shape not in self._row_shapes(full, outer):
+                return None
+            return "row" if self._reduce_consumers_fit(group, producer, full, outer) else None
+        if producer.op in CONTRACTIONS and group.kind == "loop" and group.core is None:
+            epilogue_ok = result.shape == group.shape and all(
+                m.op in ELEMENTAL and all(v.type.dtype is result.dtype for v in m.results)
+                for m in group.members.values() if m.results[0].type.shape == group.shape)
+            return "dot" if epilogue_ok and group.root.results[0].type.dtype is result.dtype \
+                else None
+        return None
+
+    def _pull(self, group: Group, producer: Instruction) -> bool:
+        if producer.op is ops.PARAMETER or id(producer) in self.group_of \
+                or group.has(producer):
+            return False
+        if producer.op is ops.CONSTANT and not is_scalar_constant(producer.results[0]):
+            return False  # array constants stay kernel inputs, passed by pointer
+        users = [u for v in producer.results for u in self.users.get(id(v), [])]
+        all_inside = all(id(u) in group.owned for u in users) and not any(
+            id(v) in self.returned for v in producer.results)
+        if not all_inside and producer.op not in CHEAP:
+            return False
+        kind = self._accepts(group, producer)
+        if kind is None:
+            return False
+        if kind == "row" and group.kind == "loop" and producer.op is ops.REDUCE:
+            group.outer = trailing_reduce_outer(producer) or ()
+            group.shape = producer.operands[0].type.shape
+        if kind == "dot" and group.core is None and producer.op in CONTRACTIONS:
+            group.core = producer
+        group.kind = kind
+        group.members[id(producer)] = producer
+        if all_inside:
+            group.owned.add(id(producer))
+            self.group_of[id(producer)] = group
+        return True
+
+    def _grow(self, group: Group) -> None:
+        changed = True
+        while changed:
+            changed = False
+            for member in list(group.members.values()):
+                if member is group.core:
+                    continue  # a contraction reads its operands from memory
+                for operand in member.operands:
+                    if self._pull(group, operand.producer):
+                        changed = True
+
+    def _seed(self, inst: Instruction) -> Group | None:
+        if len(inst.results) != 1:
+            return None
+        result = inst.results[0].type
+        if inst.op in CONTRACTIONS:
+            return None  # a contraction joins its consumer's group, or stays alone
+        if inst.op is ops.REDUCE:
+            outer = trailing_reduce_outer(inst)
+            if outer is not None:
+                return Group(inst, "row", {id(inst): inst}, {id(inst)},
+                             inst.operands[0].type.shape, outer)
+            return Group(inst, "reduce", {id(inst): inst}, {id(inst)}, result.shape)
+        if inst.op in ELEMENTAL:
+            return Group(inst, "loop", {id(inst): inst}, {id(inst)}, result.shape)
+        return None
+
+    def groups(self) -> list[Group]:
+        found = []
+        for inst in reversed(self.fn.body):
+            if id(inst) in self.group_of or inst.op in (ops.PARAMETER, ops.CONSTANT):
+                continue
+            group = self._seed(inst)
+            if group is None:
+                continue
+            self.group_of[id(inst)] = group
+            self._grow(group)
+            found.append(group)
+        return found
+
+
+def _keeps_rows(inst: Instruction) -> bool:
+    """Whether `inst` reads each operand at the same row it writes: the row kernel keeps one
+    reduced value per row in a register, so nothing may move data between rows."""
+    if inst.op.has(Trait.ELEMENTWISE) or inst.op is ops.REDUCE:
+        return True
+    operand, result = inst.operands[0].type, inst.results[0].type
+    if inst.op is ops.BROADCAST_IN_DIM:
+        return list(inst.attrs["dims"]) == list(range(operand.rank))  # type: ignore[arg-type]
+    if inst.op is ops.RESHAPE:
+        return _strip_ones(operand.shape) == _strip_ones(result.shape)
+    return False
+
+
+def _strip_ones(shape: tuple[int, ...]) -> tuple[int, ...]:
+    end = len(shape)
+    while end and shape[end - 1] == 1:
+        end -= 1
+    return shape[:end]
+
+
+def _is_prefix_shape(shape: tuple[int, ...], full: tuple[int, ...]) -> bool:
+    """`full[:k]`, possibly padded with 1s to full's rank: a value that varies only along the
+    leading k dimensions."""
+    return any(shape in (full[:k], full[:k] + (1,) * (len(full) - k))
+               for k in range(len(full) + 1))
+
+
+def _size(shape: tuple[int, ...]) -> int:
+    n = 1
+    for d in shape:
+        n *= d
+    return n
+
+
+def _worth_a_kernel(group: Group) -> bool:
+    """A group of one instruction (plus duplicated cheap producers it does not need) stays a
+    plain instruction."""
+    real = [m for m in group.members.values() if not is_scalar_constant(m.results[0])]
+    return len(real) > 1
+
+
+def _build(module: Module, fn: Function, groups: list[Group]) -> Module:
+    fused = [g for g in groups if _worth_a_kernel(g)]
+    if not fused:
+        return module
+    root_group = {id(g.root): g for g in fused}
+    moved = set().union(*(g.owned for g in fused))
+    position = {id(inst): n for n, inst in enumerate(fn.body)}
+    new_fn = Function(fn.name)
+    builder = Builder(new_fn)
+    mapping: dict[int, Value] = {}
+    bodies: list[Function] = []
+    names = set(module.functions)
+    for inst in fn.body:
+        group = root_group.get(id(inst))
+        if group is not None:
+            name = _fresh(names, f"fused_{group.kind}")
+            body, inputs = _body(group, name, position)
+            bodies.append(body)
+            builder.loc = inst.loc
+            (result,) = builder.emit_multi(
+                ops.FUSION, [mapping[id(v)] for v in inputs],
+                {"kind": group.kind, "calls": name}, [inst.results[0].type],
+                name_hints=[inst.results[0].name_hint])
+            mapping[id(inst.results[0])] = result
+            continue
+        if id(inst) in moved:
+            continue
+        for old, new in zip(inst.results, copy_instruction(
+                builder, inst, [mapping[id(v)] for v in inst.operands])):
+            mapping[id(old)] = new
+    new_fn.outputs = [mapping[id(v)] for v in fn.outputs]
+    others = [f for n, f in module.functions.items() if n != fn.name]
+    return Module([new_fn, *others, *bodies], module.entry_name)
+
+
+def _fresh(names: set[str], base: str) -> str:
+    n = 0
+    while f"{base}_{n}" in names:
+        n += 1
+    name = f"{base}_{n}"
+    names.add(name)
+    return name
+
+
+def _body(group: Group, name: str, position: dict[int, int]) -> tuple[Function, list[Value]]:
+    """The group as a function of its inputs (values produced outside it)."""
+    body = Function(name)
+    builder = Builder(body)
+    inputs: list[Value] = []
+    mapping: dict[int, Value] = {}
+    members = sorted(group.members.values(), key=lambda inst: position[id(inst)])
+    for member in members:
+        for v in member.operands:
+            if id(v) in mapping or group.has(v.producer):
+                continue
+            if is_scalar_constant(v):
+                (copy,) = copy_instruction(builder, v.producer, [])
+                mapping[id(v)] = copy
+                continue
+            mapping[id(v)] = builder.emit(ops.PARAMETER, [], {"index": len(inputs)}, v.type,
+                                          name_hint=v.name_hint)
+            inputs.append(v)
+    for member in members:
+        builder.loc = member.loc
+        results = copy_instruction(builder, member, [mapping[id(v)] for v in member.operands])
+        for old, new in zip(member.results, results):
+            mapping[id(old)] = new
+    body.outputs = [mapping[id(group.root.results[0])]]
+    return body, inputs
+
+
+@module_pass("fusion")
+def fusion(module: Module) -> Module:
+    fn = module.entry
+    return _build(module, fn, _Fuser(fn).groups())
+
+
+__all__ = ["fusion", "ELEMENTAL", "CHEAP", "row_major"]
