@@ -323,7 +323,9 @@ class Jitted:
         if trace_stack() and _contains_tracer(args, kwargs):
             return self.fun(*args, **kwargs)  # called from another traced function: inline
         dynamic, static, leaves, treedef, specs = self._abstract_call(args, kwargs)
-        key = (treedef, specs, static)
+        # The names matter: f(x, y=a) and f(x, z=a) have the same leaves but mean different
+        # things when y and z have defaults.
+        key = (tuple(dynamic), treedef, specs, static)
         compiled = self._cache.get(key)
         if compiled is None:
             compiled = self._lower(dynamic, static, treedef, specs).compile()

@@ -38,13 +38,14 @@ from jitc.numpy.dispatch import (
     sort,
     trace,
 )
-from jitc.numpy.indexing import getitem, setitem, take
+from jitc.numpy.indexing import getitem, setitem, take, take_along_axis
 from jitc.numpy.linalg import dot, einsum, inner, matmul, outer, tensordot, vdot
 from jitc.numpy.reductions import (
     all,
     any,
     argmax,
     argmin,
+    count_nonzero,
     max,
     mean,
     min,
@@ -54,6 +55,7 @@ from jitc.numpy.reductions import (
     var,
 )
 from jitc.numpy.shapes import (
+    append,
     array_split,
     astype,
     atleast_1d,
@@ -64,6 +66,7 @@ from jitc.numpy.shapes import (
     column_stack,
     concatenate,
     copy,
+    diff,
     expand_dims,
     flatten,
     flip,
@@ -93,7 +96,7 @@ from jitc.numpy.shapes import (
     vstack,
     where,
 )
-from jitc.numpy.ufuncs import UFUNCS, apply_operator, apply_ufunc
+from jitc.numpy.ufuncs import UFUNCS, apply_operator, apply_ufunc, nan_to_num
 
 # The ufuncs jitc traces, under numpy's names (they are numpy's own objects).
 for _ufunc in UFUNCS:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from jitc.numpy._core import implements, lift, result_type
+from jitc.numpy._core import implements, ir_dtype, lift, result_type
 from jitc.numpy.shapes import broadcast_to
 from jitc.tracing.tracer import Tracer
 
@@ -22,7 +22,7 @@ tri = np.tri
 
 def _like(prototype, value, dtype, shape) -> Tracer:
     x = lift(prototype)
-    target = np.dtype(dtype) if dtype is not None else x.dtype
+    target = ir_dtype(dtype).numpy if dtype is not None else x.dtype
     out_shape = x.shape if shape is None else ((shape,) if isinstance(shape, int) else shape)
     return broadcast_to(lift(value, target), tuple(out_shape))
 
@@ -50,7 +50,7 @@ def full_like(a, fill_value, dtype=None, order="K", subok=True, shape=None, *, d
 def full(shape, fill_value, dtype=None, order="C", *, device=None, like=None):
     if not isinstance(fill_value, Tracer):
         return np.full(shape, fill_value, dtype)
-    target = np.dtype(dtype) if dtype is not None else result_type(fill_value)
+    target = ir_dtype(dtype).numpy if dtype is not None else result_type(fill_value)
     shape = (shape,) if isinstance(shape, int) else tuple(shape)
     return broadcast_to(lift(fill_value, target), shape)
 

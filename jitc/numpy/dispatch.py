@@ -14,10 +14,17 @@ from jitc.tracing.tracer import Tracer
 def apply_function(func: Callable, args: tuple, kwargs: dict[str, Any]) -> Any:
     impl = HANDLED.get(func)
     if impl is None:
-        module = getattr(func, "__module__", "numpy") or "numpy"
-        prefix = "numpy" if module.startswith("numpy") and "linalg" not in module else module
-        raise unsupported(f"{prefix}.{func.__name__}")
+        raise unsupported(public_name(func))
     return impl(*args, **kwargs)
+
+
+def public_name(func: Callable) -> str:
+    """`numpy.cumsum`, `numpy.linalg.inv`, `numpy.fft.fft`: where users find the function
+    (numpy defines many in private modules such as `numpy._core.fromnumeric`)."""
+    module = getattr(func, "__module__", None) or "numpy"
+    parts = module.split(".")
+    public = [p for p in parts[:2] if not p.startswith("_")] if parts[0] == "numpy" else parts
+    return ".".join(public + [func.__name__])
 
 
 @implements(np.round, np.around)

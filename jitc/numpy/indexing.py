@@ -50,6 +50,7 @@ def _static_int(item: Any) -> bool:
 
 
 def getitem(x: Tracer, index: Any) -> Tracer:
+    indexed = x.aval.short()
     items = _expand(index, x.ndim)
     # numpy: boolean masks are their nonzero() integer arrays; with any array index present,
     # integer scalars count as (0-d) array indices too.
@@ -83,8 +84,7 @@ def getitem(x: Tracer, index: Any) -> Tracer:
             n = x.shape[axis]
             i = int(item)
             if not -n <= i < n:
-                raise ShapeError(located(f"index {i} is out of bounds for axis {axis} with "
-                                         f"size {n}"))
+                raise _out_of_bounds(i, axis, n, indexed)
             x = slice_axis(x, axis, i % n, i % n + 1)
             out_shape_items.append("drop")
             axis += 1
@@ -94,7 +94,7 @@ def getitem(x: Tracer, index: Any) -> Tracer:
     if advanced:
         if None in out_shape_items:
             raise unsupported("mixing None/np.newaxis with integer-array indices")
-        return _advanced(x, out_shape_items)
+        return _advanced(x, out_shape_items, indexed)
     shape = []
     axis = 0
     for entry in out_shape_items:
@@ -125,7 +125,7 @@ def _apply_slice(x: Tracer, axis: int, item: slice) -> Tracer:
                       first, -step) if count else slice_axis(x, axis, 0, 0)
 
 
-def _advanced(x: Tracer, entries: list[Any]) -> Tracer:
+def _advanced(x: Tracer, entries: list[Any], indexed: str) -> Tracer:
     array_axes = [e[1] for e in entries if isinstance(e, tuple)]
     indices = []
     for e in entries:
@@ -140,7 +140,7 @@ def _advanced(x: Tracer, entries: list[Any]) -> Tracer:
         shapes = " ".join(str(i.shape) for i in indices)
         raise ShapeError(located(f"shape mismatch: indexing arrays could not be broadcast "
                                  f"together with shapes {shapes}")) from None
-    _check_static_bounds(x, array_axes, entries)
+    _check_static_bounds(x, array_axes, entries, indexed)
     # Move the indexed axes to the front and flatten them into one, so one gather does it.
     rest = [a for a in range(x.ndim) if a not in array_axes]
     moved = transpose(x, array_axes + rest)
@@ -167,7 +167,12 @@ def _advanced(x: Tracer, entries: list[Any]) -> Tracer:
     return gathered
 
 
-def _check_static_bounds(x: Tracer, axes: list[int], entries: list[Any]) -> None:
+def _out_of_bounds(index: int, axis: int, size: int, indexed: str) -> ShapeError:
+    return ShapeError(located(f"index {index} is out of bounds for axis {axis} with size {size} "
+                              f"(indexing {indexed})"))
+
+
+def _check_static_bounds(x: Tracer, axes: list[int], entries: list[Any], indexed: str) -> None:
     arrays = [e[2] for e in entries if isinstance(e, tuple)]
     for axis, idx in zip(axes, arrays):
         if isinstance(idx, Tracer):
@@ -176,8 +181,7 @@ def _check_static_bounds(x: Tracer, axes: list[int], entries: list[Any]) -> None
         n = x.shape[axis]
         if values.size and (values.max() >= n or values.min() < -n):
             bad = values.max() if values.max() >= n else values.min()
-            raise ShapeError(located(f"index {bad} is out of bounds for axis {axis} with "
-                                     f"size {n}"))
+            raise _out_of_bounds(int(bad), axis, n, indexed)
 
 
 @implements(np.take)
@@ -192,6 +196,29 @@ def take(a, indices, axis=None, out=None, mode=None):
     return getitem(x, tuple(index))
 
 
+@implements(np.take_along_axis)
+def take_along_axis(arr, indices, axis=-1):
+    """numpy's take_along_axis as one integer-array index: `indices` on `axis`, and an arange
+    broadcast along every other axis."""
+    x = lift(arr)
+    idx = indices if isinstance(indices, Tracer) else np.asarray(indices)  # static: bound-checked
+    if axis is None:
+        x, axis = reshape(x, (-1,)), 0
+    ax = normalize_axis(axis, x.ndim)
+    if idx.ndim != x.ndim:
+        raise ShapeError(located(f"numpy.take_along_axis: indices {idx.aval.short()} must have "
+                                 f"as many dimensions as the array {x.aval.short()}"))
+    index: list[Any] = []
+    for d in range(x.ndim):
+        if d == ax:
+            index.append(idx)
+        else:
+            shape = [1] * x.ndim
+            shape[d] = x.shape[d]
+            index.append(np.arange(x.shape[d]).reshape(shape))
+    return getitem(x, tuple(index))
+
+
 # -- x[index] = update ---------------------------------------------------------------------------
 
 def setitem(x: Tracer, index: Any, update: Any) -> Tracer:
@@ -203,8 +230,7 @@ def setitem(x: Tracer, index: Any, update: Any) -> Tracer:
         if _static_int(item):
             i = int(item)
             if not -n <= i < n:
-                raise ShapeError(located(f"index {i} is out of bounds for axis {axis} with "
-                                         f"size {n}"))
+                raise _out_of_bounds(i, axis, n, x.aval.short())
             item = slice(i % n, i % n + 1)
             region.append((1, False))
         elif isinstance(item, slice):

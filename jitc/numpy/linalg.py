@@ -8,7 +8,7 @@ import numpy as np
 
 from jitc.ir import ops
 from jitc.ir.types import TensorType
-from jitc.numpy._core import implements, lift_all, normalize_axis, unsupported
+from jitc.numpy._core import convert, implements, lift, lift_all, normalize_axis, unsupported
 from jitc.numpy.reductions import reduce
 from jitc.numpy.shapes import broadcast_to, reshape, transpose
 from jitc.tracing.errors import ShapeError, located
@@ -29,7 +29,8 @@ def _matmul_shapes_error(a: Tracer, b: Tracer) -> ShapeError:
     return ShapeError(located(f"matmul: {a.aval.short()} @ {b.aval.short()}: the last "
                               "dimension of the left operand must equal the "
                               f"{'only' if b.ndim == 1 else 'second-to-last'} dimension of the "
-                              "right operand"))
+                              "right operand; transpose an operand (.T, .swapaxes(-1, -2)) or "
+                              "fix its shape"))
 
 
 @implements()
@@ -46,7 +47,12 @@ def matmul(x1, x2, /, out=None, **kwargs):
         b = reshape(b, (b.shape[0], 1))
     if a.shape[-1] != b.shape[-2]:
         raise _matmul_shapes_error(a, b)
-    batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2]) if a.ndim > 2 or b.ndim > 2 else ()
+    try:
+        batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+    except ValueError:
+        raise ShapeError(located(f"matmul: {a.aval.short()} @ {b.aval.short()}: the batch "
+                                 f"dimensions {a.shape[:-2]} and {b.shape[:-2]} do not "
+                                 "broadcast")) from None
     if batch:
         a = broadcast_to(a, batch + a.shape[-2:])
         b = broadcast_to(b, batch + b.shape[-2:])
@@ -110,6 +116,68 @@ def tensordot(a, b, axes=2):
             raise ShapeError(located(f"tensordot: axis {i} of {x.aval.short()} does not match "
                                      f"axis {j} of {y.aval.short()}"))
     return dot_general(x, y, (xa, ya))
+
+
+# -- norms -------------------------------------------------------------------------------------
+
+@implements(np.linalg.norm)
+def norm(x, ord=None, axis=None, keepdims=False):
+    """Vector norms of any order and the matrix norms that need no decomposition."""
+    a = lift(x)
+    if a.dtype.kind != "f":
+        a = convert(a, np.float64)
+    if axis is None:
+        if ord is None:
+            return _sum_of_squares_root(a, tuple(range(a.ndim)), keepdims)
+        if a.ndim not in (1, 2):
+            raise ShapeError(located(f"numpy.linalg.norm with ord={ord!r} needs a 1-d or 2-d "
+                                     f"array or an axis, got {a.aval.short()}"))
+        axis = tuple(range(a.ndim))
+    axes = (normalize_axis(axis, a.ndim),) if isinstance(axis, (int, np.integer)) else \
+        tuple(normalize_axis(ax, a.ndim) for ax in axis)
+    if len(axes) == 1:
+        return _vector_norm(a, axes[0], ord, keepdims)
+    if len(axes) == 2 and axes[0] != axes[1]:
+        return _matrix_norm(a, axes, ord, keepdims)
+    raise ShapeError(located(f"numpy.linalg.norm: improper axis {axis!r} for "
+                             f"{a.aval.short()}"))
+
+
+def _sum_of_squares_root(a: Tracer, axes: tuple[int, ...], keepdims: bool) -> Tracer:
+    return np.sqrt(np.sum(np.multiply(a, a), axis=axes, keepdims=keepdims))
+
+
+def _vector_norm(a: Tracer, axis: int, ord, keepdims: bool) -> Tracer:
+    if ord is None or ord == 2:
+        return _sum_of_squares_root(a, (axis,), keepdims)
+    magnitude = np.abs(a)
+    if ord == np.inf:
+        return np.max(magnitude, axis=axis, keepdims=keepdims)
+    if ord == -np.inf:
+        return np.min(magnitude, axis=axis, keepdims=keepdims)
+    if ord == 0:
+        return np.sum(np.not_equal(a, 0).astype(a.dtype), axis=axis, keepdims=keepdims)
+    if ord == 1:
+        return np.sum(magnitude, axis=axis, keepdims=keepdims)
+    if isinstance(ord, str):
+        raise unsupported(f"numpy.linalg.norm with ord={ord!r} for vectors")
+    p = np.asarray(ord, dtype=a.dtype)
+    return np.power(np.sum(np.power(magnitude, p), axis=axis, keepdims=keepdims), 1 / p)
+
+
+def _matrix_norm(a: Tracer, axes: tuple[int, ...], ord, keepdims: bool) -> Tracer:
+    rows, cols = axes
+    if ord is None or ord == "fro":
+        return _sum_of_squares_root(a, axes, keepdims)
+    if ord not in (1, -1, np.inf, -np.inf):
+        raise unsupported(f"numpy.linalg.norm with ord={ord!r} for matrices",
+                          "The 2-norm and the nuclear norm need singular values.")
+    summed, over = (rows, cols) if ord in (1, -1) else (cols, rows)
+    pick = np.max if ord in (1, np.inf) else np.min
+    result = pick(np.sum(np.abs(a), axis=summed, keepdims=True), axis=over, keepdims=True)
+    if keepdims:
+        return result
+    return reshape(result, tuple(d for i, d in enumerate(result.shape) if i not in axes))
 
 
 @implements(np.linalg.matrix_transpose if hasattr(np.linalg, "matrix_transpose") else np.swapaxes)

@@ -18,7 +18,7 @@ from jitc.numpy._core import (
     normalize_axis,
     unsupported,
 )
-from jitc.tracing.errors import ShapeError, located
+from jitc.tracing.errors import ShapeError, TraceError, located
 from jitc.tracing.state import emit
 from jitc.tracing.tracer import Tracer
 
@@ -39,14 +39,16 @@ def _check_unsupported(name: str, kwargs: dict[str, Any]) -> None:
                               "Mask the input with np.where before reducing.")
 
 
-def _accumulator_dtype(x: Tracer, dtype: object) -> np.dtype:
+def _accumulator_dtype(x: Tracer, dtype: object, name: str) -> np.dtype:
     """numpy's sum/prod type: small integers and bool accumulate in the platform integer."""
     if dtype is not None:
-        return np.dtype(dtype)
+        return ir_dtype(dtype).numpy
     if x.dtype.kind == "b" or (x.dtype.kind == "i" and x.dtype.itemsize < 8):
         return np.dtype(np.int64)
-    if x.dtype.kind == "u" and x.dtype.itemsize < 8:
-        return np.dtype(np.uint64)
+    if x.dtype.kind == "u":
+        raise TraceError(located(
+            f"numpy.{name} of {x.aval.short()} accumulates in uint64, a dtype jitc does not "
+            f"support; pass dtype=np.int64 (or np.float64) to {name}"))
     return x.dtype
 
 
@@ -70,10 +72,10 @@ def sum(a, axis=None, dtype=None, out=None, keepdims=False, initial=None, where=
     _check_unsupported("sum", {"out": out, "where": where})
     x = lift(a)
     axes = normalize_axes(axis, x.ndim)
-    acc = convert(x, _accumulator_dtype(x, dtype))
-    if acc.dtype == np.bool_:
-        acc = convert(acc, np.int64)
-    result = reduce(acc, axes, "sum", keepdims)
+    acc = convert(x, _accumulator_dtype(x, dtype, "sum"))
+    # With dtype=bool numpy stays in bool: adding bools is a logical or.
+    kind = "or" if acc.dtype == np.bool_ else "sum"
+    result = reduce(acc, axes, kind, keepdims)
     return _with_initial(x, result, initial, np.add)
 
 
@@ -82,10 +84,10 @@ def prod(a, axis=None, dtype=None, out=None, keepdims=False, initial=None, where
     _check_unsupported("prod", {"out": out, "where": where})
     x = lift(a)
     axes = normalize_axes(axis, x.ndim)
-    acc = convert(x, _accumulator_dtype(x, dtype))
-    if acc.dtype == np.bool_:
-        acc = convert(acc, np.int64)
-    result = reduce(acc, axes, "prod", keepdims)
+    acc = convert(x, _accumulator_dtype(x, dtype, "prod"))
+    # With dtype=bool numpy stays in bool: multiplying bools is a logical and.
+    kind = "and" if acc.dtype == np.bool_ else "prod"
+    result = reduce(acc, axes, kind, keepdims)
     return _with_initial(x, result, initial, np.multiply)
 
 
@@ -112,7 +114,7 @@ def min(a, axis=None, out=None, keepdims=False, initial=None, where=True):
 
 def _mean_dtype(x: Tracer, dtype: object) -> np.dtype:
     if dtype is not None:
-        return np.dtype(dtype)
+        return ir_dtype(dtype).numpy
     return x.dtype if x.dtype.kind == "f" else np.dtype(np.float64)
 
 
@@ -169,11 +171,12 @@ def std(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, where=True, 
 def _arg(name: str, op, a, axis, out, keepdims):
     _check_unsupported(name, {"out": out})
     x = lift(a)
-    if axis is None:
+    if axis is not None:
+        axis_ = normalize_axis(axis, x.ndim)
+    if axis is None or x.ndim == 0:
+        # A 0-d array is one element along its axis 0 (or -1), as in numpy.
         x = emit(ops.RESHAPE, [x], {}, TensorType(x.aval.dtype, (x.size,)))
         axis_ = 0
-    else:
-        axis_ = normalize_axis(axis, x.ndim)
     if x.shape[axis_] == 0:
         raise ShapeError(located(f"numpy.{name} of an empty sequence ({x.aval.short()})"))
     if x.dtype.kind == "b":
@@ -212,6 +215,12 @@ def any(a, axis=None, out=None, keepdims=False, *, where=True):
 @implements(np.all)
 def all(a, axis=None, out=None, keepdims=False, *, where=True):
     return _logical("and", a, axis, out, keepdims, where)
+
+
+@implements(np.count_nonzero)
+def count_nonzero(a, axis=None, *, keepdims=False):
+    x = lift(a)
+    return sum(x if x.dtype == np.bool_ else np.not_equal(x, 0), axis=axis, keepdims=keepdims)
 
 
 _UFUNC_REDUCERS = {np.add: sum, np.multiply: prod, np.maximum: max, np.minimum: min,

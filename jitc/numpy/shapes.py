@@ -4,6 +4,7 @@ slice, concatenate, reverse and pad."""
 from __future__ import annotations
 
 import builtins
+import itertools
 import math
 from collections.abc import Sequence
 
@@ -54,7 +55,7 @@ def reshape(a, shape=None, order="C", *, newshape=None, copy=None):
         raise unsupported(f"reshape with order={order!r}", "Only C order is traced.")
     shape = newshape if shape is None else shape
     x = lift(a)
-    if isinstance(shape, (int, np.integer)) or isinstance(shape, Tracer):
+    if isinstance(shape, (int, np.integer, Tracer)):
         shape = (shape,)
     new = _resolve_shape(x.size, shape, x.aval.short())
     if new == x.shape:
@@ -154,7 +155,7 @@ def copy(a, order="K", subok=False):
 
 
 def astype(a, dtype, order="K", casting="unsafe", subok=True, copy=True):
-    return convert(lift(a), np.dtype(dtype))
+    return convert(lift(a), dtype)
 
 
 @implements(np.atleast_1d)
@@ -255,14 +256,15 @@ def column_stack(tup):
     return concatenate([reshape(x, (-1, 1)) if x.ndim < 2 else x for x in xs], axis=1)
 
 
-def _split_points(n: int, sections, strict: bool) -> list[int]:
+def _split_points(n: int, sections, strict: bool, what: str) -> list[int]:
     if isinstance(sections, (int, np.integer)):
         count = int(sections)
         if count <= 0:
             raise ShapeError(located("number of sections must be larger than 0"))
         if strict and n % count:
-            raise ShapeError(located(f"array split does not result in an equal division: "
-                                     f"{n} into {count}"))
+            raise ShapeError(located(
+                f"numpy.split: {what} (size {n}) does not divide into {count} equal sections; "
+                "use np.array_split for sections of unequal size, or pass the split indices"))
         size, extra = divmod(n, count)
         points, at = [], 0
         for i in range(count - 1):
@@ -276,10 +278,10 @@ def _split(a, sections, axis, strict: bool) -> list[Tracer]:
     x = lift(a)
     ax = normalize_axis(axis, x.ndim)
     n = x.shape[ax]
-    points = _split_points(n, sections, strict)
+    points = _split_points(n, sections, strict, f"axis {ax} of {x.aval.short()}")
     bounds = [0] + [min(max(p if p >= 0 else p + n, 0), n) for p in points] + [n]
     pieces = []
-    for lo, hi in zip(bounds[:-1], bounds[1:]):
+    for lo, hi in itertools.pairwise(bounds):
         hi = max(lo, hi)
         pieces.append(slice_axis(x, ax, lo, hi))
     return pieces
@@ -367,6 +369,37 @@ def fliplr(m):
 @implements(np.flipud)
 def flipud(m):
     return flip(m, 0)
+
+
+@implements(np.append)
+def append(arr, values, axis=None):
+    if axis is None:
+        return concatenate([ravel(arr), ravel(values)])
+    return concatenate([arr, values], axis=axis)
+
+
+@implements(np.diff)
+def diff(a, n=1, axis=-1, prepend=np._NoValue, append=np._NoValue):
+    x = lift(a)
+    ax = normalize_axis(axis, x.ndim)
+    edge = x.shape[:ax] + (1,) + x.shape[ax + 1:]
+    parts = [x]
+    if prepend is not np._NoValue:
+        parts.insert(0, _diff_edge(prepend, edge))
+    if append is not np._NoValue:
+        parts.append(_diff_edge(append, edge))
+    if len(parts) > 1:
+        x = concatenate(parts, axis=ax)
+    for _ in range(check_static_int(n, "the diff order n")):
+        later, earlier = slice_axis(x, ax, 1, x.shape[ax]), slice_axis(x, ax, 0, x.shape[ax] - 1)
+        x = np.not_equal(later, earlier) if x.dtype == np.bool_ else np.subtract(later, earlier)
+    return x
+
+
+def _diff_edge(value, edge_shape: tuple[int, ...]) -> Tracer:
+    """numpy.diff's prepend/append: a scalar fills one slice along the axis."""
+    v = lift(value)
+    return broadcast_to(v, edge_shape) if v.ndim == 0 else v
 
 
 @implements(np.roll)

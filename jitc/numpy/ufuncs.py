@@ -12,9 +12,18 @@ from typing import Any
 
 import numpy as np
 
-from jitc.ir import ops
+from jitc.ir import dtypes, ops
 from jitc.ir.types import TensorType
-from jitc.numpy._core import convert, is_python_scalar, lift, result_type, trace_of, unsupported
+from jitc.numpy._core import (
+    convert,
+    implements,
+    ir_dtype,
+    is_python_scalar,
+    lift,
+    result_type,
+    trace_of,
+    unsupported,
+)
 from jitc.tracing.errors import TraceError, located
 from jitc.tracing.state import emit
 from jitc.tracing.tracer import Tracer
@@ -147,7 +156,8 @@ def _floor_divide_parts(x: Tracer, y: Tracer) -> tuple[Tracer, Tracer]:
         # numpy rounds the quotient to an integral value and gives zero remainders y's sign.
         quotient = select(compare(y, zero, "eq"), emit(ops.DIV, [x, y]),
                           emit(ops.ROUND, [quotient]))
-        signed_zero = emit(ops.MUL, [zero, y])
+        # Not 0 * y: that is nan for an infinite y, whose zero remainders are zeros too.
+        signed_zero = select(compare(y, zero, "lt"), _const_like(x, -0.0), zero)
         modulo = select(compare(modulo, zero, "eq"), signed_zero, modulo)
     return quotient, modulo
 
@@ -273,11 +283,18 @@ def _arccos(x: Tracer) -> Tracer:
 
 @_register(np.sinh)
 def _sinh(x: Tracer) -> Tracer:
-    # (e^x - e^-x) / 2 through expm1 stays accurate near 0: em1 + em1 / (em1 + 1).
-    em1 = emit(ops.EXPM1, [x])
+    # (e^a - e^-a) / 2 = (em1 + em1 / (em1 + 1)) / 2 with em1 = expm1(a), accurate near 0,
+    # evaluated at a = |x| (where em1 + 1 does not cancel) and given the sign of x.
+    em1 = emit(ops.EXPM1, [emit(ops.ABS, [x])])
     one, half = _const_like(x, 1), _const_like(x, 0.5)
-    return emit(ops.MUL, [half, emit(ops.ADD, [em1, emit(ops.DIV, [em1, emit(ops.ADD, [em1,
-                                                                                       one])])])])
+    magnitude = emit(ops.MUL, [half, emit(ops.ADD, [em1, emit(ops.DIV, [em1, emit(ops.ADD, [
+        em1, one])])])])
+    magnitude = select(_isposinf(em1), em1, magnitude)  # inf / inf would give nan
+    return emit(ops.MUL, [magnitude, emit(ops.SIGN, [x])])
+
+
+def _isposinf(x: Tracer) -> Tracer:
+    return compare(x, _const_like(x, np.inf), "eq")
 
 
 @_register(np.cosh)
@@ -307,21 +324,39 @@ def _arcsinh(x: Tracer) -> Tracer:
 
 @_register(np.arccosh)
 def _arccosh(x: Tracer) -> Tracer:
+    # log(x + sqrt(x*x - 1)) as log1p((x - 1) + ...): x - 1 is exact near 1, where log would
+    # lose the small argument.
     one = _const_like(x, 1)
-    root = emit(ops.SQRT, [emit(ops.MUL, [emit(ops.SUB, [x, one]), emit(ops.ADD, [x, one])])])
-    return emit(ops.LOG, [emit(ops.ADD, [x, root])])
+    below = emit(ops.SUB, [x, one])
+    root = emit(ops.SQRT, [emit(ops.MUL, [below, emit(ops.ADD, [x, one])])])
+    result = emit(ops.LOG1P, [emit(ops.ADD, [below, root])])
+    # Past 1/eps, sqrt(x*x - 1) is x (and x*x may overflow): log(2x).
+    large = compare(x, _const_like(x, 1 / np.finfo(x.dtype).eps), "gt")
+    return select(large, emit(ops.ADD, [emit(ops.LOG, [x]), _const_like(x, math.log(2))]),
+                  result)
 
 
 @_register(np.hypot)
 def _hypot(x: Tracer, y: Tracer) -> Tracer:
-    return emit(ops.SQRT, [emit(ops.ADD, [emit(ops.MUL, [x, x]), emit(ops.MUL, [y, y])])])
+    # big * sqrt(1 + (small / big)**2) does not overflow where x*x + y*y would.
+    ax, ay = emit(ops.ABS, [x]), emit(ops.ABS, [y])
+    big, small = emit(ops.MAX, [ax, ay]), emit(ops.MIN, [ax, ay])
+    zero, one = _const_like(x, 0), _const_like(x, 1)
+    ratio = emit(ops.DIV, [small, big])
+    scaled = emit(ops.MUL, [big, emit(ops.SQRT, [emit(ops.ADD, [one, emit(ops.MUL, [ratio,
+                                                                                  ratio])])])])
+    result = select(compare(big, zero, "eq"), zero, scaled)
+    # An infinite side wins even over nan, as in C's hypot.
+    return select(emit(ops.OR, [_isposinf(ax), _isposinf(ay)]), _const_like(x, np.inf), result)
 
 
 @_register(np.logaddexp)
 def _logaddexp(x: Tracer, y: Tracer) -> Tracer:
     big = emit(ops.MAX, [x, y])
     gap = emit(ops.NEG, [emit(ops.ABS, [emit(ops.SUB, [x, y])])])
-    return emit(ops.ADD, [big, emit(ops.LOG1P, [emit(ops.EXP, [gap])])])
+    result = emit(ops.ADD, [big, emit(ops.LOG1P, [emit(ops.EXP, [gap])])])
+    # Equal arguments (infinities too, whose difference is nan) give x + log(2).
+    return select(compare(x, y, "eq"), emit(ops.ADD, [x, _const_like(x, math.log(2))]), result)
 
 
 @_register(np.copysign)
@@ -335,13 +370,71 @@ def _copysign(x: Tracer, y: Tracer) -> Tracer:
     return select(negative, emit(ops.NEG, [magnitude]), magnitude)
 
 
+@_register(np.signbit)
+def _signbit(x: Tracer) -> Tracer:
+    # The sign bit itself, so -0.0 and -nan count as negative, as in numpy.
+    bits = dtypes.int64 if x.dtype.itemsize == 8 else dtypes.int32
+    as_int = emit(ops.BITCAST_CONVERT, [x], {}, TensorType(bits, x.shape))
+    return compare(as_int, lift(np.zeros((), bits.numpy), trace=x.trace), "lt")
+
+
+@_register(np.heaviside)
+def _heaviside(x: Tracer, at_zero: Tracer) -> Tracer:
+    zero, one = _const_like(x, 0), _const_like(x, 1)
+    step = select(compare(x, zero, "lt"), zero, select(compare(x, zero, "gt"), one, at_zero))
+    return select(_isnan(x), x, step)
+
+
+@_register(np.cbrt)
+def _cbrt(x: Tracer) -> Tracer:
+    root = emit(ops.POW, [emit(ops.ABS, [x]), _const_like(x, 1 / 3)])
+    return select(compare(x, _const_like(x, 0), "lt"), emit(ops.NEG, [root]), root)
+
+
+@_register(np.logaddexp2)
+def _logaddexp2(x: Tracer, y: Tracer) -> Tracer:
+    big = emit(ops.MAX, [x, y])
+    gap = emit(ops.NEG, [emit(ops.ABS, [emit(ops.SUB, [x, y])])])
+    tail = emit(ops.LOG1P, [emit(ops.POW, [_const_like(x, 2), gap])])
+    result = emit(ops.ADD, [big, emit(ops.MUL, [tail, _const_like(x, 1 / math.log(2))])])
+    return select(compare(x, y, "eq"), emit(ops.ADD, [x, _const_like(x, 1)]), result)
+
+
+def _scale_by(factor: float) -> UfuncImpl:
+    def impl(x: Tracer) -> Tracer:
+        return emit(ops.MUL, [x, _const_like(x, factor)])
+    return impl
+
+
+for _ufunc, _factor in [(np.deg2rad, math.pi / 180), (np.radians, math.pi / 180),
+                        (np.rad2deg, 180 / math.pi), (np.degrees, 180 / math.pi)]:
+    UFUNCS[_ufunc] = _scale_by(_factor)
+UFUNCS[np.float_power] = _op(ops.POW)  # numpy's loops are float64 already
+UFUNCS[np.conjugate] = _positive  # real dtypes only
+
+
+@implements(np.nan_to_num)
+def nan_to_num(a, copy=True, nan=0.0, posinf=None, neginf=None):
+    x = lift(a)
+    if x.dtype.kind != "f":
+        return x
+    info = np.finfo(x.dtype)
+    big = _const_like(x, info.max if posinf is None else posinf)
+    small = _const_like(x, info.min if neginf is None else neginf)
+    finite = emit(ops.IS_FINITE, [x])
+    replaced = select(_isnan(x), _const_like(x, nan),
+                      select(compare(x, _const_like(x, 0), "gt"), big, small))
+    return select(finite, x, replaced)
+
+
 # -- dispatch ----------------------------------------------------------------------------------
 
 # Ufuncs jitc spells with several rounding float ops. numpy evaluates float16 loops in float32
 # and rounds once at the end; jitc does the same for these so float16 results agree.
 _WIDEN_FLOAT16 = frozenset({
     np.sinh, np.cosh, np.tan, np.arcsin, np.arccos, np.arctanh, np.arcsinh, np.arccosh,
-    np.hypot, np.logaddexp, np.log2, np.log10, np.floor_divide, np.remainder})
+    np.hypot, np.logaddexp, np.logaddexp2, np.log2, np.log10, np.floor_divide, np.remainder,
+    np.heaviside, np.cbrt, np.signbit})
 
 _UNSUPPORTED_KWARGS = ("out", "where", "casting", "order", "subok", "signature")
 
@@ -375,7 +468,7 @@ def call_ufunc(ufunc: np.ufunc, impl: UfuncImpl, inputs: tuple, dtype: object = 
         if dtype is None:
             loop = ufunc.resolve_dtypes(keys + (None,) * ufunc.nout)
         else:
-            wanted = (None,) * ufunc.nin + (np.dtype(dtype),) * ufunc.nout
+            wanted = (None,) * ufunc.nin + (ir_dtype(dtype).numpy,) * ufunc.nout
             loop = ufunc.resolve_dtypes(keys + (None,) * ufunc.nout, signature=wanted)
     except (TypeError, np.exceptions.DTypePromotionError) as exc:
         listed = ", ".join(str(k.__name__ if isinstance(k, type) else k) for k in keys)

@@ -72,9 +72,12 @@ def _unflatten(treedef: TreeDef, it) -> Any:
 
 
 def leaf_paths(tree: Any, prefix: str = "") -> list[str]:
-    """Readable names of the leaves (`params.w1`, `xs_0`) used as IR value names."""
+    """Readable names of the leaves (`params_w1`, `xs_0`) used as IR value names."""
     if tree is None:
         return []
+    if isinstance(tree, tuple) and hasattr(tree, "_fields"):
+        return [p for field, c in zip(tree._fields, tree)
+                for p in leaf_paths(c, f"{prefix}_{field}")]
     if isinstance(tree, (tuple, list)):
         return [p for i, c in enumerate(tree) for p in leaf_paths(c, f"{prefix}_{i}")]
     if isinstance(tree, dict):

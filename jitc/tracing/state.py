@@ -14,7 +14,7 @@ import numpy as np
 
 from jitc.ir import dtypes, ops
 from jitc.ir.core import Builder, Function, Literal
-from jitc.ir.opdef import IRTypeError, OpDef
+from jitc.ir.opdef import IRTypeError, OpDef, Trait
 from jitc.ir.types import TensorType
 from jitc.tracing.errors import ShapeError, TraceError, located, user_location
 
@@ -81,12 +81,25 @@ def emit_multi(op: OpDef, operands: Sequence[Tracer], attrs: Mapping[str, object
         values = state.builder.emit_multi(op, [t.value for t in operands], attrs, result_types,
                                           loc=loc)
     except IRTypeError as exc:
-        shapes = ", ".join(t.value.type.short() for t in operands)
-        message = str(exc)
-        if shapes and "[" not in message:
-            message += f" (operands: {shapes})"
+        message = _explain(op, [t.value.type for t in operands], exc)
         raise ShapeError(located(f"{op.name}: {message}", loc)) from None
     return tuple(Tracer(state, v) for v in values)
+
+
+def _explain(op: OpDef, types: Sequence[TensorType], exc: IRTypeError) -> str:
+    """The op table's complaint, in the user's terms where we can say more."""
+    if op.has(Trait.BROADCASTS):
+        try:
+            np.broadcast_shapes(*(t.shape for t in types))
+        except ValueError:
+            listed = " with ".join(t.short() for t in types)
+            return (f"cannot broadcast {listed}\nBroadcasting matches shapes from the last "
+                    "dimension, where each pair of sizes must be equal or 1; add axes "
+                    "(x[:, None]), reshape or transpose an operand so that they line up.")
+    message = str(exc)
+    if types and "[" not in message:
+        message += f" (operands: {', '.join(t.short() for t in types)})"
+    return message
 
 
 def emit(op: OpDef, operands: Sequence[Tracer], attrs: Mapping[str, object] | None = None,

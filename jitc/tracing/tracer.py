@@ -87,8 +87,12 @@ class Tracer:
         raise ConcretizationError(located(
             f"a traced array ({self.aval.short()}) was converted to a numpy array, but its "
             "value is only known when the compiled function runs.\nUse numpy functions and "
-            "array methods on it instead of np.asarray/np.array (x.astype(dtype) converts "
-            "dtypes), or pass the value as a static argument (static_argnums)."))
+            "array methods on it instead of np.asarray/np.array: x.astype(dtype) converts "
+            "dtypes, np.stack joins a list of traced arrays. Or pass the value as a static "
+            "argument (static_argnums).\nIndexing a numpy array with a traced index "
+            "(table[idx], np.eye(n)[idx]) converts the index too: pass the table as an "
+            "argument so that it is traced, or compare instead (idx[..., None] == "
+            "np.arange(n) is a one-hot encoding)."))
 
     def _concrete(self, what: str):
         loc = user_location()
@@ -163,6 +167,13 @@ class Tracer:
 
     def __hash__(self) -> int:
         return id(self)
+
+    def __getattr__(self, name: str):
+        # Reached only for names a Tracer lacks; an AttributeError keeps hasattr() working.
+        if not name.startswith("_") and hasattr(np.ndarray, name):
+            raise AttributeError(located(
+                f"ndarray.{name} is not supported on traced arrays inside jitc.jit yet"))
+        raise AttributeError(f"'Tracer' object has no attribute {name!r}")
 
 
 def _binary(ufunc: np.ufunc, reflected: bool = False):

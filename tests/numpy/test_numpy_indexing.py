@@ -57,15 +57,13 @@ def test_getitem(index, backend):
 @pytest.mark.parametrize("index", [pytest.param(i, id=name) for name, i in ADVANCED[:14]])
 def test_getitem_with_traced_indices(index, backend):
     """The same integer arrays passed as arguments (values known only at run time)."""
-    arrays = [i for i in (index if isinstance(index, tuple) else (index,))
-              if isinstance(i, (np.ndarray, list))]
+    items = index if isinstance(index, tuple) else (index,)
+    arrays = [np.asarray(i) for i in items if isinstance(i, (np.ndarray, list))]
 
-    def take(x, *idx):
-        it = iter(idx)
-        full = tuple(next(it) if isinstance(i, (np.ndarray, list)) else i
-                     for i in (index if isinstance(index, tuple) else (index,)))
-        return x[full]
-    check_jit(take, X, *[np.asarray(a) for a in arrays], backend=backend)
+    def take(x, *traced):
+        supply = iter(traced)
+        return x[tuple(next(supply) if isinstance(i, (np.ndarray, list)) else i for i in items)]
+    check_jit(take, X, *arrays, backend=backend)
 
 
 @pytest.mark.parametrize("backend", BACKENDS)

@@ -105,3 +105,30 @@ def test_vdot_and_products_with_constants(backend):
     check_jit(lambda x: x @ w, x, backend=backend)
     check_jit(lambda x: w.T @ x.T, x, backend=backend)
     check_jit(lambda x: np.einsum("ij,jk->ik", x, w), x, backend=backend)
+
+
+NORMS = [
+    ((5,), None, None), ((5,), 2, None), ((5,), 1, None), ((5,), np.inf, None),
+    ((5,), -np.inf, None), ((5,), 0, None), ((5,), 3, None), ((5,), 0.5, None),
+    ((3, 4), None, None), ((3, 4), "fro", None), ((3, 4), 1, None), ((3, 4), -1, None),
+    ((3, 4), np.inf, None), ((3, 4), -np.inf, None), ((2, 3, 4), None, -1),
+    ((2, 3, 4), 2, 1), ((2, 3, 4), 1, (0, 2)), ((2, 3, 4), np.inf, (2, 1)),
+    ((2, 3, 4), "fro", (-1, -2)), ((2, 3, 4), None, (0, 1)),
+]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("keepdims", [False, True])
+@pytest.mark.parametrize("shape,ord,axis", NORMS, ids=str)
+def test_norm(shape, ord, axis, keepdims, backend):
+    x = random(shape)
+    x.flat[1] = 0  # for ord=0
+    check_jit(lambda x: np.linalg.norm(x, ord, axis, keepdims), x, backend=backend)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_norm_of_integers_and_normalization(backend):
+    check_jit(np.linalg.norm, random((3, 4), np.int32), backend=backend)
+    embeddings = random((6, 8))
+    check_jit(lambda e: e / np.linalg.norm(e, axis=-1, keepdims=True), embeddings,
+              backend=backend)

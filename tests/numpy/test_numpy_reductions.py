@@ -73,6 +73,15 @@ def test_reduction_options(backend):
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("axis", [None, 0, -1, (0, 2)], ids=str)
+@pytest.mark.parametrize("dtype", [np.float32, np.int8, np.bool_], ids=lambda d: np.dtype(d).name)
+def test_count_nonzero(dtype, axis, backend):
+    x = _data(dtype)
+    check_jit(lambda x: np.count_nonzero(x, axis=axis), x, backend=backend)
+    check_jit(lambda x: np.count_nonzero(x, axis=axis, keepdims=True), x, backend=backend)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_reductions_of_float16_accumulate_like_numpy(backend):
     x = random((64,), np.float16, low=0, high=4)
     check_jit(np.mean, x, backend=backend)

@@ -139,6 +139,20 @@ JOINS = [
     ("vsplit", lambda a, b, c: np.vsplit(a, [1])),
     ("broadcast_arrays", lambda a, b, c: np.broadcast_arrays(a, b[0], 1.0)),
     ("tuple unpacking of split", lambda a, b, c: sum(np.split(c[:, :4], 2, axis=1))),
+    ("append", lambda a, b, c: np.append(a, c)),
+    ("append axis", lambda a, b, c: np.append(a, c, axis=1)),
+    ("diff", lambda a, b, c: np.diff(c)),
+    ("diff n=2 axis 0", lambda a, b, c: np.diff(np.vstack([a, b, a]), n=2, axis=0)),
+    ("diff prepend append", lambda a, b, c: np.diff(c, prepend=0.0, append=c[:, :1])),
+    ("diff bool", lambda a, b, c: np.diff(c > 0, axis=-1)),
+    ("take_along_axis", lambda a, b, c: np.take_along_axis(c, np.argmax(c, 1)[:, None], 1)),
+    ("take_along_axis static", lambda a, b, c: np.take_along_axis(
+        c, np.array([[4, 0, 0], [1, 2, 3]]), axis=-1)),
+    ("take_along_axis broadcast", lambda a, b, c: np.take_along_axis(
+        c, np.array([[0, 4]]), axis=1)),
+    ("take_along_axis axis 0", lambda a, b, c: np.take_along_axis(
+        c, np.array([[1, 0, 1, 1, 0]]), axis=0)),
+    ("take_along_axis None", lambda a, b, c: np.take_along_axis(c, np.array([9, 0, 3]), None)),
 ]
 
 

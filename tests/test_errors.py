@@ -1,0 +1,219 @@
+"""Errors name the user's function, file, line and source text, the shapes and dtypes involved,
+and what to do instead."""
+
+from __future__ import annotations
+
+import inspect
+import os
+
+import numpy as np
+import pytest
+
+import jitc
+
+X = np.ones((3, 4), np.float32)
+Y = np.ones((5,), np.float32)
+W = np.ones((5, 2), np.float32)
+TABLE = np.eye(10, dtype=np.float32)
+
+# Each function below fails on the line marked `# error`.
+
+
+def branch_on_value(x):
+    if x.sum() > 0:  # error
+        return x
+    return -x
+
+
+def python_float(x):
+    scale = float(x.max())  # error
+    return x * scale
+
+
+def numpy_conversion(x):
+    return np.asarray(x) + 1  # error
+
+
+def numpy_table_lookup(x):
+    return TABLE[x.argmax(axis=-1)]  # error
+
+
+def add_bias(x, bias):
+    return x + bias  # error
+
+
+def project(x, w):
+    return x @ w  # error
+
+
+def running_sum(x):
+    return np.cumsum(x, axis=-1)  # error
+
+
+def invert(x):
+    return np.linalg.inv(x[:, :3])  # error
+
+
+def spectrum(x):
+    return np.fft.fft(x)  # error
+
+
+def accumulate_in_place(x):
+    out = np.zeros_like(x)
+    np.add(x, 1, out=out)  # error
+    return out
+
+
+def keep_positive(x):
+    return x[x > 0]  # error
+
+
+def row_five(x):
+    return x[5]  # error
+
+
+def gather_rows(x):
+    return x[np.array([0, 7])]  # error
+
+
+def three_heads(x):
+    q, k, v = np.split(x, 3, axis=-1)  # error
+    return q + k + v
+
+
+def to_complex(x):
+    return x.astype(np.complex128)  # error
+
+
+def to_string(x):
+    return x.astype("U8")  # error
+
+
+def mixed_int_widths(x):
+    return x.astype(np.int8) + x.astype(np.uint8)  # error
+
+
+def pixel_total(x):
+    return x.astype(np.uint8).sum()  # error
+
+
+def running_product(x):
+    return x.cumprod(axis=0)  # error
+
+
+def array_of_rows(x):
+    return np.array([x[0], x[1]])  # error
+
+
+CASES = [
+    # (function, arguments, exception, fragments of the message after the source line)
+    (branch_on_value, (X,), jitc.ConcretizationError,
+     ["the truth value of a traced array (bool[]) in branch_on_value()", "np.where",
+      "static_argnums"]),
+    (python_float, (X,), jitc.ConcretizationError,
+     ["float() of a traced array (f32[])", "static_argnums"]),
+    (numpy_conversion, (X,), jitc.ConcretizationError,
+     ["traced array (f32[3,4]) was converted to a numpy array", "x.astype(dtype)"]),
+    (numpy_table_lookup, (X,), jitc.ConcretizationError,
+     ["traced array (i64[3])", "pass the table as an argument",
+      "idx[..., None] == np.arange(n)"]),
+    (add_bias, (X, Y), jitc.ShapeError,
+     ["add: cannot broadcast f32[3,4] with f32[5]", "add axes (x[:, None])"]),
+    (project, (X, W), jitc.ShapeError,
+     ["matmul: f32[3,4] @ f32[5,2]", "last dimension of the left operand", ".T"]),
+    (running_sum, (X,), jitc.TraceError,
+     ["numpy.cumsum is not supported inside jitc.jit yet", "np.tri"]),
+    (invert, (X,), jitc.TraceError, ["numpy.linalg.inv is not supported inside jitc.jit yet"]),
+    (spectrum, (X,), jitc.TraceError, ["numpy.fft.fft is not supported inside jitc.jit yet"]),
+    (accumulate_in_place, (X,), jitc.TraceError,
+     ["numpy.add(..., out=...) is not supported", "use the returned value instead of out="]),
+    (keep_positive, (X,), jitc.TraceError,
+     ["indexing with a traced boolean mask", "not supported", "np.where(mask, x, fill)"]),
+    (row_five, (X,), jitc.ShapeError,
+     ["index 5 is out of bounds for axis 0 with size 3 (indexing f32[3,4])"]),
+    (gather_rows, (X,), jitc.ShapeError,
+     ["index 7 is out of bounds for axis 0 with size 3 (indexing f32[3,4])"]),
+    (three_heads, (X,), jitc.ShapeError,
+     ["numpy.split: axis 1 of f32[3,4] (size 4) does not divide into 3 equal sections",
+      "np.array_split"]),
+    (to_complex, (X,), jitc.TraceError,
+     ["dtype complex128 is not supported by jitc", "supported: bool, int8"]),
+    (to_string, (X,), jitc.TraceError, ["dtype <U8 is not supported by jitc"]),
+    (mixed_int_widths, (X,), jitc.TraceError, ["dtype int16 is not supported by jitc"]),
+    (pixel_total, (X,), jitc.TraceError,
+     ["numpy.sum of u8[3,4] accumulates in uint64", "pass dtype=np.int64"]),
+    (running_product, (X,), AttributeError,
+     ["ndarray.cumprod is not supported on traced arrays inside jitc.jit yet"]),
+    (array_of_rows, (X,), jitc.ConcretizationError,
+     ["traced array (f32[4]) was converted", "np.stack joins a list of traced arrays"]),
+]
+
+
+def _error_line(fn) -> tuple[int, str]:
+    lines, first = inspect.getsourcelines(fn)
+    for offset, text in enumerate(lines):
+        if "# error" in text:
+            return first + offset, text.strip()
+    raise AssertionError(f"{fn.__name__} has no `# error` line")
+
+
+@pytest.mark.parametrize("fn,args,kind,fragments", CASES, ids=[c[0].__name__ for c in CASES])
+def test_error_message(fn, args, kind, fragments):
+    with pytest.raises(kind) as info:
+        jitc.jit(fn)(*args)
+    message = str(info.value)
+    line, source = _error_line(fn)
+    header = f"{__file__}:{line} in {fn.__name__}\n    {source}\n"
+    assert message.startswith(header), message
+    for fragment in fragments:
+        assert fragment in message, f"{fragment!r} not in:\n{message}"
+    assert os.path.basename(__file__) in message
+
+
+def test_errors_are_numpy_compatible_exception_types():
+    # Code that catches numpy's exceptions keeps working: shape errors are ValueErrors,
+    # trace errors (unsupported calls and values) are TypeErrors.
+    assert issubclass(jitc.ShapeError, ValueError) and issubclass(jitc.TraceError, TypeError)
+    assert issubclass(jitc.ConcretizationError, jitc.TraceError)
+    with pytest.raises(ValueError):
+        jitc.jit(add_bias)(X, Y)
+
+
+def test_python_int_out_of_range_for_the_dtype():
+    with pytest.raises(OverflowError, match="Python integer 300 out of bounds for int8"):
+        jitc.jit(lambda x: x + 300)(X.astype(np.int8))
+
+
+def test_unknown_backend():
+    with pytest.raises(ValueError, match=r"unknown backend 'tpu'; available backends: .*"
+                                         r"interpreter"):
+        jitc.jit(add_bias, backend="tpu")
+
+
+def test_unsupported_argument_types():
+    with pytest.raises(TypeError, match=r"add_bias: argument bias: jitc\.jit arguments must "
+                                        r"be numpy arrays.*got str.*static_argnums"):
+        jitc.jit(add_bias)(X, "bias")
+    with pytest.raises(TypeError, match="add_bias: argument bias: dtype complex64 is not "
+                                        "supported by jitc"):
+        jitc.jit(add_bias)(X, Y.astype(np.complex64))
+
+
+def test_errors_inside_nested_helpers_point_at_the_helper_line():
+    def helper(a):
+        return a.reshape(7, -1)  # error
+
+    def model(x):
+        return helper(x) * 2
+    line, source = _error_line(helper)
+    with pytest.raises(jitc.ShapeError) as info:
+        jitc.jit(model)(X)
+    message = str(info.value)
+    assert message.startswith(f"{__file__}:{line} in helper\n    {source}\n")
+    assert "cannot reshape f32[3,4] into shape (7, -1)" in message
+
+
+def test_located_source_lines_are_also_in_the_ir():
+    text = jitc.jit(add_bias).lower(X, X[0]).as_text()
+    line, _ = _error_line(add_bias)
+    assert f"# test_errors.py:{line} (add_bias)" in text
