@@ -63,7 +63,8 @@ def test_arguments_are_checked() -> None:
     m = CASES["two-functions"]()
     with pytest.raises(ArgumentError, match="@main takes 1 argument"):
         interpret(m, [])
-    with pytest.raises(ArgumentError, match=r"argument 0: expected f32\[2,2\], got float64\[2, 2\]"):
+    expected = r"argument 0: expected f32\[2,2\], got float64\[2, 2\]"
+    with pytest.raises(ArgumentError, match=expected):
         interpret(m, [np.zeros((2, 2))])
 
 
