@@ -57,7 +57,7 @@ def lower_module(module: Module, num_threads: int = 1, name: str = "jitc") -> Lo
     llvm_module = ir.Module(name=name)
     emitted: list[kernels.Kernel] = []
     for n, inst in enumerate(fn.body):
-        if inst.op.name in ("parameter", "constant"):
+        if inst.op.name in ("parameter", "constant") or id(inst.results[0]) in plan.aliases:
             continue
         label = inst.attrs["kind"] if inst.op is FUSION else inst.op.name
         emitted.append(emit_kernel(llvm_module, plan, f"k{n}.{label}", inst, module))

@@ -7,11 +7,13 @@ temporaries carved out of one workspace arena whose size is known at compile tim
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from jitc.ir.core import Function, Value
+from jitc.ir.core import Function, Instruction, Value
+from jitc.ir.opdef import Trait
 
 ALIGNMENT = 64
 
@@ -29,6 +31,7 @@ class BufferPlan:
     temp_offsets: dict[int, int] = field(default_factory=dict)   # frame slot -> arena offset
     workspace_bytes: int = 0
     copies: list[tuple[Value, int]] = field(default_factory=list)  # (source, output slot)
+    aliases: dict[int, Value] = field(default_factory=dict)  # id(bitcast value) -> its operand
 
     @property
     def num_slots(self) -> int:
@@ -42,8 +45,31 @@ def is_inline_constant(value: Value) -> bool:
     return value.producer.op.name == "constant" and value.type.size == 1
 
 
+def is_bitcast(inst: Instruction) -> bool:
+    """A reshape or transpose whose result has the same bytes in the same order as its operand:
+    the value can share its operand's buffer."""
+    if inst.op.name not in ("reshape", "transpose") or len(inst.operands) != 1:
+        return False
+    operand, result = inst.operands[0].type, inst.results[0].type
+    if inst.op.name == "reshape":
+        return operand.is_row_major and result.is_row_major
+    perm = inst.attrs["permutation"]
+    return [perm[d] for d in result.layout] == list(operand.layout)  # type: ignore[index]
+
+
+def _interval_overlaps(a: tuple[int, int], b: tuple[int, int]) -> bool:
+    return a[0] <= b[1] and b[0] <= a[1]
+
+
 def plan_buffers(fn: Function) -> BufferPlan:
-    """Materialise every value except scalar constants; outputs are written in place."""
+    """Where every value lives: caller buffers for arguments and results, pointers for array
+    constants, and offsets into one workspace for the rest.
+
+    Scalar constants are computed inline. Bitcasts (layout-preserving reshapes and transposes
+    that only change the layout) share their operand's buffer. Temporaries whose lifetimes do
+    not overlap share workspace bytes, and an elementwise op may write over an operand of the
+    same type that dies there (in-place update).
+    """
     params = fn.parameters
     plan = BufferPlan(len(params), len(fn.outputs))
     for i, p in enumerate(params):
@@ -62,16 +88,96 @@ def plan_buffers(fn: Function) -> BufferPlan:
             plan.constants.append(inst.attrs["value"].array)  # type: ignore[attr-defined]
             plan.slots[id(inst.result)] = next_slot
             next_slot += 1
-    offset = 0
+    # A bitcast aliases its operand's buffer (unless it is a result: results are fresh arrays).
+    for inst in fn.body:
+        if is_bitcast(inst) and id(inst.result) not in plan.slots:
+            plan.aliases[id(inst.result)] = inst.operands[0]
+    def owner(v: Value) -> Value:
+        while id(v) in plan.aliases:
+            v = plan.aliases[id(v)]
+        return v
+    position = {id(inst): n for n, inst in enumerate(fn.body)}
+    last_use: dict[int, int] = {}
+    for n, inst in enumerate(fn.body):
+        for v in inst.operands:
+            last_use[id(owner(v))] = n
+    for v in fn.outputs:
+        last_use[id(owner(v))] = len(fn.body)
+    temps: list[tuple[Value, tuple[int, int]]] = []
     for inst in fn.body:
         if inst.op.name in ("parameter", "constant"):
             continue
         for value in inst.results:
-            if id(value) in plan.slots:
+            if id(value) in plan.slots or id(value) in plan.aliases:
                 continue
-            plan.slots[id(value)] = next_slot
-            plan.temp_offsets[next_slot] = offset
-            offset += _aligned(max(value.type.nbytes, 1))
-            next_slot += 1
-    plan.workspace_bytes = offset
+            start = position[id(inst)]
+            temps.append((value, (start, last_use.get(id(value), start))))
+    offsets = _assign_offsets(fn, temps, plan, owner)
+    for value, _ in temps:
+        plan.slots[id(value)] = next_slot
+        plan.temp_offsets[next_slot] = offsets[id(value)]
+        next_slot += 1
+    return _resolve_aliases(plan, owner, fn)
+
+
+def _assign_offsets(fn: Function, temps: list[tuple[Value, tuple[int, int]]],
+                    plan: BufferPlan, owner: Callable[[Value], Value]) -> dict[int, int]:
+    """Greedy placement, largest first: each storage block takes the lowest aligned offset
+    that no block alive at the same time occupies. A result computed in place shares one block
+    with the operand it overwrites."""
+    intervals = {id(v): span for v, span in temps}
+    sizes = {id(v): _aligned(max(v.type.nbytes, 1)) for v, _ in temps}
+    block_of = {id(v): id(v) for v, _ in temps}
+    for result, operand in _in_place_pairs(fn, intervals, owner).items():
+        block_of[result] = block_of[operand]
+    blocks: dict[int, list[int]] = {}
+    for key, block in block_of.items():
+        blocks.setdefault(block, []).append(key)
+    placed: list[tuple[int, int, tuple[int, int]]] = []  # (offset, size, interval)
+    offsets: dict[int, int] = {}
+    for members in sorted(blocks.values(), key=lambda ms: -max(sizes[m] for m in ms)):
+        span = (min(intervals[m][0] for m in members), max(intervals[m][1] for m in members))
+        size = max(sizes[m] for m in members)
+        offset, moved = 0, True
+        while moved:
+            moved = False
+            for other_offset, other_size, other_span in placed:
+                if _interval_overlaps(span, other_span) and offset < other_offset + other_size \
+                        and other_offset < offset + size:
+                    offset, moved = _aligned(other_offset + other_size), True
+        placed.append((offset, size, span))
+        for m in members:
+            offsets[m] = offset
+    plan.workspace_bytes = max((o + s for o, s, _ in placed), default=0)
+    return offsets
+
+
+def _in_place_pairs(fn: Function, intervals: dict[int, tuple[int, int]],
+                    owner: Callable[[Value], Value]) -> dict[int, int]:
+    """result -> operand pairs where an elementwise op may overwrite a dying operand."""
+    pairs: dict[int, int] = {}
+    for n, inst in enumerate(fn.body):
+        if not inst.op.has(Trait.ELEMENTWISE) or len(inst.results) != 1:
+            continue
+        result = inst.results[0]
+        if id(result) not in intervals:
+            continue
+        for v in inst.operands:
+            v = owner(v)
+            span = intervals.get(id(v))
+            if span is not None and span[1] == n and v.type.layout == result.type.layout \
+                    and v.type.shape == result.type.shape and \
+                    v.type.dtype.itemsize == result.type.dtype.itemsize and \
+                    id(v) not in pairs.values():
+                pairs[id(result)] = id(v)
+                break
+    return pairs
+
+
+def _resolve_aliases(plan: BufferPlan, owner: Callable[[Value], Value],
+                     fn: Function) -> BufferPlan:
+    for inst in fn.body:
+        for value in inst.results:
+            if id(value) in plan.aliases:
+                plan.slots[id(value)] = plan.slots[id(owner(value))]
     return plan

@@ -4,8 +4,9 @@ Every kernel is written once against :class:`MathBuilder`, which binds an ``ir.I
 to one floating-point type (``float``/``double`` or a vector of either) and hands out
 constants, the integer type of the same width, the few intrinsics that lower to plain
 instructions on every target we care about, and error-free transformations for the
-double-word arithmetic that ``pow`` needs. Writing kernels against types instead of
-hard-coding ``float`` is what lets one source serve f32 and f64, and vectors for free.
+double-word steps that keep the results rounded essentially once. Writing kernels
+against types instead of hard-coding ``float`` is what lets one source serve f32 and
+f64, and vectors for free.
 """
 
 from __future__ import annotations
