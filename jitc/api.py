@@ -19,7 +19,7 @@ import numpy as np
 
 from jitc.backends import get_backend
 from jitc.backends.base import Executable
-from jitc.ir import dtypes, ops
+from jitc.ir import analysis, dtypes, ops
 from jitc.ir.core import Module
 from jitc.ir.printer import print_module
 from jitc.ir.types import TensorType
@@ -205,9 +205,28 @@ class Compiled:
         self.executable = executable
         self.stats = stats
 
-    def as_text(self) -> str:
-        """The backend's code: optimized IR (interpreter), LLVM IR (cpu) or PTX (cuda)."""
-        return self.executable.as_text()
+    def as_text(self, **options: Any) -> str:
+        """The backend's code: optimized IR (interpreter), LLVM IR (cpu; `assembly=True` for
+        host assembly) or PTX (cuda)."""
+        return self.executable.as_text(**options)
+
+    def cost_analysis(self) -> dict[str, int]:
+        """flops, transcendentals, bytes_accessed and kernels of the optimized program."""
+        costs = analysis.cost_analysis(self.optimized_module)
+        kernels = getattr(self.executable, "kernel_count", None)
+        if kernels is not None:
+            costs["kernels"] = kernels
+        return costs
+
+    def memory_analysis(self) -> dict[str, int]:
+        """Bytes of arguments, results, constants and temporaries (the workspace arena after
+        buffer assignment; `intermediate_bytes` is what no reuse at all would need)."""
+        figures = analysis.signature_bytes(self.optimized_module)
+        workspace = getattr(self.executable, "workspace_bytes", None)
+        intermediate = analysis.intermediate_bytes(self.optimized_module)
+        figures["temp_bytes"] = intermediate if workspace is None else workspace
+        figures["intermediate_bytes"] = intermediate
+        return figures
 
     def call_flat(self, leaves: Sequence[object]) -> Any:
         arrays = [np.asarray(x, dtype=s.type.dtype.numpy) if s.weak else x

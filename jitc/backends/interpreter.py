@@ -21,7 +21,7 @@ class InterpretedExecutable:
     def __call__(self, args: Sequence[np.ndarray]) -> list[np.ndarray]:
         return run_function(self.module, self.module.entry, args)
 
-    def as_text(self) -> str:
+    def as_text(self, **options: object) -> str:
         return print_module(self.module, elide_constants=True)
 
 

@@ -3,13 +3,19 @@
 A pass is a named function from Module to Module that returns the very same object when it
 changed nothing. A pipeline runs passes in order; it can verify after each one, time them, skip
 any by name and write the IR after each pass to a folder (`01-after-legalize_broadcast.jir`).
+
+A `FixedPoint` is a pass made of passes, repeated until one whole round changes nothing. Inside a
+pipeline its passes are verified, timed, dumped and disabled like any other: they are named
+`group.pass` (`simplification.cse`), and a dump or an error also names the round
+(`simplification.2.cse`). See docs/passes.md.
 """
 
 from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable, Iterable, Sequence
+import warnings
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 from jitc.ir.core import Module
@@ -35,9 +41,102 @@ def module_pass(name: str) -> Callable[[Callable[[Module], Module]], Pass]:
 
 @dataclass
 class PassRecord:
+    """One run of one pass. `name` is qualified for inner passes (`simplification.cse`),
+    `iteration` is the round of the enclosing fixed point (0 at the top level) and `inner` holds
+    the records of a fixed point's passes, in the order they ran."""
+
     name: str
     seconds: float
     changed: bool
+    iteration: int = 0
+    inner: tuple[PassRecord, ...] = ()
+
+    def walk(self) -> Iterator[PassRecord]:
+        """This record, then every record nested in it (depth first, in the order they ran)."""
+        yield self
+        for record in self.inner:
+            yield from record.walk()
+
+
+@dataclass(frozen=True)
+class FixedPoint(Pass):
+    """`passes` in order, again and again, until a round changes nothing (at most
+    `max_iterations` rounds; running out warns, since a rule set that never settles is a bug)."""
+
+    run: Callable[[Module], Module] = field(init=False, repr=False, compare=False)
+    passes: Sequence[Pass] = ()
+    max_iterations: int = 8
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "passes", tuple(self.passes))
+        object.__setattr__(self, "run", self._run_alone)
+
+    def _run_alone(self, module: Module) -> Module:
+        return self.iterate(_Run(self.name, False, None, frozenset()), module, (self.name,))[0]
+
+    def iterate(self, run: _Run, module: Module,
+                scope: tuple[str, ...]) -> tuple[Module, list[PassRecord]]:
+        records: list[PassRecord] = []
+        for iteration in range(1, self.max_iterations + 1):
+            start = module
+            for p in self.passes:
+                module = run.apply(p, module, scope, iteration, records)
+            if module is start:
+                return module, records
+        warnings.warn(f"{'.'.join(scope)} still changed the module after {self.max_iterations} "
+                      "iterations", RuntimeWarning, stacklevel=2)
+        return module, records
+
+
+class _Run:
+    """The state one pipeline run shares between its passes, nested ones included."""
+
+    def __init__(self, pipeline: str, verify: bool, dump_dir: str | None,
+                 disabled: frozenset[str]) -> None:
+        self.pipeline = pipeline
+        self.verify = verify
+        self.dump_dir = dump_dir
+        self.disabled = disabled
+        self.step = 0
+
+    def apply(self, p: Pass, module: Module, scope: tuple[str, ...], iteration: int,
+              records: list[PassRecord]) -> Module:
+        """Run `p` inside the fixed points named by `scope` (empty at the top level) and record
+        it in `records`; returns its result, or `module` when `p` is disabled."""
+        name = ".".join((*scope, p.name))
+        if p.name in self.disabled or name in self.disabled:
+            return module
+        start = time.perf_counter()
+        inner: list[PassRecord] = []
+        if isinstance(p, FixedPoint):
+            result, inner = p.iterate(self, module, (*scope, p.name))
+        else:
+            result = p.run(module)
+        changed = result is not module
+        records.append(PassRecord(name, time.perf_counter() - start, changed, iteration,
+                                  tuple(inner)))
+        # `simplification.2.cse`: the round goes right after the fixed point it belongs to.
+        label = name if not scope else f"{'.'.join(scope)}.{iteration}.{p.name}"
+        if self.verify:
+            try:
+                verify(result)
+            except VerifyError as exc:
+                raise VerifyError(f"after pass {label} of pipeline {self.pipeline}: {exc}") \
+                    from None
+        # Every top-level pass gets a file; an inner pass only when it changed the module, since
+        # a fixed point's last round would otherwise repeat the same text once per pass.
+        if not scope or (changed and not isinstance(p, FixedPoint)):
+            self.dump(f"after-{label}", result)
+        return result
+
+    def dump(self, label: str, module: Module) -> None:
+        if self.dump_dir is None:
+            return
+        os.makedirs(self.dump_dir, exist_ok=True)
+        path = os.path.join(self.dump_dir, f"{self.step:02d}-{label}.jir")
+        self.step += 1
+        with open(path, "w") as f:
+            f.write(print_module(module))
 
 
 @dataclass
@@ -51,35 +150,13 @@ class Pipeline:
 
     def run(self, module: Module) -> Module:
         self.records = []
+        run = _Run(self.name, self.verify, self.dump_dir, frozenset(self.disabled))
         if self.verify:
             verify(module)
-        step = 0
-        self._dump(step, "input", module)
+        run.dump("input", module)
         for p in self.passes:
-            if p.name in self.disabled:
-                continue
-            start = time.perf_counter()
-            result = p.run(module)
-            self.records.append(PassRecord(p.name, time.perf_counter() - start,
-                                           result is not module))
-            step += 1
-            if self.verify:
-                try:
-                    verify(result)
-                except VerifyError as exc:
-                    raise VerifyError(f"after pass {p.name} of pipeline {self.name}: {exc}") \
-                        from None
-            self._dump(step, f"after-{p.name}", result)
-            module = result
+            module = run.apply(p, module, (), 0, self.records)
         return module
-
-    def _dump(self, step: int, label: str, module: Module) -> None:
-        if self.dump_dir is None:
-            return
-        os.makedirs(self.dump_dir, exist_ok=True)
-        path = os.path.join(self.dump_dir, f"{step:02d}-{label}.jir")
-        with open(path, "w") as f:
-            f.write(print_module(module))
 
 
 def run_passes(module: Module, passes: Iterable[Pass]) -> Module:

@@ -38,6 +38,7 @@ class CpuExecutable:
         self.arg_types = [(p.type.shape, p.type.dtype.numpy) for p in fn.parameters]
         self.out_types = [(v.type.shape, v.type.dtype.numpy) for v in fn.outputs]
         self.constants = [np.ascontiguousarray(c) for c in self.plan.constants]
+        self.workspace_bytes = self.plan.workspace_bytes
         touched = sum(int(np.prod(s)) for s, _ in self.arg_types + self.out_types)
         self.release_gil = touched + self.plan.workspace_bytes // 4 >= RELEASE_GIL_ELEMENTS
         from jitc._runtime import RESULT_LIST

@@ -1,0 +1,79 @@
+"""Static cost and memory figures of a module, for `Compiled.cost_analysis()` and
+`Compiled.memory_analysis()`."""
+
+from __future__ import annotations
+
+from jitc.ir import ops
+from jitc.ir.core import Function, Instruction, Module
+from jitc.ir.opdef import Trait
+
+_LEAVES = (ops.PARAMETER, ops.CONSTANT)
+
+
+def _contraction_flops(inst: Instruction) -> int:
+    result = inst.results[0].type
+    if inst.op is ops.DOT_GENERAL:
+        lhs = inst.operands[0].type
+        k = 1
+        for d in inst.attrs["lhs_contract"]:  # type: ignore[union-attr]
+            k *= lhs.shape[d]
+        return 2 * result.size * k
+    dims = ops.parse_dim_labels(inst.attrs["dim_labels"])  # type: ignore[arg-type]
+    kernel = inst.operands[1].type
+    taps = kernel.shape[dims.rhs_in]
+    for d in dims.rhs_spatial:
+        taps *= kernel.shape[d]
+    return 2 * result.size * taps
+
+
+def _function_costs(module: Module, fn: Function) -> tuple[int, int]:
+    """(flops, transcendental evaluations) of one function, fusion bodies included."""
+    flops = transcendentals = 0
+    for inst in fn.body:
+        if inst.op in _LEAVES:
+            continue
+        if inst.op.has(Trait.CALLS):
+            f, t = _function_costs(module, module.functions[inst.attrs["calls"]])  # type: ignore
+            flops, transcendentals = flops + f, transcendentals + t
+        elif inst.op in (ops.DOT_GENERAL, ops.CONVOLUTION):
+            flops += _contraction_flops(inst)
+        elif inst.op is ops.REDUCE or inst.op in (ops.ARGMAX, ops.ARGMIN):
+            flops += sum(v.type.size for v in inst.operands)
+        elif inst.op.has(Trait.ELEMENTWISE) and inst.op is not ops.CONVERT:
+            size = inst.results[0].type.size
+            flops += size
+            if inst.op.has(Trait.TRANSCENDENTAL):
+                transcendentals += size
+    return flops, transcendentals
+
+
+def cost_analysis(module: Module) -> dict[str, int]:
+    """flops, transcendental evaluations, bytes accessed by the kernels, and kernel count.
+
+    Each top-level instruction other than a parameter or constant counts as one kernel that
+    reads its operands and writes its results once (a backend that turns some of them into
+    free bitcasts reports its own, smaller kernel count).
+    """
+    fn = module.entry
+    flops, transcendentals = _function_costs(module, fn)
+    kernels = [i for i in fn.body if i.op not in _LEAVES]
+    accessed = sum(v.type.nbytes for i in kernels for v in (*i.operands, *i.results))
+    return {"flops": flops, "transcendentals": transcendentals, "bytes_accessed": accessed,
+            "kernels": len(kernels)}
+
+
+def intermediate_bytes(module: Module) -> int:
+    """The bytes of every value that is neither an argument, a constant nor a result: what an
+    executor without buffer reuse would allocate."""
+    fn = module.entry
+    outputs = {id(v) for v in fn.outputs}
+    return sum(v.type.nbytes for i in fn.body if i.op not in _LEAVES for v in i.results
+               if id(v) not in outputs)
+
+
+def signature_bytes(module: Module) -> dict[str, int]:
+    fn = module.entry
+    constants = sum(i.results[0].type.nbytes for i in fn.body if i.op is ops.CONSTANT)
+    return {"argument_bytes": sum(t.nbytes for t in fn.parameter_types),
+            "output_bytes": sum(t.nbytes for t in fn.output_types),
+            "constant_bytes": constants}
