@@ -209,9 +209,9 @@ def test_wraps_the_function():
 
 
 def test_lower_as_text():
-    def layer(x, weight):
-        return np.maximum(x @ weight + 1.0, 0)
-    lowered = jitc.jit(layer).lower(F32, np.ones((3, 4), np.float32))
+    def layer(x, weight, bias):
+        return np.maximum(x @ weight + bias, 0)
+    lowered = jitc.jit(layer).lower(F32, np.ones((3, 4), np.float32), np.ones(4, np.float32))
     text = lowered.as_text()
     for piece in ("func @layer", "%x = parameter() index=0 : f32[2,3]",
                   "%weight = parameter() index=1 : f32[3,4]", "dot_general(%x, %weight)",
@@ -302,9 +302,13 @@ def test_verify_and_dump_dir(jit, tmp_path):
     pipeline = f.lower(F32).pipeline()
     assert pipeline.verify  # the verifier runs before and after every pass
     passes = [p.name for p in pipeline.passes]
-    assert sorted(os.listdir(folder)) == ["00-input.jir"] + [
-        f"{i:02d}-after-{name}.jir" for i, name in enumerate(passes, 1)]
-    legalized = f"{passes.index('legalize_broadcast') + 1:02d}-after-legalize_broadcast.jir"
+    files = sorted(os.listdir(folder))
+    # One numbered file per top-level pass (inner passes of a fixed point add their own).
+    top_level = [f for f in files if f.count(".") == 1]
+    assert top_level[0] == "00-input.jir"
+    assert [f.split("-after-")[1][:-4] for f in top_level[1:]] == passes
+    assert [int(f[:2]) for f in files] == list(range(len(files)))
+    legalized = next(f for f in files if f.endswith("-after-legalize_broadcast.jir"))
     assert "broadcast_in_dim" not in (folder / "00-input.jir").read_text()
     assert "broadcast_in_dim" in (folder / legalized).read_text()
 

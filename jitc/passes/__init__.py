@@ -1,14 +1,22 @@
 """Module-to-module passes and the pipelines that run them."""
 
+from jitc.passes.cse import cse
 from jitc.passes.dce import dce
+from jitc.passes.fold import fold
 from jitc.passes.fusion import fusion
+from jitc.passes.layout import contractions_read_strided, layout_assignment
 from jitc.passes.legalize_broadcast import legalize_broadcast
-from jitc.passes.pipeline import Pass, Pipeline, module_pass, run_passes
+from jitc.passes.pipeline import FixedPoint, Pass, Pipeline, module_pass, run_passes
+from jitc.passes.simplify import simplify
 
-# What the reference interpreter runs: the traced program with broadcasts made explicit.
-DEFAULT_PASSES = (legalize_broadcast, dce)
-# What code generators run: the same, then grouped into fused kernels.
-KERNEL_PASSES = (legalize_broadcast, dce, fusion, dce)
+# Algebraic simplification, constant folding, CSE and DCE, repeated until nothing changes.
+SIMPLIFICATION = FixedPoint("simplification", [simplify, fold, cse, dce], max_iterations=8)
+# What the reference interpreter runs: the traced program, simplified, broadcasts explicit.
+DEFAULT_PASSES = (legalize_broadcast, SIMPLIFICATION, dce)
+# What code generators run: the same, then layouts chosen and ops grouped into fused kernels.
+KERNEL_PASSES = (legalize_broadcast, SIMPLIFICATION, dce,
+                 layout_assignment(contractions_read_strided), fusion, dce)
 
-__all__ = ["dce", "fusion", "KERNEL_PASSES", "legalize_broadcast", "Pass", "Pipeline",
-           "module_pass", "run_passes", "DEFAULT_PASSES"]
+__all__ = ["cse", "dce", "fold", "fusion", "layout_assignment", "legalize_broadcast", "simplify",
+           "FixedPoint", "Pass", "Pipeline", "module_pass", "run_passes", "SIMPLIFICATION",
+           "DEFAULT_PASSES", "KERNEL_PASSES"]

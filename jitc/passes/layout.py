@@ -1,0 +1,79 @@
+"""Layout assignment: choose each value's physical layout (minor_to_major).
+
+Parameters and results keep the caller's row-major layout. A transpose becomes a pure layout
+change, a bitcast that moves no data, when every consumer can read its operand in any layout
+and the backend says so: the consumer then reads the original buffer with permuted strides.
+Where a consumer wants a particular layout (the CPU dot kernel wants the contracted-against
+free dimension of its right operand contiguous) the transpose stays a physical copy.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from jitc.ir import ops
+from jitc.ir.core import Builder, Instruction, Module, Value
+from jitc.ir.types import TensorType
+from jitc.passes.pipeline import Pass
+from jitc.passes.rewrite import rebuild_module
+
+# A consumer's verdict on reading operand `index` through a bitcast with layout `layout`.
+Preference = Callable[[Instruction, int, TensorType], bool]
+
+
+def bitcast_layout(operand: TensorType, permutation: tuple[int, ...]) -> tuple[int, ...]:
+    """The layout that makes transpose(operand, permutation) reuse the operand's bytes."""
+    position = {d: j for j, d in enumerate(permutation)}
+    return tuple(position[d] for d in operand.layout)
+
+
+def layout_assignment(reads_strided: Preference, name: str = "layout_assignment") -> Pass:
+    """A layout pass for a backend that states, per consumer, whether it reads strided."""
+
+    def run(module: Module) -> Module:
+        fn = module.entry
+        users: dict[int, list[tuple[Instruction, int]]] = {}
+        for inst in fn.body:
+            for n, v in enumerate(inst.operands):
+                users.setdefault(id(v), []).append((inst, n))
+        returned = {id(v) for v in fn.outputs}
+
+        def transform(builder: Builder, inst: Instruction,
+                      operands: list[Value]) -> list[Value] | None:
+            if inst.op is not ops.TRANSPOSE or id(inst.result) in returned:
+                return None
+            layout = bitcast_layout(operands[0].type, inst.attrs["permutation"])  # type: ignore
+            result = inst.result.type
+            if result.layout == layout:
+                return None
+            wanted = result.with_layout(layout)
+            consumers = users.get(id(inst.result), [])
+            if not consumers or not all(reads_strided(u, n, wanted) for u, n in consumers):
+                return None
+            return [builder.emit(ops.TRANSPOSE, operands, inst.attrs, wanted,
+                                 name_hint=inst.result.name_hint)]
+
+        # Only the entry function: fusion bodies are built later and inherit these layouts.
+        others = {n: f for n, f in module.functions.items() if n != fn.name}
+        rebuilt = rebuild_module(Module([fn], fn.name), transform)
+        if rebuilt is not module and rebuilt.entry is not fn:
+            return Module([rebuilt.entry, *others.values()], module.entry_name)
+        return module
+
+    return Pass(name, run)
+
+
+def contractions_read_strided(inst: Instruction, index: int, layout: TensorType) -> bool:
+    """The CPU backend's preferences: reductions read any layout; a dot reads its left operand
+    in any layout and its right operand when the rhs free dimensions stay contiguous (the dot
+    kernel's innermost loop runs along them)."""
+    if inst.op is ops.REDUCE:
+        return True
+    if inst.op is ops.DOT_GENERAL:
+        if index == 0:
+            return True
+        batch = set(inst.attrs["rhs_batch"])  # type: ignore[arg-type]
+        contract = set(inst.attrs["rhs_contract"])  # type: ignore[arg-type]
+        free = [d for d in range(layout.rank) if d not in batch and d not in contract]
+        return not free or layout.layout[0] == free[-1]
+    return False
