@@ -83,6 +83,10 @@ class _Fuser:
                 self.users.setdefault(id(v), []).append(inst)
         self.returned = {id(v) for v in fn.outputs}
         self.group_of: dict[int, Group] = {}
+        # Values finished groups read from outside: they must stay materialised, even when
+        # their only original user is later moved into another group (the readers may be
+        # copies of a cheap producer).
+        self.read_by_groups: set[int] = set()
 
     # -- which groups may take which producers -------------------------------------------
     def _row_shapes(self, full: tuple[int, ...], outer: tuple[int, ...]) -> set[tuple]:
@@ -154,7 +158,7 @@ class _Fuser:
             return False  # array constants stay kernel inputs, passed by pointer
         users = [u for v in producer.results for u in self.users.get(id(v), [])]
         all_inside = all(id(u) in group.owned for u in users) and not any(
-            id(v) in self.returned for v in producer.results)
+            id(v) in self.returned or id(v) in self.read_by_groups for v in producer.results)
         if not all_inside and producer.op not in CHEAP:
             return False
         kind = self._accepts(group, producer)
@@ -210,6 +214,10 @@ class _Fuser:
             self.group_of[id(inst)] = group
             self._grow(group)
             found.append(group)
+            if _worth_a_kernel(group):
+                self.read_by_groups.update(
+                    id(v) for m in group.members.values() for v in m.operands
+                    if not group.has(v.producer))
         return found
 
 

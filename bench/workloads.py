@@ -1,0 +1,162 @@
+"""The benchmark workloads, each written once against a numpy-like namespace `xp`.
+
+jitc traces the plain numpy version (`xp` is numpy), JAX runs it with `xp = jax.numpy`, numba
+compiles it with `xp` = numpy where its numpy support allows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+
+@dataclass
+class Workload:
+    name: str
+    fn: Callable            # fn(xp, *args)
+    make: Callable          # make(rng, quick) -> tuple of float32 arrays
+    group: str = ""
+    static: dict = field(default_factory=dict)
+
+
+def elementwise(xp, a, b, c):
+    return xp.tanh(a * b + c) * 0.5 + a
+
+
+def gelu(xp, x):
+    return 0.5 * x * (1 + xp.tanh(0.7978845608 * (x + 0.044715 * x * x * x)))
+
+
+def softmax(xp, x):
+    e = xp.exp(x - x.max(axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+def layernorm(xp, x, g, b):
+    mu = x.mean(axis=-1, keepdims=True)
+    var = ((x - mu) * (x - mu)).mean(axis=-1, keepdims=True)
+    return (x - mu) / xp.sqrt(var + 1e-5) * g + b
+
+
+def sum_all(xp, x):
+    return x.sum()
+
+
+def sum_axis0(xp, x):
+    return x.sum(axis=0)
+
+
+def sum_axis1(xp, x):
+    return x.sum(axis=1)
+
+
+def matmul(xp, a, b):
+    return a @ b
+
+
+def mlp(xp, x, w1, b1, w2, b2, w3, b3):
+    h = xp.maximum(x @ w1 + b1, 0)
+    h = xp.maximum(h @ w2 + b2, 0)
+    return softmax(xp, h @ w3 + b3)
+
+
+def rnn(xp, xs, h, wx, wh, b):
+    for t in range(xs.shape[0]):
+        h = xp.tanh(xs[t] @ wx + h @ wh + b)
+    return h
+
+
+def gpt2_block(xp, x, ln1_g, ln1_b, w_qkv, b_qkv, w_o, b_o, ln2_g, ln2_b, w_fc, b_fc, w_pr,
+               b_pr):
+    seq, d = x.shape
+    heads = 12
+    hd = d // heads
+    h = layernorm(xp, x, ln1_g, ln1_b)
+    qkv = h @ w_qkv + b_qkv
+    q, k, v = qkv[:, :d], qkv[:, d:2 * d], qkv[:, 2 * d:]
+    q = q.reshape(seq, heads, hd).transpose(1, 0, 2)
+    k = k.reshape(seq, heads, hd).transpose(1, 0, 2)
+    v = v.reshape(seq, heads, hd).transpose(1, 0, 2)
+    scores = (q @ k.transpose(0, 2, 1)) * (1.0 / np.sqrt(hd))
+    mask = np.tri(seq, dtype=bool)
+    scores = xp.where(mask, scores, -1e9)
+    attn = softmax(xp, scores) @ v
+    x = x + attn.transpose(1, 0, 2).reshape(seq, d) @ w_o + b_o
+    h = layernorm(xp, x, ln2_g, ln2_b)
+    return x + gelu(xp, h @ w_fc + b_fc) @ w_pr + b_pr
+
+
+def add_one(xp, x):
+    return x + 1
+
+
+def _normal(rng, *shape, scale=1.0):
+    return (rng.standard_normal(shape) * scale).astype(np.float32)
+
+
+def _elementwise_inputs(n):
+    return lambda rng, quick: tuple(_normal(rng, n if not quick else min(n, 100_000))
+                                    for _ in range(3))
+
+
+def _square(n, quick_n):
+    return lambda rng, quick: (_normal(rng, quick_n if quick else n, quick_n if quick else n),)
+
+
+def _matmul_inputs(n):
+    def make(rng, quick):
+        m = min(n, 256) if quick else n
+        return _normal(rng, m, m), _normal(rng, m, m)
+    return make
+
+
+def _rows(rng, quick):
+    return (_normal(rng, 512 if quick else 4096, 1024),)
+
+
+def _layernorm_inputs(rng, quick):
+    return _rows(rng, quick) + (_normal(rng, 1024), _normal(rng, 1024))
+
+
+def _mlp_inputs(rng, quick):
+    return (_normal(rng, 64, 784), _normal(rng, 784, 512, scale=0.05), _normal(rng, 512),
+            _normal(rng, 512, 512, scale=0.05), _normal(rng, 512), _normal(rng, 512, 10),
+            _normal(rng, 10))
+
+
+def _rnn_inputs(rng, quick):
+    return (_normal(rng, 50, 32, 64), _normal(rng, 32, 128), _normal(rng, 64, 128, scale=0.1),
+            _normal(rng, 128, 128, scale=0.1), _normal(rng, 128))
+
+
+def _gpt2_inputs(rng, quick):
+    d, s = 768, 64
+    return (_normal(rng, s, d), 1 + _normal(rng, d, scale=0.1), _normal(rng, d, scale=0.1),
+            _normal(rng, d, 3 * d, scale=0.02), _normal(rng, 3 * d, scale=0.02),
+            _normal(rng, d, d, scale=0.02), _normal(rng, d, scale=0.02),
+            1 + _normal(rng, d, scale=0.1), _normal(rng, d, scale=0.1),
+            _normal(rng, d, 4 * d, scale=0.02), _normal(rng, 4 * d, scale=0.02),
+            _normal(rng, 4 * d, d, scale=0.02), _normal(rng, d, scale=0.02))
+
+
+WORKLOADS = [
+    Workload("elementwise 1e3", elementwise, _elementwise_inputs(1_000), "elementwise"),
+    Workload("elementwise 1e5", elementwise, _elementwise_inputs(100_000), "elementwise"),
+    Workload("elementwise 1e7", elementwise, _elementwise_inputs(10_000_000), "elementwise"),
+    Workload("gelu 4096x4096", gelu, _square(4096, 512), "fusion"),
+    Workload("softmax 4096x1024", softmax, _rows, "fusion"),
+    Workload("layernorm 4096x1024", layernorm, _layernorm_inputs, "fusion"),
+    Workload("sum all 8192^2", sum_all, _square(8192, 1024), "reduction"),
+    Workload("sum axis 0 8192^2", sum_axis0, _square(8192, 1024), "reduction"),
+    Workload("sum axis 1 8192^2", sum_axis1, _square(8192, 1024), "reduction"),
+    Workload("matmul 256", matmul, _matmul_inputs(256), "matmul"),
+    Workload("matmul 512", matmul, _matmul_inputs(512), "matmul"),
+    Workload("matmul 1024", matmul, _matmul_inputs(1024), "matmul"),
+    Workload("matmul 2048", matmul, _matmul_inputs(2048), "matmul"),
+    Workload("MLP 784-512-512-10", mlp, _mlp_inputs, "model"),
+    Workload("RNN 50 steps", rnn, _rnn_inputs, "model"),
+    Workload("GPT-2 block", gpt2_block, _gpt2_inputs, "model"),
+    Workload("dispatch x+1 (4)", add_one, lambda rng, quick: (_normal(rng, 4),), "dispatch"),
+]
