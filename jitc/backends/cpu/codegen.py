@@ -5,21 +5,28 @@ result pointers, the array-constant pointers and the workspace pointer, in that 
 entry function lays out the frame (one pointer per materialised value) and runs the kernels
 in program order, splitting large ones across threads through `jitc_parallel_for` when the
 function was compiled for more than one thread.
+
+`Linkage` changes how the symbols are named and seen, for `jitc aot`: several functions share
+one object file there, so names get a prefix, kernels and the entry become internal, and array
+constants are baked into the module as read-only globals (then `buffers` has no constant
+pointers).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
 from llvmlite import ir
 
 from jitc.backends.cpu import kernels
-from jitc.backends.cpu.fusions import emit_fusion
-from jitc.backends.cpu.plan import BufferPlan, plan_buffers
+from jitc.backends.cpu.fusions import emit_fusion, fusion_buffers
+from jitc.backends.cpu.plan import ALIGNMENT, BufferPlan, plan_buffers
 from jitc.backends.llvm.elemental import RULES
 from jitc.backends.llvm.types import I8, I64, PTR, VOID
 from jitc.ir.core import Instruction, Module
 from jitc.ir.ops import FUSION
+from jitc.ir.printer import print_module
 
 ENTRY = "jitc_entry"
 PARALLEL_FOR = "jitc_parallel_for"
@@ -32,11 +39,22 @@ _SPECIAL = {"reduce": kernels.emit_reduce, "argmax": kernels.emit_arg,
             "convolution": kernels.emit_convolution}
 
 
+@dataclass(frozen=True)
+class Linkage:
+    """Symbol naming and visibility; the defaults are what the in-process JIT needs."""
+
+    prefix: str = ""                  # prepended to the entry's and every kernel's name
+    internal: bool = False            # kernels and entry invisible outside the module
+    bake_constants: bool = False      # array constants as globals, not `buffers` entries
+    parallel_for: str = PARALLEL_FOR  # the thread pool function threaded code calls
+
+
 @dataclass
 class Lowering:
     llvm_ir: ir.Module
     plan: BufferPlan
     kernels: list[kernels.Kernel]
+    entry: str
 
 
 def emit_kernel(module: ir.Module, plan: BufferPlan, name: str, inst: Instruction,
@@ -51,33 +69,104 @@ def emit_kernel(module: ir.Module, plan: BufferPlan, name: str, inst: Instructio
     return kernels.emit_elemental(module, plan, name, inst)
 
 
-def lower_module(module: Module, num_threads: int = 1, name: str = "jitc") -> Lowering:
+def kernel_key(inst: Instruction, values: list, program: Module) -> str:
+    """What a kernel computes, independent of which buffers it works on: two instructions with
+    the same key can share one compiled body."""
+    position = {id(v): i for i, v in enumerate(values)}
+    parts = [inst.op.name, "|".join(str(v.type) for v in inst.results),
+             "|".join(f"b{position[id(v)]}:{v.type}" if id(v) in position
+                      else f"c:{v.type}:{_literal_text(v)}" for v in inst.operands)]
+    if inst.op is FUSION:
+        body = program.functions[inst.attrs["calls"]]  # type: ignore[index]
+        parts.append(inst.attrs["kind"])  # type: ignore[arg-type]
+        text = print_module(Module([body], body.name)).split("\n", 1)[1]
+        parts.append(_strip_locations(text))
+    else:
+        parts.append(repr(sorted((k, str(v)) for k, v in inst.attrs.items())))
+    return "\n".join(parts)
+
+
+def _literal_text(value) -> str:
+    literal = value.producer.attrs.get("value")
+    return repr(literal.array.tolist()) if literal is not None else value.producer.op.name
+
+
+def _strip_locations(text: str) -> str:
+    return "\n".join(line.split("  # ")[0] for line in text.splitlines())
+
+
+def lower_module(module: Module, num_threads: int = 1, name: str = "jitc",
+                 linkage: Linkage = Linkage()) -> Lowering:
     fn = module.entry
     plan = plan_buffers(fn)
     llvm_module = ir.Module(name=name)
     emitted: list[kernels.Kernel] = []
+    prefix = linkage.prefix
+    bodies: dict[str, tuple[ir.Function, kernels.Kernel, bool]] = {}
     for n, inst in enumerate(fn.body):
         if inst.op.name in ("parameter", "constant") or id(inst.results[0]) in plan.aliases:
             continue
         label = inst.attrs["kind"] if inst.op is FUSION else inst.op.name
-        emitted.append(emit_kernel(llvm_module, plan, f"k{n}.{label}", inst, module))
+        name = f"{prefix}k{n}.{label}"
+        values = fusion_buffers(inst, plan) if inst.op is FUSION else \
+            kernels.buffers_used(inst, plan)
+        key = kernel_key(inst, values, module)
+        if key in bodies:
+            # The same computation on other buffers (an unrolled loop's steps): one body.
+            body, first, shared = bodies[key]
+            if not shared:
+                kernels.share_body(body)
+                bodies[key] = (body, first, True)
+            slots = [plan.slot(v) for v in values]
+            kernels.emit_wrapper(llvm_module, name, body, slots)  # type: ignore[arg-type]
+            emitted.append(kernels.Kernel(name, first.outer, first.cost))
+            continue
+        kernel = emit_kernel(llvm_module, plan, name, inst, module)
+        bodies[key] = (llvm_module.get_global(f"{name}.body"), kernel, False)
+        emitted.append(kernel)
     for n, (source, slot) in enumerate(plan.copies):
-        emitted.append(kernels.emit_copy(llvm_module, plan, f"copy{n}", source, slot))
-    _emit_entry(llvm_module, plan, emitted, num_threads)
-    return Lowering(llvm_module, plan, emitted)
+        emitted.append(kernels.emit_copy(llvm_module, plan, f"{prefix}copy{n}", source, slot))
+    if linkage.internal:
+        for kernel in emitted:
+            llvm_module.get_global(kernel.name).linkage = "internal"
+    entry = _emit_entry(llvm_module, plan, emitted, num_threads, linkage)
+    return Lowering(llvm_module, plan, emitted, entry.name)
+
+
+def _baked_constants(module: ir.Module, plan: BufferPlan, prefix: str) -> list[ir.GlobalValue]:
+    """Each array constant as a read-only global, aligned like a workspace buffer."""
+    baked = []
+    for n, array in enumerate(plan.constants):
+        data = np.ascontiguousarray(array).tobytes()
+        array_type = ir.ArrayType(I8, len(data))
+        value = ir.GlobalVariable(module, array_type, f"{prefix}const{n}")
+        value.global_constant = True
+        value.linkage = "internal"
+        value.unnamed_addr = True
+        value.align = ALIGNMENT
+        value.initializer = ir.Constant(array_type, bytearray(data))
+        baked.append(value)
+    return baked
 
 
 def _emit_entry(module: ir.Module, plan: BufferPlan, emitted: list[kernels.Kernel],
-                num_threads: int) -> None:
-    entry = ir.Function(module, ir.FunctionType(VOID, [PTR]), ENTRY)
+                num_threads: int, linkage: Linkage) -> ir.Function:
+    entry = ir.Function(module, ir.FunctionType(VOID, [PTR]), linkage.prefix + ENTRY)
+    if linkage.internal:
+        entry.linkage = "internal"
     (buffers,) = entry.args
     b = ir.IRBuilder(entry.append_basic_block("entry"))
     frame = b.alloca(PTR, ir.Constant(I64, max(plan.num_slots, 1)), name="frame")
-    direct = plan.num_args + plan.num_outputs + len(plan.constants)
-    for slot in range(direct):
+    passed = plan.num_args + plan.num_outputs
+    baked = _baked_constants(module, plan, linkage.prefix) if linkage.bake_constants else []
+    if not baked:
+        passed += len(plan.constants)
+    for slot in range(passed):
         pointer = b.load(b.gep(buffers, [ir.Constant(I64, slot)], source_etype=PTR), typ=PTR)
         b.store(pointer, b.gep(frame, [ir.Constant(I64, slot)], source_etype=PTR))
-    workspace = b.load(b.gep(buffers, [ir.Constant(I64, direct)], source_etype=PTR), typ=PTR)
+    for slot, value in enumerate(baked, start=passed):
+        b.store(value, b.gep(frame, [ir.Constant(I64, slot)], source_etype=PTR))
+    workspace = b.load(b.gep(buffers, [ir.Constant(I64, passed)], source_etype=PTR), typ=PTR)
     for slot, offset in plan.temp_offsets.items():
         pointer = b.gep(workspace, [ir.Constant(I64, offset)], source_etype=I8)
         b.store(pointer, b.gep(frame, [ir.Constant(I64, slot)], source_etype=PTR))
@@ -88,9 +177,10 @@ def _emit_entry(module: ir.Module, plan: BufferPlan, emitted: list[kernels.Kerne
         if threads > 1:
             if parallel_for is None:
                 parallel_for = ir.Function(module, ir.FunctionType(
-                    VOID, [PTR, PTR, I64, I64]), PARALLEL_FOR)
+                    VOID, [PTR, PTR, I64, I64]), linkage.parallel_for)
             b.call(parallel_for, [fn, frame, ir.Constant(I64, kernel.outer),
                                   ir.Constant(I64, threads)])
         else:
             b.call(fn, [frame, ir.Constant(I64, 0), ir.Constant(I64, kernel.outer)])
     b.ret_void()
+    return entry

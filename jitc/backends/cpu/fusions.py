@@ -20,14 +20,19 @@ from jitc.ir.core import Function, Instruction, Module, Value
 from jitc.ir.ops.reduce import reduce_identity
 
 
-def emit_fusion(module: ir.Module, plan: BufferPlan, name: str, inst: Instruction,
-                program: Module) -> Kernel:
-    body = program.functions[inst.attrs["calls"]]  # type: ignore[index]
+def fusion_buffers(inst: Instruction, plan: BufferPlan) -> list[Value]:
+    """The buffers a fusion kernel touches: its results, then its materialised operands."""
     values: list[Value] = list(inst.results)
     for operand in inst.operands:
         if plan.slot(operand) is not None and all(v is not operand for v in values):
             values.append(operand)
-    ctx = KernelContext(module, plan, name, values)
+    return values
+
+
+def emit_fusion(module: ir.Module, plan: BufferPlan, name: str, inst: Instruction,
+                program: Module) -> Kernel:
+    body = program.functions[inst.attrs["calls"]]  # type: ignore[index]
+    ctx = KernelContext(module, plan, name, fusion_buffers(inst, plan))
     for param, operand in zip(body.parameters, inst.operands):
         ctx.emitter.aliases[id(param)] = operand
     kind = inst.attrs["kind"]

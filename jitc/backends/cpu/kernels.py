@@ -65,21 +65,34 @@ class KernelContext:
         self._wrapper()
 
     def _wrapper(self) -> None:
-        wrapper = ir.Function(self.module, ir.FunctionType(VOID, [PTR, I64, I64]), self.name)
-        frame, begin, end = wrapper.args
-        b = ir.IRBuilder(wrapper.append_basic_block("entry"))
-        pointers = []
-        for slot in self.slots:
-            address = b.gep(frame, [ir.Constant(I64, slot)], source_etype=PTR, inbounds=True)
-            pointers.append(b.load(address, typ=PTR))
-        b.call(self.body, pointers + [begin, end])
-        b.ret_void()
+        emit_wrapper(self.module, self.name, self.body, self.slots)  # type: ignore[arg-type]
 
     def pointer(self, value: Value) -> ir.Value:
         return self.emitter.buffers[id(value)]
 
     def finish(self) -> None:
         self.builder.ret_void()
+
+
+def emit_wrapper(module: ir.Module, name: str, body: ir.Function, slots: Sequence[int]) -> None:
+    """`void name(ptr frame, i64 begin, i64 end)`: the kernel's buffers from their frame slots,
+    passed to the body. Kernels that compute the same thing on different buffers share a
+    body and differ only in this wrapper."""
+    wrapper = ir.Function(module, ir.FunctionType(VOID, [PTR, I64, I64]), name)
+    frame, begin, end = wrapper.args
+    b = ir.IRBuilder(wrapper.append_basic_block("entry"))
+    pointers = []
+    for slot in slots:
+        address = b.gep(frame, [ir.Constant(I64, slot)], source_etype=PTR, inbounds=True)
+        pointers.append(b.load(address, typ=PTR))
+    b.call(body, pointers + [begin, end])
+    b.ret_void()
+
+
+def share_body(body: ir.Function) -> None:
+    """Keep a body called by several wrappers out of line: compiled once, called N times."""
+    body.attributes.discard("alwaysinline")
+    body.attributes.add("noinline")
 
 
 def buffers_used(inst: Instruction, plan: BufferPlan) -> list[Value]:
