@@ -369,6 +369,19 @@ class Jitted:
             return make(RESULT_TUPLE)
         return None
 
+    def compile_stats(self) -> list[dict[str, Any]]:
+        """Per compiled signature: trace, optimize and codegen seconds and each pass's time."""
+        out = []
+        for compiled in self._cache.values():
+            s = compiled.stats
+            out.append({"signature": ", ".join(str(a) for a in compiled.lowered.specs),
+                        "trace_seconds": s.trace_seconds,
+                        "optimize_seconds": s.optimize_seconds,
+                        "codegen_seconds": s.codegen_seconds,
+                        "total_seconds": s.total_seconds,
+                        "passes": [(r.name, r.seconds) for r in s.passes]})
+        return out
+
     def clear_cache(self) -> None:
         self._cache.clear()
         self._fast = None

@@ -1,0 +1,107 @@
+"""CPU backend specifics: thread-count invariance, generated code text, compile statistics,
+dispatch paths and buffer reuse."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import jitc
+
+RNG = np.random.default_rng(0)
+
+
+def softmax(x):
+    e = np.exp(x - x.max(axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+def mixed(x, w):
+    h = np.tanh(x @ w) + x[:, : w.shape[1]]
+    return h.sum(axis=0), h.max(axis=1), softmax(h)
+
+
+WORKLOADS = [
+    ("elementwise", lambda x: np.tanh(x * 2.0 + 1.0) * 0.5 + x, (RNG.standard_normal((300, 500)),)),
+    ("softmax", softmax, (RNG.standard_normal((257, 300)),)),
+    ("sums", lambda x: (x.sum(), x.sum(axis=0), x.sum(axis=1)), (RNG.standard_normal((400, 300)),)),
+    ("mixed", mixed, (RNG.standard_normal((200, 300)), RNG.standard_normal((300, 120)))),
+]
+
+
+@pytest.mark.parametrize("name,fn,args", WORKLOADS, ids=[w[0] for w in WORKLOADS])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_results_do_not_depend_on_the_thread_count(name, fn, args, dtype) -> None:
+    args = tuple(a.astype(dtype) for a in args)
+    results = [_flat(_with_threads(fn, args, threads)(*args)) for threads in (1, 2, 3)]
+    rtol = 1e-5 if dtype == np.float32 else 1e-12
+    for other in results[1:]:
+        for a, b in zip(results[0], other, strict=True):
+            np.testing.assert_allclose(b, a, rtol=rtol, atol=rtol)
+    for a, b in zip(results[0], _flat(fn(*args)), strict=True):
+        np.testing.assert_allclose(a, b, rtol=100 * rtol, atol=100 * rtol)
+
+
+def _flat(result) -> list[np.ndarray]:
+    return list(result) if isinstance(result, tuple) else [result]
+
+
+def _with_threads(fn, args, threads: int):
+    f = jitc.jit(fn, backend="cpu")
+    f.options = f.options.with_(num_threads=threads)
+    return f.lower(*args).compile()
+
+
+def test_large_kernels_are_split_across_threads() -> None:
+    x = RNG.standard_normal((512, 1024)).astype(np.float32)
+    text = _with_threads(softmax, (x,), 2).as_text()
+    assert "jitc_parallel_for" in text
+    assert "jitc_parallel_for" not in _with_threads(softmax, (x,), 1).as_text()
+
+
+def test_as_text_gives_optimized_llvm_ir_and_assembly() -> None:
+    x = RNG.standard_normal(1000).astype(np.float32)
+    compiled = jitc.jit(lambda x: np.exp(x) * 2).lower(x).compile()
+    ir_text = compiled.as_text()
+    assert "define void @jitc_entry" in ir_text
+    assert "<16 x float>" in ir_text or "<8 x float>" in ir_text  # vectorized
+    assert "@expf" not in ir_text and "call float @llvm.exp" not in ir_text  # our own exp
+    assembly = compiled.as_text(assembly=True)
+    assert "jitc_entry:" in assembly
+
+
+def test_compile_stats_are_reported_per_signature() -> None:
+    f = jitc.jit(lambda x: x * 2 + 1)
+    f(np.ones(3, np.float32))
+    f(np.ones((2, 2), np.float32))
+    stats = f.compile_stats()
+    assert len(stats) == 2
+    for s in stats:
+        assert s["total_seconds"] > 0 and s["codegen_seconds"] > 0
+        assert s["passes"][0][0] == "legalize_broadcast"
+
+
+def test_the_fast_call_path_checks_its_arguments() -> None:
+    f = jitc.jit(lambda x, y: x * y)
+    a = np.arange(6, dtype=np.float32).reshape(2, 3)
+    np.testing.assert_array_equal(f(a, a), a * a)
+    strided = np.arange(12, dtype=np.float32).reshape(2, 6)[:, ::2]  # same type, not contiguous
+    np.testing.assert_array_equal(f(strided, a), strided * a)
+    assert f.cache_size == 1
+    # Other dtype, other shape: each compiles anew and still gives numpy's answer.
+    np.testing.assert_array_equal(f(a.astype(np.float64), a), a.astype(np.float64) * a)
+    np.testing.assert_array_equal(f(a[:1], a[:1]), a[:1] * a[:1])
+    assert f.cache_size == 3
+
+
+def test_workspace_is_reused_between_temporaries() -> None:
+    def chain(x, w):
+        for _ in range(6):
+            x = np.tanh(x @ w)
+        return x
+    x, w = RNG.standard_normal((64, 64)).astype(np.float32), RNG.standard_normal((64, 64)) * 0.1
+    compiled = jitc.jit(chain).lower(x, w.astype(np.float32)).compile()
+    memory = compiled.memory_analysis()
+    assert memory["temp_bytes"] <= 2 * 64 * 64 * 4 < memory["intermediate_bytes"]
+    np.testing.assert_allclose(compiled(x, w.astype(np.float32)),
+                               chain(x, w.astype(np.float32)), rtol=1e-4, atol=1e-5)
