@@ -69,6 +69,7 @@ class Group:
     shape: tuple[int, ...] = ()        # loop/dot: the root shape; row: the full row shape S
     outer: tuple[int, ...] = ()        # row: the reduced (outer) shape O
     core: Instruction | None = None    # dot: the contraction
+    siblings: list[Instruction] = field(default_factory=list)  # more roots (multi-output)
 
     def has(self, inst: Instruction) -> bool:
         return id(inst) in self.members
@@ -208,6 +209,10 @@ class _Fuser:
         for inst in reversed(self.fn.body):
             if id(inst) in self.group_of or inst.op in (ops.PARAMETER, ops.CONSTANT):
                 continue
+            users = [u for v in inst.results for u in self.users.get(id(v), [])]
+            if users and all(id(u) in self.group_of for u in users) and not any(
+                    id(v) in self.returned for v in inst.results):
+                continue  # only copies in other kernels use it: dead once they are built
             group = self._seed(inst)
             if group is None:
                 continue
@@ -262,8 +267,39 @@ def _worth_a_kernel(group: Group) -> bool:
     return len(real) > 1
 
 
+def _inputs(group: Group) -> set[int]:
+    return {id(v) for m in group.members.values() for v in m.operands
+            if not group.has(v.producer)}
+
+
+def _merge_siblings(fn: Function, groups: list[Group]) -> list[Group]:
+    """Join kernels of one kind and shape that read a common input into one multi-output
+    kernel, so the input is read once (a sum and a sum of squares of the same rows)."""
+    position = {id(inst): n for n, inst in enumerate(fn.body)}
+    defined_at = {id(v): position[id(inst)] for inst in fn.body for v in inst.results}
+    merged: list[Group] = []
+    for group in sorted(groups, key=lambda g: position[id(g.root)]):
+        for target in merged:
+            if target.kind != group.kind or group.kind not in ("loop", "row") or \
+                    (target.shape, target.outer) != (group.shape, group.outer) or \
+                    target.root.results[0].type.shape != group.root.results[0].type.shape:
+                continue
+            shared = _inputs(target) & _inputs(group)
+            first = position[id(target.root)]
+            # The joint kernel runs where the earlier root was: everything it reads must
+            # exist by then (so neither kernel may read the other's result).
+            if shared and all(defined_at[v] < first for v in _inputs(group)):
+                target.members.update(group.members)
+                target.owned |= group.owned
+                target.siblings.append(group.root)
+                break
+        else:
+            merged.append(group)
+    return merged
+
+
 def _build(module: Module, fn: Function, groups: list[Group]) -> Module:
-    fused = [g for g in groups if _worth_a_kernel(g)]
+    fused = [g for g in _merge_siblings(fn, groups) if _worth_a_kernel(g) or g.siblings]
     if not fused:
         return module
     root_group = {id(g.root): g for g in fused}
@@ -281,11 +317,13 @@ def _build(module: Module, fn: Function, groups: list[Group]) -> Module:
             body, inputs = _body(group, name, position)
             bodies.append(body)
             builder.loc = inst.loc
-            (result,) = builder.emit_multi(
+            roots = [group.root, *group.siblings]
+            results = builder.emit_multi(
                 ops.FUSION, [mapping[id(v)] for v in inputs],
-                {"kind": group.kind, "calls": name}, [inst.results[0].type],
-                name_hints=[inst.results[0].name_hint])
-            mapping[id(inst.results[0])] = result
+                {"kind": group.kind, "calls": name}, [r.results[0].type for r in roots],
+                name_hints=[r.results[0].name_hint for r in roots])
+            for root, result in zip(roots, results):
+                mapping[id(root.results[0])] = result
             continue
         if id(inst) in moved:
             continue
@@ -329,7 +367,7 @@ def _body(group: Group, name: str, position: dict[int, int]) -> tuple[Function, 
         results = copy_instruction(builder, member, [mapping[id(v)] for v in member.operands])
         for old, new in zip(member.results, results):
             mapping[id(old)] = new
-    body.outputs = [mapping[id(group.root.results[0])]]
+    body.outputs = [mapping[id(r.results[0])] for r in (group.root, *group.siblings)]
     return body, inputs
 
 

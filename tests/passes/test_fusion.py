@@ -95,9 +95,31 @@ def test_cheap_producer_is_duplicated_into_each_consumer(assert_same_results) ->
         }
         """))
     after = run_passes(before, [fusion, dce])
-    kinds = [i.attrs["kind"] for i in after.entry.body if i.op is ops.FUSION]
-    assert kinds == ["loop", "loop"]
+    # Both kernels read %x: they become one two-output loop, the transpose computed in it.
+    (kernel,) = [i for i in after.entry.body if i.op is ops.FUSION]
+    assert kernel.attrs["kind"] == "loop" and len(kernel.results) == 2
     assert not any(i.op is ops.TRANSPOSE for i in after.entry.body)
+    assert_same_results(before, after)
+
+
+def test_sibling_reductions_of_one_input_become_one_kernel(assert_same_results) -> None:
+    before = parse_module(ir("""
+        func @f {
+          %x = parameter() index=0 : f32[4,8]{1,0}
+          %0 = reduce(%x) dims=[1] kind=sum : f32[4]
+          %1 = mul(%x, %x) : f32[4,8]{1,0}
+          %2 = reduce(%1) dims=[1] kind=sum : f32[4]
+          return %0, %2
+        }
+        """))
+    after = run_passes(before, [fusion, dce])
+    assert print_module(after).split("\n\n")[0] == ir("""
+        func @f {
+          %x = parameter() index=0 : f32[4,8]{1,0}
+          %0, %1 = fusion(%x) kind=row calls=@fused_row_0 : f32[4], f32[4]
+          return %0, %1
+        }
+        """).rstrip("\n")
     assert_same_results(before, after)
 
 

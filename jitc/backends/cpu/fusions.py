@@ -37,9 +37,9 @@ def emit_fusion(module: ir.Module, plan: BufferPlan, name: str, inst: Instructio
         ctx.emitter.aliases[id(param)] = operand
     kind = inst.attrs["kind"]
     if kind == "loop":
-        root, result = body.outputs[0], inst.results[0]
-        return kernels._elementwise_loop(ctx, result.type, ctx.pointer(result),
-                                         lambda index: ctx.emitter.value_at(root, index))
+        targets = [(root, ctx.pointer(result)) for root, result in
+                   zip(body.outputs, inst.results)]
+        return kernels.multi_output_loop(ctx, inst.results[0].type, targets)
     if kind == "reduce":
         root = body.outputs[0].producer
         for out, result in zip(root.results, inst.results):

@@ -161,6 +161,25 @@ def emit_copy(module: ir.Module, plan: BufferPlan, name: str, source: Value,
     return _elementwise_loop(ctx, source.type, ctx.extra[0], generate)
 
 
+def multi_output_loop(ctx: KernelContext, t: TensorType,
+                      targets: Sequence[tuple[Value, ir.Value]]) -> Kernel:
+    """One loop over the shared shape `t` storing each (value, buffer) pair: sibling outputs
+    computed from the same inputs in one pass over memory."""
+    def body(counters: list[ir.Value]) -> None:
+        index = _logical(physical_order(t), counters)
+        for value, target in targets:
+            indexing.store(ctx.builder, ctx.emitter.value_at(value, index), target,
+                           value.type, index)
+
+    if t.rank == 0:
+        with ctx.builder.if_then(ctx.builder.icmp_signed("<", ctx.begin, ctx.end)):
+            body([])
+    else:
+        loop_nest(ctx.builder, _outer_bounds(ctx, t), body)
+    ctx.finish()
+    return Kernel(ctx.name, _outer_extent(t), max(t.size, 1) * len(targets))
+
+
 def _elementwise_loop(ctx: KernelContext, t: TensorType, target: ir.Value,
                       generate: Callable[[list[ir.Value]], ir.Value]) -> Kernel:
     def body(counters: list[ir.Value]) -> None:
