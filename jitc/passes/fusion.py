@@ -144,8 +144,10 @@ class _Fuser:
                 return None
             return "row" if self._reduce_consumers_fit(group, producer, full, outer) else None
         if producer.op in CONTRACTIONS and group.kind == "loop" and group.core is None:
+            # The epilogue rewrites the contraction's buffer in place: same dtype and layout.
             epilogue_ok = result.shape == group.shape and all(
-                m.op in ELEMENTAL and all(v.type.dtype is result.dtype for v in m.results)
+                m.op in ELEMENTAL and all(v.type.dtype is result.dtype and
+                                          v.type.layout == result.layout for v in m.results)
                 for m in group.members.values() if m.results[0].type.shape == group.shape)
             return "dot" if epilogue_ok and group.root.results[0].type.dtype is result.dtype \
                 else None

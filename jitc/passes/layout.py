@@ -13,12 +13,19 @@ from collections.abc import Callable
 
 from jitc.ir import ops
 from jitc.ir.core import Builder, Instruction, Module, Value
+from jitc.ir.opdef import Trait
 from jitc.ir.types import TensorType
 from jitc.passes.pipeline import Pass
 from jitc.passes.rewrite import rebuild_module
 
 # A consumer's verdict on reading operand `index` through a bitcast with layout `layout`.
 Preference = Callable[[Instruction, int, TensorType], bool]
+# The layout a backend wants an instruction's (single) result in, or None for row-major.
+ResultPreference = Callable[[Instruction], tuple[int, ...] | None]
+
+
+def no_result_preference(inst: Instruction) -> tuple[int, ...] | None:
+    return None
 
 
 def bitcast_layout(operand: TensorType, permutation: tuple[int, ...]) -> tuple[int, ...]:
@@ -27,8 +34,13 @@ def bitcast_layout(operand: TensorType, permutation: tuple[int, ...]) -> tuple[i
     return tuple(position[d] for d in operand.layout)
 
 
-def layout_assignment(reads_strided: Preference, name: str = "layout_assignment") -> Pass:
-    """A layout pass for a backend that states, per consumer, whether it reads strided."""
+def layout_assignment(reads_strided: Preference,
+                      result_layout: ResultPreference = no_result_preference,
+                      name: str = "layout_assignment") -> Pass:
+    """A layout pass for a backend that states, per consumer, whether it reads strided, and
+    which layout it wants for the results of some ops (a convolution's, say). Consumers read
+    any layout through strides, so a preference never needs a copy; only results returned to
+    the caller stay row-major whatever the preference."""
 
     def run(module: Module) -> Module:
         fn = module.entry
@@ -40,8 +52,19 @@ def layout_assignment(reads_strided: Preference, name: str = "layout_assignment"
 
         def transform(builder: Builder, inst: Instruction,
                       operands: list[Value]) -> list[Value] | None:
-            if inst.op is not ops.TRANSPOSE or id(inst.result) in returned:
+            if len(inst.results) != 1 or id(inst.result) in returned:
                 return None
+            if inst.op is not ops.TRANSPOSE:
+                preferred = result_layout(inst)
+                consumers = users.get(id(inst.result), [])
+                # An elementwise consumer fuses the op as its epilogue, which rewrites the
+                # result in place in its own layout: keep them agreeing rather than copy.
+                if preferred is None or preferred == inst.result.type.layout or any(
+                        u.op.has(Trait.ELEMENTWISE) for u, _ in consumers):
+                    return None
+                return [builder.emit(inst.op, operands, inst.attrs,
+                                     inst.result.type.with_layout(preferred),
+                                     name_hint=inst.result.name_hint)]
             layout = bitcast_layout(operands[0].type, inst.attrs["permutation"])  # type: ignore
             result = inst.result.type
             if result.layout == layout:
@@ -77,3 +100,13 @@ def contractions_read_strided(inst: Instruction, index: int, layout: TensorType)
         free = [d for d in range(layout.rank) if d not in batch and d not in contract]
         return not free or layout.layout[0] == free[-1]
     return False
+
+
+def features_minor(inst: Instruction) -> tuple[int, ...] | None:
+    """The CPU's convolution output layout: features contiguous (NHWC in memory whatever the
+    dimension labels), so the next convolution's inner loop over input features is
+    contiguous; the direct kernel writes any layout at the same cost."""
+    if inst.op is not ops.CONVOLUTION:
+        return None
+    dims = ops.parse_dim_labels(inst.attrs["dim_labels"])  # type: ignore[arg-type]
+    return (dims.out_feature, *reversed(dims.out_spatial), dims.out_batch)

@@ -257,3 +257,28 @@ def test_cpu_code_for_random_programs_matches_the_interpreter(data: st.DataObjec
     executable = get_backend("cpu").compile(optimized, Options(backend="cpu"))
     for values in args:
         assert_close(interpret(module, values), executable(values))
+
+
+def test_convolution_results_are_laid_out_features_minor_whatever_the_labels() -> None:
+    from jitc import lax
+
+    def nchw(x, w):
+        return lax.conv_general_dilated(x, w, dimension_numbers="bf01_oi01->bf01").sum(
+            axis=(2, 3))
+
+    def nhwc(x, w):
+        return lax.conv_general_dilated(x, w, dimension_numbers="b01f_01io->b01f").sum(
+            axis=(1, 2))
+    x = RNG.standard_normal((2, 3, 9, 9)).astype(np.float32)
+    w = RNG.standard_normal((4, 3, 3, 3)).astype(np.float32)
+    cases = [(nchw, (x, w)), (nhwc, (x.transpose(0, 2, 3, 1).copy(),
+                                      w.transpose(2, 3, 1, 0).copy()))]
+    results = []
+    for fn, args in cases:
+        optimized = jitc.jit(fn).lower(*args).optimize()
+        (conv,) = [i for i in optimized.entry.body if i.op is ops.CONVOLUTION]
+        features = ops.parse_dim_labels(conv.attrs["dim_labels"]).out_feature
+        assert conv.results[0].type.layout[0] == features  # features are contiguous
+        assert kernel_count(fn, *args) == 2  # convolution and reduce: no layout copy
+        results.append(jitc.jit(fn)(*args))
+    np.testing.assert_allclose(results[0], results[1], rtol=1e-5, atol=1e-4)
