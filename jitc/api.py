@@ -304,10 +304,11 @@ class Jitted:
     """The callable `jitc.jit` returns."""
 
     def __init__(self, fun: Callable, options: Options, static_argnums: Sequence[int],
-                 static_argnames: Sequence[str]) -> None:
+                 static_argnames: Sequence[str], donate_argnums: Sequence[int] = ()) -> None:
         self.fun = fun
         self.options = options
         self.signature = _Signature(fun, static_argnums, static_argnames)
+        self.donate_argnums = frozenset(donate_argnums)
         self.name = getattr(fun, "__name__", "function")
         self._cache: dict[tuple, Compiled] = {}
         self._fast: Callable | None = None
@@ -330,8 +331,26 @@ class Jitted:
         start = time.perf_counter()
         module, out_tree = trace_function(self.fun, self.signature, dynamic, static, specs,
                                           treedef)
+        options = self.options
+        if self.donate_argnums:
+            options = options.with_(donated=self._donated_leaves(dynamic))
         return Lowered(self.name, module, self.signature, static, tuple(dynamic), treedef,
-                       specs, out_tree, self.options, time.perf_counter() - start)
+                       specs, out_tree, options, time.perf_counter() - start)
+
+    def _donated_leaves(self, dynamic: dict[str, Any]) -> frozenset[int]:
+        """Flat leaf indices of the donated positional arguments (each must be one array)."""
+        params = list(self.signature.sig.parameters) if self.signature.sig else list(dynamic)
+        leaves, position = set(), 0
+        for name, value in dynamic.items():
+            count = len(_flatten_arguments({name: value})[0])
+            argnum = params.index(name) if name in params else -1
+            if argnum in self.donate_argnums:
+                if count != 1 or not isinstance(value, np.ndarray):
+                    raise TypeError(f"{self.name}: donate_argnums names argument {name!r}, "
+                                    "which is not a single array")
+                leaves.add(position)
+            position += count
+        return frozenset(leaves)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         fast = self._fast
@@ -402,13 +421,20 @@ def _contains_tracer(args: tuple, kwargs: dict[str, Any]) -> bool:
 def jit(fun: Callable | None = None, *, backend: str | None = None,
         static_argnums: int | Sequence[int] = (), static_argnames: str | Sequence[str] = (),
         verify: bool | None = None, dump_dir: str | None = None,
-        disabled_passes: Iterable[str] = ()) -> Any:
+        disabled_passes: Iterable[str] = (), donate_argnums: int | Sequence[int] = (),
+        num_threads: int | None = None) -> Any:
     """Compile `fun` for each new argument signature; usable as `@jit` or `@jit(...)`.
 
-    - `backend`: "interpreter" (the reference; default for now), later "cpu" and "cuda".
+    - `backend`: "cpu" (the default), "interpreter" (the reference semantics), or any other
+      registered backend.
     - `static_argnums` / `static_argnames`: arguments passed as Python values, not traced; a
       new value compiles anew (they must be hashable).
-    - `verify`: verify the IR after every pass; `dump_dir`: write it after every pass.
+    - `donate_argnums`: array arguments whose memory a result of the same type may reuse; the
+      result is then that very array, updated in place, and the caller must not use the
+      argument's old value afterwards (as in JAX). Reuse happens only where it is safe.
+    - `num_threads`: threads the CPU backend may use (default: JITC_NUM_THREADS or all CPUs).
+    - `verify`: verify the IR after every pass; `dump_dir`: write it after every pass;
+      `disabled_passes`: names of passes to skip.
     """
     if isinstance(static_argnums, int):
         static_argnums = (static_argnums,)
@@ -421,11 +447,16 @@ def jit(fun: Callable | None = None, *, backend: str | None = None,
         changes["verify"] = verify
     if dump_dir is not None:
         changes["dump_dir"] = dump_dir
+    if num_threads is not None:
+        changes["num_threads"] = int(num_threads)
+    if isinstance(donate_argnums, int):
+        donate_argnums = (donate_argnums,)
     options = Options().with_(**changes)
     get_backend(options.backend)  # an unknown backend fails here, not at the first call
 
     def wrap(f: Callable) -> Jitted:
-        return Jitted(f, options, tuple(static_argnums), tuple(static_argnames))
+        return Jitted(f, options, tuple(static_argnums), tuple(static_argnames),
+                      tuple(donate_argnums))
     return wrap if fun is None else wrap(fun)
 
 

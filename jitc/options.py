@@ -23,6 +23,8 @@ class Options:
     verify: bool = field(default_factory=lambda: os.environ.get("JITC_VERIFY") == "1")
     dump_dir: str | None = field(default_factory=lambda: os.environ.get("JITC_DUMP_DIR") or None)
     disabled_passes: frozenset[str] = frozenset()
+    # Argument positions (flattened array arguments) whose buffers results may reuse.
+    donated: frozenset[int] = frozenset()
     num_threads: int = field(default_factory=lambda: int(os.environ.get("JITC_NUM_THREADS")
                                                          or os.cpu_count() or 1))
 

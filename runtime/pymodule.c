@@ -41,6 +41,7 @@ typedef struct {
     atomic_int workspace_busy;
     int result_kind;
     int release_gil;
+    Py_ssize_t *donated_from;  /* per result: the argument whose buffer it reuses, or -1 */
 } Dispatcher;
 
 static int read_specs(PyObject *seq, ArraySpec **out, Py_ssize_t *count) {
@@ -80,8 +81,9 @@ static int Dispatcher_init(Dispatcher *self, PyObject *args, PyObject *kwds) {
     PyObject *arg_specs, *out_specs, *constants;
     Py_ssize_t workspace;
     int result_kind, release_gil;
-    if (!PyArg_ParseTuple(args, "KOOOnii", &address, &arg_specs, &out_specs, &constants,
-                          &workspace, &result_kind, &release_gil))
+    PyObject *donations = NULL;
+    if (!PyArg_ParseTuple(args, "KOOOnii|O", &address, &arg_specs, &out_specs, &constants,
+                          &workspace, &result_kind, &release_gil, &donations))
         return -1;
     self->entry = (entry_fn)(uintptr_t)address;
     if (read_specs(arg_specs, &self->args, &self->nargs) < 0) return -1;
@@ -101,6 +103,16 @@ static int Dispatcher_init(Dispatcher *self, PyObject *args, PyObject *kwds) {
     }
     self->const_refs = PySequence_Tuple(fast);
     Py_DECREF(fast);
+    self->donated_from = malloc((self->nouts ? self->nouts : 1) * sizeof(Py_ssize_t));
+    for (Py_ssize_t i = 0; i < self->nouts; i++) self->donated_from[i] = -1;
+    if (donations && donations != Py_None) {
+        PyObject *items = PySequence_Fast(donations, "donations must be a sequence");
+        if (!items) return -1;
+        for (Py_ssize_t i = 0; i < self->nouts && i < PySequence_Fast_GET_SIZE(items); i++)
+            self->donated_from[i] = PyLong_AsSsize_t(PySequence_Fast_GET_ITEM(items, i));
+        Py_DECREF(items);
+        if (PyErr_Occurred()) return -1;
+    }
     self->workspace_bytes = (size_t)workspace;
     self->result_kind = result_kind;
     self->release_gil = release_gil;
@@ -112,6 +124,7 @@ static void Dispatcher_dealloc(Dispatcher *self) {
     free(self->args);
     free(self->outs);
     free(self->consts);
+    free(self->donated_from);
     free(self->cached_workspace);
     Py_XDECREF(self->const_refs);
     Py_TYPE(self)->tp_free((PyObject *)self);
@@ -160,6 +173,11 @@ static PyObject *Dispatcher_call(Dispatcher *self, PyObject *call_args, PyObject
     if (PyTuple_GET_SIZE(args) != self->nargs) Py_RETURN_NONE;
     for (Py_ssize_t i = 0; i < self->nargs; i++)
         if (!matches(PyTuple_GET_ITEM(args, i), &self->args[i])) Py_RETURN_NONE;
+    for (Py_ssize_t i = 0; i < self->nouts; i++) {
+        Py_ssize_t from = self->donated_from[i];
+        if (from >= 0 && !PyArray_ISWRITEABLE((PyArrayObject *)PyTuple_GET_ITEM(args, from)))
+            Py_RETURN_NONE;  /* a donated argument must be writable */
+    }
 
     Py_ssize_t total = self->nargs + self->nouts + self->nconsts + 1;
     void *stack_buffers[STACK_BUFFERS];
@@ -171,6 +189,15 @@ static PyObject *Dispatcher_call(Dispatcher *self, PyObject *call_args, PyObject
     if (!results) goto fail;
     for (Py_ssize_t i = 0; i < self->nouts; i++) {
         ArraySpec *spec = &self->outs[i];
+        Py_ssize_t from = self->donated_from[i];
+        if (from >= 0) {
+            /* The result is computed in place in the donated argument, which is returned. */
+            PyObject *donated = PyTuple_GET_ITEM(args, from);
+            Py_INCREF(donated);
+            PyTuple_SET_ITEM(results, i, donated);
+            buffers[self->nargs + i] = PyArray_DATA((PyArrayObject *)donated);
+            continue;
+        }
         PyObject *out = PyArray_SimpleNew(spec->ndim, spec->dims, spec->typenum);
         if (!out) goto fail;
         PyTuple_SET_ITEM(results, i, out);
@@ -218,7 +245,8 @@ static PyTypeObject DispatcherType = {
     PyVarObject_HEAD_INIT(NULL, 0)
     .tp_name = "jitc._runtime.Dispatcher",
     .tp_doc = "Dispatcher(entry_address, arg_specs, out_specs, constants, workspace_bytes, "
-              "result_kind, release_gil): call compiled code on arrays of one signature.",
+              "result_kind, release_gil, donations=None): call compiled code on arrays of "
+              "one signature; donations[i] names the argument result i is written into.",
     .tp_basicsize = sizeof(Dispatcher),
     .tp_flags = Py_TPFLAGS_DEFAULT,
     .tp_new = PyType_GenericNew,

@@ -105,3 +105,40 @@ def test_workspace_is_reused_between_temporaries() -> None:
     assert memory["temp_bytes"] <= 2 * 64 * 64 * 4 < memory["intermediate_bytes"]
     np.testing.assert_allclose(compiled(x, w.astype(np.float32)),
                                chain(x, w.astype(np.float32)), rtol=1e-4, atol=1e-5)
+
+
+def test_donated_argument_buffers_hold_results_computed_in_step() -> None:
+    def step(x, g):
+        return x - 0.5 * g, (g * g).sum()
+    f = jitc.jit(step, donate_argnums=0)
+    x, g = np.arange(8, dtype=np.float32), np.ones(8, np.float32)
+    expected = step(x.copy(), g)
+    result, norm = f(x, g)
+    assert result is x  # computed in place in the donated array
+    np.testing.assert_array_equal(result, expected[0])
+    assert norm == expected[1]
+    compiled = f.lower(x, g).compile()
+    assert compiled.memory_analysis()["temp_bytes"] <= 64
+
+
+def test_donation_is_skipped_where_in_place_would_be_wrong() -> None:
+    f = jitc.jit(lambda x: x[::-1] + 1, donate_argnums=0)  # reads other elements: no reuse
+    x = np.arange(5.0)
+    result = f(x)
+    assert result is not x
+    np.testing.assert_array_equal(result, np.arange(5.0)[::-1] + 1)
+    np.testing.assert_array_equal(x, np.arange(5.0))
+
+
+def test_donating_a_read_only_array_copies_it_first() -> None:
+    f = jitc.jit(lambda x: x * 2, donate_argnums=0)
+    x = np.arange(4.0)
+    x.setflags(write=False)
+    np.testing.assert_array_equal(f(x), np.arange(4.0) * 2)
+    np.testing.assert_array_equal(x, np.arange(4.0))
+
+
+def test_donate_argnums_must_name_an_array() -> None:
+    f = jitc.jit(lambda xs: xs[0] + xs[1], donate_argnums=0)
+    with pytest.raises(TypeError, match="not a single array"):
+        f((np.ones(2), np.ones(2)))

@@ -49,15 +49,17 @@ class CpuExecutable:
         from jitc._runtime import Dispatcher
         specs = [(np.dtype(d).num, s) for s, d in self.arg_types]
         outs = [(np.dtype(d).num, s) for s, d in self.out_types]
+        donations = [self.plan.donations.get(n, -1) for n in range(len(self.out_types))]
         return Dispatcher(self.address, specs, outs, self.constants, self.plan.workspace_bytes,
-                          result_kind, int(self.release_gil))
+                          result_kind, int(self.release_gil), donations)
 
     def __call__(self, args: Sequence[np.ndarray]) -> list[np.ndarray]:
         result = self._call(tuple(args))
         if result is None:
             # Not C-contiguous, or not an ndarray of exactly the dtype: convert, then call.
-            arrays = tuple(np.asarray(a, dtype=d, order="C") for a, (_, d) in
-                           zip(args, self.arg_types))
+            donors = set(self.plan.donations.values())
+            arrays = tuple(np.array(a, dtype=d, order="C", copy=n in donors or None)
+                           for n, (a, (_, d)) in enumerate(zip(args, self.arg_types)))
             result = self._call(arrays)
             if result is None:
                 want = ", ".join(f"{np.dtype(d)}{list(s)}" for s, d in self.arg_types)
@@ -80,7 +82,7 @@ class CpuBackend:
 
     def compile(self, module: Module, options: Options) -> CpuExecutable:
         threads = options.num_threads if register_runtime_symbols() else 1
-        lowering = lower_module(module, threads)
+        lowering = lower_module(module, threads, donated=options.donated)
         tm = target.host_target_machine()
         llvm_module = target.parse(str(lowering.llvm_ir), tm)
         target.optimize(llvm_module, tm)

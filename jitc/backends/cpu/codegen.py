@@ -96,9 +96,10 @@ def _strip_locations(text: str) -> str:
 
 
 def lower_module(module: Module, num_threads: int = 1, name: str = "jitc",
-                 linkage: Linkage = Linkage()) -> Lowering:
+                 linkage: Linkage = Linkage(), donated: frozenset[int] = frozenset()
+                 ) -> Lowering:
     fn = module.entry
-    plan = plan_buffers(fn)
+    plan = plan_buffers(fn, donated, module)
     llvm_module = ir.Module(name=name)
     emitted: list[kernels.Kernel] = []
     prefix = linkage.prefix

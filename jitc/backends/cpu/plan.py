@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from jitc.ir.core import Function, Instruction, Value
+from jitc.ir.core import Function, Instruction, Module, Value
 from jitc.ir.opdef import Trait
 
 ALIGNMENT = 64
@@ -32,6 +32,7 @@ class BufferPlan:
     workspace_bytes: int = 0
     copies: list[tuple[Value, int]] = field(default_factory=list)  # (source, output slot)
     aliases: dict[int, Value] = field(default_factory=dict)  # id(bitcast value) -> its operand
+    donations: dict[int, int] = field(default_factory=dict)  # result index -> argument index
 
     @property
     def num_slots(self) -> int:
@@ -57,29 +58,81 @@ def is_bitcast(inst: Instruction) -> bool:
     return [perm[d] for d in result.layout] == list(operand.layout)  # type: ignore[index]
 
 
+def _donation(fn: Function, value: Value, donated: frozenset[int] | set[int],
+              program: Module | None) -> int | None:
+    """A donated argument whose buffer can hold `value`: same type, row-major, read for the
+    last time by the kernel that computes `value`, and read by it only at the element it
+    writes (so writing element i never clobbers an element still to be read)."""
+    producer = value.producer
+    params = fn.parameters
+    position = {id(inst): n for n, inst in enumerate(fn.body)}
+    for index in sorted(donated):
+        if index >= len(params):
+            continue
+        p = params[index]
+        if p.type != value.type or not p.type.is_row_major or any(v is p for v in fn.outputs):
+            continue
+        users = [inst for inst in fn.body if any(v is p for v in inst.operands)]
+        if not users or max(position[id(u)] for u in users) != position[id(producer)]:
+            continue
+        if _reads_in_step(producer, [n for n, v in enumerate(producer.operands) if v is p],
+                          program):
+            return index
+    return None
+
+
+def _reads_in_step(inst: Instruction, operand_indices: list[int],
+                   program: Module | None) -> bool:
+    """Whether `inst` reads those operands only at the index of the element it writes."""
+    shape = inst.results[0].type.shape
+    if inst.op.has(Trait.ELEMENTWISE):
+        return all(inst.operands[i].type.shape == shape for i in operand_indices)
+    if inst.op.name != "fusion" or program is None or inst.attrs["kind"] != "loop":
+        return False
+    body = program.functions[inst.attrs["calls"]]  # type: ignore[index]
+    pending = [body.parameters[i] for i in operand_indices]
+    while pending:
+        v = pending.pop()
+        for user in body.body:
+            if any(o is v for o in user.operands):
+                if not user.op.has(Trait.ELEMENTWISE) or user.results[0].type.shape != shape:
+                    return False
+                pending.append(user.results[0])
+    return True
+
+
 def _interval_overlaps(a: tuple[int, int], b: tuple[int, int]) -> bool:
     return a[0] <= b[1] and b[0] <= a[1]
 
 
-def plan_buffers(fn: Function) -> BufferPlan:
+def plan_buffers(fn: Function, donated: frozenset[int] = frozenset(),
+                 program: Module | None = None) -> BufferPlan:
     """Where every value lives: caller buffers for arguments and results, pointers for array
     constants, and offsets into one workspace for the rest.
 
     Scalar constants are computed inline. Bitcasts (layout-preserving reshapes and transposes
     that only change the layout) share their operand's buffer. Temporaries whose lifetimes do
     not overlap share workspace bytes, and an elementwise op may write over an operand of the
-    same type that dies there (in-place update).
+    same type that dies there (in-place update). A result may be computed in place in a
+    donated argument's buffer when that is safe (see `_donation`).
     """
     params = fn.parameters
     plan = BufferPlan(len(params), len(fn.outputs))
     for i, p in enumerate(params):
         plan.slots[id(p)] = i
     output_base = plan.num_args
+    taken: set[int] = set()
     for n, value in enumerate(fn.outputs):
         slot = output_base + n
         producer = value.producer.op.name
         if id(value) in plan.slots or producer in ("parameter", "constant"):
             plan.copies.append((value, slot))
+            continue
+        donor = _donation(fn, value, donated - taken, program)
+        if donor is not None:
+            taken.add(donor)
+            plan.donations[n] = donor
+            plan.slots[id(value)] = donor
         else:
             plan.slots[id(value)] = slot
     next_slot = plan.num_args + plan.num_outputs
