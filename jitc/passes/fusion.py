@@ -212,9 +212,9 @@ class _Fuser:
             if id(inst) in self.group_of or inst.op in (ops.PARAMETER, ops.CONSTANT):
                 continue
             users = [u for v in inst.results for u in self.users.get(id(v), [])]
-            if users and all(id(u) in self.group_of for u in users) and not any(
-                    id(v) in self.returned for v in inst.results):
-                continue  # only copies in other kernels use it: dead once they are built
+            if users and not any(id(v) in self.returned for v in inst.results) and all(
+                    id(u) in self.group_of and self.group_of[id(u)].has(inst) for u in users):
+                continue  # every user reads its own copy: dead once the kernels are built
             group = self._seed(inst)
             if group is None:
                 continue
