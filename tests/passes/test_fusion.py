@@ -223,6 +223,7 @@ def test_gpt2_block_temporaries_are_far_below_the_sum_of_intermediates() -> None
     unfused = jitc.jit(gpt2.transformer_block, static_argnums=2, backend="interpreter")
     traced = unfused.lower(x, params, 4).compile().cost_analysis()
     assert costs["kernels"] * 4 < traced["kernels"]
+    assert costs["kernels"] <= 15  # 5 contractions with epilogues, 3 row kernels, loops
     assert memory["temp_bytes"] * 2 < memory["intermediate_bytes"]
     np.testing.assert_allclose(compiled(x, params, 4), gpt2.transformer_block(x, params, 4),
                                rtol=1e-4, atol=1e-4)
