@@ -52,6 +52,8 @@ def main(argv: list[str] | None = None) -> int:
     demo = sub.add_parser("demo", help="trace, show and run a small numpy model")
     demo.add_argument("--backend", default=None, help="backend to run on")
     sub.add_parser("version", help="print the version")
+    from jitc.aot import cli as aot_cli
+    aot_cli.add_parser(sub)
     args = parser.parse_args(argv)
     if args.command == "version":
         import jitc
@@ -62,6 +64,8 @@ def main(argv: list[str] | None = None) -> int:
             from jitc.options import Options
             args.backend = Options().backend
         return _demo(args)
+    if args.command == "aot":
+        return aot_cli.run(args)
     return 2
 
 

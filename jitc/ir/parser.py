@@ -310,3 +310,12 @@ def _tree(value: object, leaf) -> object:
 def parse_module(text: str) -> Module:
     """Parse IR text into a Module; ParseError names the line of any mistake."""
     return _Parser(text).module()
+
+
+def parse_type(text: str) -> TensorType:
+    """Parse one tensor type such as `f32[8,784]` or `i64[]`; ParseError on anything else."""
+    parser = _Parser(text)
+    type_ = parser.type()
+    if parser.peek().kind != "eof":
+        raise parser.error("unexpected text after the type")
+    return type_

@@ -1,0 +1,138 @@
+"""The C ABI of `jitc aot` libraries, as Python sees it.
+
+`runtime/jitc_aot.h` is the C side of this table; tests/aot keeps the two equal. Status codes
+and dtype codes are part of the ABI: a value never changes meaning.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from jitc.ir import dtypes
+from jitc.ir.dtypes import DType
+from jitc.ir.types import TensorType
+
+ABI_VERSION = 1
+WORKSPACE_ALIGNMENT = 64
+
+# code -> (C enumerator, message returned by NAME_error_string)
+STATUS: dict[int, tuple[str, str]] = {
+    0: ("JITC_OK", "success"),
+    1: ("JITC_ERROR_NULL_POINTER", "an argument or result pointer is NULL"),
+    2: ("JITC_ERROR_OUT_OF_MEMORY", "the temporary workspace could not be allocated"),
+    3: ("JITC_ERROR_BAD_WORKSPACE",
+        f"the workspace is NULL or not aligned to {WORKSPACE_ALIGNMENT} bytes"),
+    4: ("JITC_ERROR_OVERLAPPING_BUFFERS", "a result buffer overlaps an argument or a result"),
+}
+UNKNOWN_STATUS = "unknown jitc status code"
+OK, NULL_POINTER, OUT_OF_MEMORY, BAD_WORKSPACE, OVERLAPPING_BUFFERS = range(5)
+
+# dtype -> (C enumerator, code, C element type)
+DTYPES: dict[DType, tuple[str, int, str]] = {
+    dtypes.bool_: ("JITC_BOOL", 0, "bool"),
+    dtypes.int8: ("JITC_I8", 1, "int8_t"),
+    dtypes.uint8: ("JITC_U8", 2, "uint8_t"),
+    dtypes.int32: ("JITC_I32", 3, "int32_t"),
+    dtypes.int64: ("JITC_I64", 4, "int64_t"),
+    dtypes.float16: ("JITC_F16", 5, "jitc_f16"),
+    dtypes.float32: ("JITC_F32", 6, "float"),
+    dtypes.float64: ("JITC_F64", 7, "double"),
+}
+
+RUNTIME_DIR = Path(__file__).resolve().parent.parent.parent / "runtime"
+ABI_HEADER = RUNTIME_DIR / "jitc_aot.h"
+POOL_SOURCE = RUNTIME_DIR / "jitc_runtime.c"
+# The thread pool's public names, renamed per library so two libraries can share a program.
+POOL_SYMBOLS = ("jitc_parallel_for", "jitc_pool_size")
+
+
+def default_name(output: Path) -> str:
+    """`libmodel.so` → `model`: the library name a build and `jitc.aot.load` agree on."""
+    stem = output.name.split(".")[0]
+    stem = stem.removeprefix("lib") or stem
+    name = re.sub(r"\W", "_", stem)
+    return name if name and not name[0].isdigit() else f"_{name}"
+
+
+def pool_symbol(library: str, symbol: str) -> str:
+    """A thread pool function's name inside `library`: `jitc_parallel_for` → `NAME_parallel_for`."""
+    return library + symbol.removeprefix("jitc")
+
+
+def c_type(dtype: DType) -> str:
+    return DTYPES[dtype][2]
+
+
+def dtype_enum(dtype: DType) -> str:
+    return DTYPES[dtype][0]
+
+
+@dataclass(frozen=True)
+class Argument:
+    name: str          # the C parameter name
+    type: TensorType
+
+
+@dataclass(frozen=True)
+class FunctionABI:
+    """The C interface of one export: `int NAME(const T *args..., T *results...)`."""
+
+    c_name: str
+    python_name: str
+    source: tuple[str, int]
+    args: tuple[Argument, ...]
+    results: tuple[Argument, ...]
+    single_result: bool        # Python returns one array rather than a tuple
+    workspace_bytes: int
+
+    @property
+    def with_workspace(self) -> str:
+        return f"{self.c_name}_with_workspace"
+
+    @property
+    def buffers(self) -> tuple[Argument, ...]:
+        return self.args + self.results
+
+    def manifest(self) -> dict[str, object]:
+        def describe(a: Argument) -> dict[str, object]:
+            return {"name": a.name, "dtype": a.type.dtype.name, "shape": list(a.type.shape)}
+        return {"name": self.c_name, "python_name": self.python_name,
+                "args": [describe(a) for a in self.args],
+                "results": [describe(a) for a in self.results],
+                "single_result": self.single_result, "workspace_bytes": self.workspace_bytes}
+
+
+@dataclass(frozen=True)
+class LibraryABI:
+    """Everything a library exposes: its exports and its library-wide functions."""
+
+    name: str                  # prefixes the library-wide symbols and macros
+    exports: tuple[FunctionABI, ...]
+    jitc_version: str
+    triple: str
+    cpu: str
+    threads: int
+
+    @property
+    def error_string(self) -> str:
+        return f"{self.name}_error_string"
+
+    @property
+    def version_function(self) -> str:
+        return f"{self.name}_jitc_version"
+
+    @property
+    def cpu_function(self) -> str:
+        return f"{self.name}_target_cpu"
+
+    @property
+    def manifest_function(self) -> str:
+        return f"{self.name}_jitc_manifest"
+
+    def manifest(self) -> dict[str, object]:
+        """What `jitc.aot.load` reads back from a built library."""
+        return {"abi": ABI_VERSION, "name": self.name, "jitc_version": self.jitc_version,
+                "triple": self.triple, "cpu": self.cpu, "threads": self.threads,
+                "exports": [e.manifest() for e in self.exports]}

@@ -1,0 +1,132 @@
+"""`jitc.aot.load`: call a library built by `jitc aot` from Python with numpy arrays.
+
+The library describes itself (`NAME_jitc_manifest`, JSON), so nothing but the file and the
+library name is needed. Calls go through ctypes, which releases the GIL while they run.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from jitc.aot.abi import default_name
+from jitc.aot.export import ShapeDtype
+from jitc.ir import dtypes
+
+
+class AotCallError(RuntimeError):
+    """An exported function returned a nonzero status."""
+
+    def __init__(self, function: str, status: int, message: str) -> None:
+        super().__init__(f"{function} returned {status}: {message}")
+        self.status = status
+
+
+class AotFunction:
+    """One export: `f(*arrays)` returns a new array, or a tuple of them."""
+
+    def __init__(self, library: Library, manifest: dict[str, Any]) -> None:
+        self.library = library
+        self.name: str = manifest["name"]
+        self.args = [ShapeDtype(a["shape"], dtypes.by_name(a["dtype"]).numpy)
+                     for a in manifest["args"]]
+        self.results = [ShapeDtype(r["shape"], dtypes.by_name(r["dtype"]).numpy)
+                        for r in manifest["results"]]
+        self.single_result: bool = manifest["single_result"]
+        self.workspace_bytes: int = manifest["workspace_bytes"]
+        count = len(self.args) + len(self.results)
+        self._plain = self._function(self.name, count)
+        self._with_workspace = self._function(f"{self.name}_with_workspace", count + 1)
+
+    def _function(self, symbol: str, count: int) -> Any:
+        fn = getattr(self.library.dll, symbol)
+        fn.argtypes = [ctypes.c_void_p] * count
+        fn.restype = ctypes.c_int
+        return fn
+
+    def _convert(self, i: int, value: object) -> np.ndarray:
+        want = self.args[i]
+        array = np.asarray(value)
+        if array.shape != want.shape:
+            raise TypeError(f"{self.name}: argument {i} must have shape {list(want.shape)}, "
+                            f"got {list(array.shape)}")
+        if array.dtype != want.dtype and not np.can_cast(array.dtype, want.dtype, "same_kind"):
+            raise TypeError(f"{self.name}: argument {i} must be {want.dtype}, got {array.dtype}")
+        return np.ascontiguousarray(array, dtype=want.dtype)
+
+    def __call__(self, *args: object, workspace: np.ndarray | None = None) -> Any:
+        """Run the export; `workspace` (a buffer of at least `workspace_bytes` bytes, aligned
+        to 64) calls the `_with_workspace` variant with it."""
+        if len(args) != len(self.args):
+            raise TypeError(f"{self.name} takes {len(self.args)} arguments, got {len(args)}")
+        arrays = [self._convert(i, a) for i, a in enumerate(args)]
+        results = [np.empty(r.shape, r.dtype) for r in self.results]
+        pointers = [a.ctypes.data for a in arrays + results]
+        if workspace is None:
+            status = self._plain(*pointers)
+        else:
+            if not workspace.flags.c_contiguous or workspace.nbytes < self.workspace_bytes:
+                raise ValueError(f"{self.name}: the workspace must be a contiguous buffer of "
+                                 f"at least {self.workspace_bytes} bytes")
+            status = self._with_workspace(*pointers, workspace.ctypes.data)
+        if status != 0:
+            raise AotCallError(self.name, status, self.library.error_string(status))
+        return results[0] if self.single_result else tuple(results)
+
+    def __repr__(self) -> str:
+        return f"<jitc.aot function {self.name} from {self.library.path.name}>"
+
+
+class Library:
+    """A loaded library; its exports are attributes (and items, by C name)."""
+
+    def __init__(self, path: Path, name: str) -> None:
+        self.path = path
+        self.name = name
+        self.dll = ctypes.CDLL(str(path.resolve()))
+        try:
+            describe = getattr(self.dll, f"{name}_jitc_manifest")
+        except AttributeError:
+            raise ValueError(f"{path} has no {name}_jitc_manifest: not a jitc library, or built "
+                             "with another --name (pass load(path, name=...))") from None
+        describe.restype = ctypes.c_char_p
+        self.manifest: dict[str, Any] = json.loads(describe())
+        self._error_string = self.dll[f"{name}_error_string"]
+        self._error_string.argtypes = [ctypes.c_int]
+        self._error_string.restype = ctypes.c_char_p
+        self.functions = {m["name"]: AotFunction(self, m) for m in self.manifest["exports"]}
+
+    @property
+    def jitc_version(self) -> str:
+        return self.manifest["jitc_version"]
+
+    @property
+    def target_cpu(self) -> str:
+        return self.manifest["cpu"]
+
+    def error_string(self, status: int) -> str:
+        return self._error_string(status).decode()
+
+    def __getitem__(self, name: str) -> AotFunction:
+        return self.functions[name]
+
+    def __getattr__(self, name: str) -> AotFunction:
+        functions = self.__dict__.get("functions", {})
+        if name in functions:
+            return functions[name]
+        raise AttributeError(f"{self.path.name} exports no function {name!r}; it has "
+                             f"{sorted(functions)}")
+
+    def __dir__(self) -> list[str]:
+        return [*super().__dir__(), *self.functions]
+
+
+def load(path: str | Path, name: str | None = None) -> Library:
+    """Load a shared library built by `jitc aot`. `name` is the library name it was built
+    with (`--name`; default, like the build's: `libmodel.so` → `model`)."""
+    path = Path(path)
+    return Library(path, name or default_name(path))

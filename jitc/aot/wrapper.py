@@ -1,0 +1,164 @@
+"""The C ABI functions of a library, emitted as LLVM IR next to the kernels.
+
+Written in IR rather than C so that one LLVM module makes the whole object: an object for
+another architecture then needs no cross C compiler (see docs/aot.md). Per export:
+
+    internal i32 @LIB.NAME.checked(ptr bufs..., ptr workspace)  ; checks, then the entry
+    i32 @NAME_with_workspace(ptr args..., ptr results..., ptr workspace)
+    i32 @NAME(ptr args..., ptr results...)     ; allocates the workspace for this call only
+
+Nothing here writes to global memory: every call works on its own stack frame and workspace,
+so the functions are reentrant.
+"""
+
+from __future__ import annotations
+
+from llvmlite import ir
+
+from jitc.aot import abi
+from jitc.aot.abi import FunctionABI, LibraryABI
+from jitc.backends.llvm.types import I8, I32, I64, PTR, VOID
+
+I1 = ir.IntType(1)
+
+
+def _status(code: int) -> ir.Constant:
+    return ir.Constant(I32, code)
+
+
+def _any(b: ir.IRBuilder, conditions: list[ir.Value]) -> ir.Value:
+    result: ir.Value = ir.Constant(I1, 0)
+    for c in conditions:
+        result = b.or_(result, c)
+    return result
+
+
+def _return_if(b: ir.IRBuilder, condition: ir.Value, code: int, label: str) -> None:
+    """Return `code` when `condition` holds, else go on in a new block."""
+    fail = b.append_basic_block(f"{label}.fail")
+    ok = b.append_basic_block(f"{label}.ok")
+    b.cbranch(condition, fail, ok)
+    b.position_at_end(fail)
+    b.ret(_status(code))
+    b.position_at_end(ok)
+
+
+def _overlaps(b: ir.IRBuilder, p: ir.Value, p_bytes: int, q: ir.Value, q_bytes: int) -> ir.Value:
+    pi, qi = b.ptrtoint(p, I64), b.ptrtoint(q, I64)
+    p_end = b.add(pi, ir.Constant(I64, p_bytes))
+    q_end = b.add(qi, ir.Constant(I64, q_bytes))
+    return b.and_(b.icmp_unsigned("<", pi, q_end), b.icmp_unsigned("<", qi, p_end))
+
+
+def _emit_checked(module: ir.Module, fn: FunctionABI, entry: ir.Function,
+                  name: str) -> ir.Function:
+    """The argument checks of the ABI, then one call of the compiled entry function."""
+    buffers = fn.buffers
+    checked = ir.Function(module, ir.FunctionType(I32, [PTR] * (len(buffers) + 1)), name)
+    checked.linkage = "internal"
+    *pointers, workspace = checked.args
+    b = ir.IRBuilder(checked.append_basic_block("entry"))
+    # Zero-element arrays are never read or written, so their pointers may be anything.
+    sized = [(p, a.type.nbytes) for p, a in zip(pointers, buffers) if a.type.nbytes]
+    null = ir.Constant(PTR, None)
+    _return_if(b, _any(b, [b.icmp_unsigned("==", p, null) for p, _ in sized]),
+               abi.NULL_POINTER, "null")
+    results = {id(p) for p in pointers[len(fn.args):]}
+    clashes = []
+    for i, (p, n) in enumerate(sized):
+        if id(p) not in results:
+            continue
+        for j, (q, m) in enumerate(sized):
+            # Arguments are only read, so they may overlap one another; each pair of results
+            # is checked once.
+            if j != i and (id(q) not in results or j < i):
+                clashes.append(_overlaps(b, p, n, q, m))
+    _return_if(b, _any(b, clashes), abi.OVERLAPPING_BUFFERS, "overlap")
+    if fn.workspace_bytes:
+        misaligned = b.icmp_unsigned(
+            "!=", b.and_(b.ptrtoint(workspace, I64), ir.Constant(I64, abi.WORKSPACE_ALIGNMENT - 1)),
+            ir.Constant(I64, 0))
+        bad = b.or_(b.icmp_unsigned("==", workspace, null), misaligned)
+        _return_if(b, bad, abi.BAD_WORKSPACE, "workspace")
+    # The entry reads [args..., results..., workspace] (constants are baked into the module).
+    table = b.alloca(PTR, ir.Constant(I64, len(buffers) + 1), name="buffers")
+    for i, p in enumerate([*pointers, workspace]):
+        b.store(p, b.gep(table, [ir.Constant(I64, i)], source_etype=PTR, inbounds=True))
+    b.call(entry, [table])
+    b.ret(_status(abi.OK))
+    return checked
+
+
+def emit_export(module: ir.Module, fn: FunctionABI, entry_name: str, internal_prefix: str
+                ) -> None:
+    """Add `NAME` and `NAME_with_workspace` for the entry function `entry_name`."""
+    entry = module.get_global(entry_name)
+    checked = _emit_checked(module, fn, entry, f"{internal_prefix}checked")
+    count = len(fn.buffers)
+
+    with_ws = ir.Function(module, ir.FunctionType(I32, [PTR] * (count + 1)), fn.with_workspace)
+    b = ir.IRBuilder(with_ws.append_basic_block("entry"))
+    b.ret(b.call(checked, list(with_ws.args)))
+
+    plain = ir.Function(module, ir.FunctionType(I32, [PTR] * count), fn.c_name)
+    b = ir.IRBuilder(plain.append_basic_block("entry"))
+    if not fn.workspace_bytes:
+        b.ret(b.call(checked, [*plain.args, ir.Constant(PTR, None)]))
+        return
+    aligned_alloc = _declare(module, "aligned_alloc", ir.FunctionType(PTR, [I64, I64]))
+    free = _declare(module, "free", ir.FunctionType(VOID, [PTR]))
+    # workspace_bytes is a multiple of the alignment, as C11's aligned_alloc requires.
+    workspace = b.call(aligned_alloc, [ir.Constant(I64, abi.WORKSPACE_ALIGNMENT),
+                                       ir.Constant(I64, fn.workspace_bytes)])
+    _return_if(b, b.icmp_unsigned("==", workspace, ir.Constant(PTR, None)),
+               abi.OUT_OF_MEMORY, "alloc")
+    status = b.call(checked, [*plain.args, workspace])
+    b.call(free, [workspace])
+    b.ret(status)
+
+
+def _declare(module: ir.Module, name: str, type_: ir.FunctionType) -> ir.Function:
+    existing = module.globals.get(name)
+    return existing if existing is not None else ir.Function(module, type_, name)
+
+
+def _string(module: ir.Module, name: str, text: str) -> ir.GlobalVariable:
+    data = bytearray(text.encode()) + b"\0"
+    value = ir.GlobalVariable(module, ir.ArrayType(I8, len(data)), name)
+    value.global_constant = True
+    value.linkage = "private"
+    value.unnamed_addr = True
+    value.initializer = ir.Constant(value.value_type, data)
+    return value
+
+
+def _string_function(module: ir.Module, name: str, text: str) -> None:
+    fn = ir.Function(module, ir.FunctionType(PTR, []), name)
+    ir.IRBuilder(fn.append_basic_block("entry")).ret(_string(module, f"{name}.text", text))
+
+
+def emit_library_functions(module: ir.Module, lib: LibraryABI, manifest: str) -> None:
+    """`NAME_error_string`, `NAME_jitc_version`, `NAME_target_cpu` and `NAME_jitc_manifest`."""
+    messages = [_string(module, f"{lib.name}.status{code}", message)
+                for code, (_, message) in sorted(abi.STATUS.items())]
+    table_type = ir.ArrayType(PTR, len(messages))
+    table = ir.GlobalVariable(module, table_type, f"{lib.name}.status_messages")
+    table.global_constant = True
+    table.linkage = "private"
+    table.initializer = ir.Constant(table_type, messages)
+    unknown = _string(module, f"{lib.name}.status_unknown", abi.UNKNOWN_STATUS)
+
+    fn = ir.Function(module, ir.FunctionType(PTR, [I32]), lib.error_string)
+    (code,) = fn.args
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    index = b.zext(code, I64)
+    known = b.icmp_unsigned("<", index, ir.Constant(I64, len(messages)))
+    with b.if_then(known):
+        address = b.gep(table, [ir.Constant(I64, 0), index], source_etype=table_type,
+                        inbounds=True)
+        b.ret(b.load(address, typ=PTR))
+    b.ret(unknown)
+
+    _string_function(module, lib.version_function, lib.jitc_version)
+    _string_function(module, lib.cpu_function, lib.cpu)
+    _string_function(module, lib.manifest_function, manifest)
