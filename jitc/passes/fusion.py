@@ -128,6 +128,23 @@ class _Fuser:
                     pending.append(user)
         return True
 
+    def _reads_pointwise(self, group: Group, core: Instruction) -> bool:
+        """Whether the group reads the contraction's result only at the element it writes:
+        an epilogue rewrites each finished element in place, so no member may move data
+        (transpose, reverse, slice...) between the contraction and the root."""
+        shape = core.results[0].type.shape
+        pending, seen = [core], set()
+        while pending:
+            inst = pending.pop()
+            for user in self.users.get(id(inst.results[0]), []):
+                if not group.has(user) or id(user) in seen:
+                    continue
+                seen.add(id(user))
+                if not user.op.has(Trait.ELEMENTWISE) or user.results[0].type.shape != shape:
+                    return False
+                pending.append(user)
+        return True
+
     def _accepts(self, group: Group, producer: Instruction) -> str | None:
         """The group's kind after taking `producer`, or None when it cannot."""
         if len(producer.results) != 1:
@@ -150,7 +167,7 @@ class _Fuser:
                                           v.type.layout == result.layout for v in m.results)
                 for m in group.members.values() if m.results[0].type.shape == group.shape)
             return "dot" if epilogue_ok and group.root.results[0].type.dtype is result.dtype \
-                else None
+                and self._reads_pointwise(group, producer) else None
         return None
 
     def _pull(self, group: Group, producer: Instruction) -> bool:

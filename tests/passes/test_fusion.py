@@ -283,3 +283,12 @@ def test_convolution_results_are_laid_out_features_minor_whatever_the_labels() -
         assert kernel_count(fn, *args) == 2  # convolution and reduce: no layout copy
         results.append(jitc.jit(fn)(*args))
     np.testing.assert_allclose(results[0], results[1], rtol=1e-5, atol=1e-4)
+
+
+def test_an_epilogue_that_moves_data_is_not_fused_into_the_contraction() -> None:
+    x, w = RNG.standard_normal((8, 8)).astype(np.float32), RNG.standard_normal((8, 8))
+
+    def transposed_epilogue(x, w):
+        return np.tanh((x @ w).T) + 1
+    w = w.astype(np.float32)
+    assert kernel_count(transposed_epilogue, x, w) == 2  # the product is materialised first
