@@ -12,6 +12,7 @@ __version__ = "0.1.0"
 from jitc import numpy
 from jitc.aot.export import ShapeDtype, export
 from jitc.api import ArgSpec, Compiled, Jitted, Lowered, jit
+from jitc.backends.cuda.device import device_put
 from jitc.ir.interpreter import interpret
 from jitc.options import Options
 from jitc.tracing.errors import (
@@ -21,6 +22,6 @@ from jitc.tracing.errors import (
     TraceError,
 )
 
-__all__ = ["jit", "export", "ShapeDtype", "numpy", "interpret", "ArgSpec", "Compiled", "Jitted",
-           "Lowered", "Options", "JitcError", "ConcretizationError", "ShapeError", "TraceError",
-           "__version__"]
+__all__ = ["jit", "device_put", "export", "ShapeDtype", "numpy", "interpret", "ArgSpec",
+           "Compiled", "Jitted", "Lowered", "Options", "JitcError", "ConcretizationError",
+           "ShapeError", "TraceError", "__version__"]

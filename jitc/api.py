@@ -47,7 +47,8 @@ _WEAK_TYPES = {bool: dtypes.bool_, int: dtypes.int64, float: dtypes.float64}
 
 
 def abstractify(leaf: object, where: str) -> ArgSpec:
-    if isinstance(leaf, np.ndarray):
+    # `__jitc_array__`: an array held elsewhere (a GPU device array) that has shape and dtype.
+    if isinstance(leaf, np.ndarray) or getattr(type(leaf), "__jitc_array__", False):
         try:
             return ArgSpec(TensorType(dtypes.from_numpy(leaf.dtype), leaf.shape))
         except TypeError as exc:
@@ -143,7 +144,8 @@ def _flatten_arguments(dynamic: dict[str, Any]) -> tuple[list[Any], pytree.TreeD
 
 
 def _is_leaf(x: object) -> bool:
-    return isinstance(x, (Tracer, np.ndarray, np.generic))
+    return isinstance(x, (Tracer, np.ndarray, np.generic)) or \
+        getattr(type(x), "__jitc_array__", False)
 
 
 def trace_function(fun: Callable, signature: _Signature, dynamic: dict[str, Any], static: tuple,

@@ -10,7 +10,7 @@ the per-op arithmetic lives here once, shared by the CPU and GPU backends.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from llvmlite import ir
 
@@ -34,7 +34,13 @@ def rule(*names: str) -> Callable[[Rule], Rule]:
 
 
 class ElementalEmitter:
-    """Generates element values; `buffers` maps materialised IR values to their base pointer."""
+    """Generates element values; `buffers` maps materialised IR values to their base pointer.
+
+    A backend whose target needs a different rule for some op subclasses this with its own
+    `rules` table.
+    """
+
+    rules: Mapping[str, Rule] = RULES
 
     def __init__(self, builder: ir.IRBuilder, buffers: dict[int, ir.Value]) -> None:
         self.builder = builder
@@ -55,7 +61,7 @@ class ElementalEmitter:
         if base is not None:
             return indexing.load(self.builder, base, value.type, index)
         inst = value.producer
-        generate = RULES.get(inst.op.name)
+        generate = self.rules.get(inst.op.name)
         if generate is None:
             raise NotImplementedError(f"no elemental rule for {inst.op.name}; it must be "
                                       "materialised by the backend")

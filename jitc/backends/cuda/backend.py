@@ -1,0 +1,85 @@
+"""The `cuda` and `cuda-sim` backends.
+
+`cuda` compiles to PTX on any machine (no GPU, no pycuda needed: `f.lower(x).compile()` and
+`as_text()` work anywhere) and runs through pycuda on the first call. `cuda-sim` compiles the
+same kernel IR for the host and runs it on the grid simulator.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from jitc.backends.cuda import DEFAULT_ARCH
+from jitc.backends.cuda.codegen import Lowering, lower_module
+from jitc.backends.cuda.passes import GPU_PASSES
+from jitc.backends.cuda.ptx import check_arch, emit_ptx
+from jitc.backends.cuda.simulator import SimExecutable
+from jitc.ir.core import Module
+from jitc.options import Options
+from jitc.passes.pipeline import Pass
+
+if TYPE_CHECKING:
+    from jitc.backends.cuda.device import DeviceArray
+    from jitc.backends.cuda.runtime import LoadedProgram
+
+
+class CudaExecutable:
+    """PTX for one call signature; loaded onto the GPU at the first call."""
+
+    def __init__(self, module: Module, lowering: Lowering, arch: str) -> None:
+        self.module = module
+        self.lowering = lowering
+        self.arch = arch
+        self.kernel_count = len(lowering.specs)
+        self.workspace_bytes = lowering.plan.workspace_bytes
+        self._ptx = {arch: emit_ptx(lowering.kernel_ir, lowering.specs, arch)}
+        self._loaded: LoadedProgram | None = None
+
+    def ptx(self, arch: str | None = None) -> str:
+        """The PTX for this executable's target, or for another one from the same kernel IR."""
+        arch = check_arch(arch or self.arch)
+        if arch not in self._ptx:
+            self._ptx[arch] = emit_ptx(self.lowering.kernel_ir, self.lowering.specs, arch)
+        return self._ptx[arch]
+
+    def __call__(self, args: Sequence[object]) -> list[DeviceArray]:
+        if self._loaded is None:
+            from jitc.backends.cuda.runtime import LoadedProgram
+            self._loaded = LoadedProgram(self.module, self.lowering, self.ptx())
+        return self._loaded(args)
+
+    def as_text(self) -> str:
+        """The PTX."""
+        return self.ptx()
+
+
+class CudaBackend:
+    """Kernels for an NVIDIA GPU of compute capability `arch` or newer."""
+
+    def __init__(self, arch: str = DEFAULT_ARCH) -> None:
+        self.arch = check_arch(arch)
+        self.name = "cuda" if arch == DEFAULT_ARCH else f"cuda:{arch}"
+
+    def passes(self, options: Options) -> Sequence[Pass]:
+        return GPU_PASSES
+
+    def compile(self, module: Module, options: Options) -> CudaExecutable:
+        return CudaExecutable(module, lower_module(module), self.arch)
+
+    def unavailable_reason(self) -> str | None:
+        """Why kernels cannot run here (compiling always works)."""
+        from jitc.backends.cuda.runtime import runtime_unavailable_reason
+        return runtime_unavailable_reason()
+
+
+class CudaSimBackend:
+    """The CUDA backend's kernels run on the CPU by the grid simulator."""
+
+    name = "cuda-sim"
+
+    def passes(self, options: Options) -> Sequence[Pass]:
+        return GPU_PASSES
+
+    def compile(self, module: Module, options: Options) -> SimExecutable:
+        return SimExecutable(module, lower_module(module))

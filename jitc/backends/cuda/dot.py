@@ -1,0 +1,220 @@
+"""Matrix products: shared-memory tiled dot_general with a fused elementwise epilogue.
+
+The operands are seen as [batch, m, k] and [batch, k, n] whatever their dimension order and
+layout (each index goes through layout-aware addressing). A block owns a tile_m x tile_n
+output tile of one batch entry; for each tile_k slice of the contraction its 256 threads
+copy both operand tiles into shared memory (walking each operand along its contiguous
+dimension, so the loads coalesce), wait at a barrier, multiply-accumulate from shared
+memory into per-thread accumulators, and wait again. A thread's outputs are strided by 16
+in both directions, so a warp stores 16 consecutive elements of a row and reads distinct
+shared-memory banks. The epilogue (bias, activation) is applied to each accumulated value
+in registers before its only store.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from llvmlite import ir
+
+from jitc.backends.cpu.plan import BufferPlan
+from jitc.backends.cuda import launch as launches
+from jitc.backends.cuda.elementwise import accumulator_dtype, delinearize, multiply_add
+from jitc.backends.cuda.kernel import (
+    KernelBuilder,
+    KernelSpec,
+    PhaseContext,
+    SharedArray,
+    StateSlot,
+    byte_size,
+)
+from jitc.backends.llvm import indexing
+from jitc.backends.llvm.elemental import convert_value
+from jitc.backends.llvm.loops import for_range
+from jitc.backends.llvm.types import I64, constant, value_type
+from jitc.ir.core import Instruction, Value
+from jitc.ir.dtypes import DType
+from jitc.ir.types import TensorType
+
+Index = list[ir.Value]
+SIDE = launches.DOT_THREADS_SIDE
+
+
+def _minor(t: TensorType) -> int | None:
+    """The operand's contiguous dimension (size-1 dimensions do not count)."""
+    return next((d for d in t.layout if t.shape[d] != 1), None)
+
+
+def _product(xs: Sequence[int]) -> int:
+    n = 1
+    for x in xs:
+        n *= x
+    return n
+
+
+class _Operand:
+    """One operand as a [batch, free, contract] array."""
+
+    def __init__(self, value: Value, batch: list[int], contract: list[int]) -> None:
+        self.value = value
+        self.batch, self.contract = batch, contract
+        t = value.type
+        self.free = [d for d in range(t.rank) if d not in batch and d not in contract]
+        self.free_size = _product([t.shape[d] for d in self.free])
+        # Walk the contraction fastest when it is the operand's contiguous dimension.
+        self.k_fastest = _minor(t) in contract
+
+    def index(self, b: ir.IRBuilder, batch: Index, free: ir.Value, k: ir.Value) -> Index:
+        t = self.value.type
+        index: Index = [ir.Constant(I64, 0)] * t.rank
+        for d, i in zip(self.batch, batch):
+            index[d] = i
+        sub = delinearize(b, free, [t.shape[d] for d in self.free], list(range(len(self.free))))
+        for d, i in zip(self.free, sub):
+            index[d] = i
+        sub = delinearize(b, k, [t.shape[d] for d in self.contract],
+                          list(range(len(self.contract))))
+        for d, i in zip(self.contract, sub):
+            index[d] = i
+        return index
+
+
+def dot_kernel(module: ir.Module, plan: BufferPlan, name: str, core: Instruction,
+               values: Sequence[Value], destination: Value, epilogue: Value | None = None,
+               aliases: dict[int, Value] | None = None) -> KernelSpec | None:
+    """`core` (a dot_general) into `destination`, through `epilogue` when given (an
+    elementwise function of the core's result, computed at the same index)."""
+    attrs = core.attrs
+    out = core.results[0]
+    if out.type.size == 0:
+        return None
+    lhs = _Operand(core.operands[0], list(attrs["lhs_batch"]),  # type: ignore[arg-type]
+                   list(attrs["lhs_contract"]))  # type: ignore[arg-type]
+    rhs = _Operand(core.operands[1], list(attrs["rhs_batch"]),  # type: ignore[arg-type]
+                   list(attrs["rhs_contract"]))  # type: ignore[arg-type]
+    lhs_type = lhs.value.type
+    batch_shape = [lhs_type.shape[d] for d in lhs.batch]
+    batches = _product(batch_shape)
+    m, n = lhs.free_size, rhs.free_size
+    k = _product([lhs_type.shape[d] for d in lhs.contract])
+    dtype = out.type.dtype
+    acc = accumulator_dtype(dtype)
+    acc_type = value_type(acc)
+    tiles = launches.dot(batches, m, n, k, byte_size(acc_type))
+    kb = KernelBuilder(module, plan, name, values, [destination], tiles.launch)
+    kb.aliases.update(aliases or {})
+    tm, tn, tk = tiles.tile_m, tiles.tile_n, tiles.tile_k
+    rm, rn = tiles.per_thread_m, tiles.per_thread_n
+    a_tile = kb.shared(acc_type, tk * tm)   # [kk][mm]
+    b_tile = kb.shared(acc_type, tk * tn)   # [kk][nn]
+    accumulators = kb.state(acc_type, rm * rn)
+    threads = tiles.launch.block
+
+    def position(ctx: PhaseContext) -> tuple[Index, ir.Value, ir.Value]:
+        """(batch multi-index, first row, first column) of this block's tile."""
+        b = ctx.builder
+        bid = ctx.block()
+        column = b.urem(bid, ir.Constant(I64, tiles.blocks_n))
+        rest = b.udiv(bid, ir.Constant(I64, tiles.blocks_n))
+        row = b.urem(rest, ir.Constant(I64, tiles.blocks_m))
+        batch = delinearize(b, b.udiv(rest, ir.Constant(I64, tiles.blocks_m)), batch_shape,
+                            list(range(len(batch_shape))))
+        return (batch, b.mul(row, ir.Constant(I64, tm)), b.mul(column, ir.Constant(I64, tn)))
+
+    with kb.phase() as ctx:
+        for i in range(rm * rn):
+            ctx.store_state(accumulators, constant(acc, 0), i)
+    with kb.repeat(tiles.k_steps):
+        with kb.phase() as ctx:
+            batch, row0, col0 = position(ctx)
+            k0 = ctx.builder.mul(ctx.iteration, ir.Constant(I64, tk))
+            _load_tile(ctx, lhs, a_tile, batch, row0, k0, m, k, tm, tk, threads, dtype, acc)
+            _load_tile(ctx, rhs, b_tile, batch, col0, k0, n, k, tn, tk, threads, dtype, acc)
+        kb.barrier()
+        with kb.phase() as ctx:
+            _multiply_tiles(ctx, a_tile, b_tile, accumulators, tiles, acc)
+        kb.barrier()
+    with kb.phase() as ctx:
+        b = ctx.builder
+        batch, row0, col0 = position(ctx)
+        ty = b.udiv(ctx.thread(), ir.Constant(I64, SIDE))
+        tx = b.urem(ctx.thread(), ir.Constant(I64, SIDE))
+        target = ctx.pointer(destination)
+        for r in range(rm):
+            row = b.add(row0, b.add(ty, ir.Constant(I64, SIDE * r)))
+            for c in range(rn):
+                col = b.add(col0, b.add(tx, ir.Constant(I64, SIDE * c)))
+                inside = b.and_(b.icmp_unsigned("<", row, ir.Constant(I64, m)),
+                                b.icmp_unsigned("<", col, ir.Constant(I64, n)))
+                with b.if_then(inside):
+                    value = convert_value(b, ctx.load_state(accumulators, r * rn + c), acc,
+                                          dtype)
+                    index = batch + _free_index(b, lhs, row) + _free_index(b, rhs, col)
+                    if epilogue is not None:
+                        ctx.emitter.registers[id(out)] = value
+                        value = ctx.emitter.value_at(epilogue, index)
+                        ctx.emitter.registers.clear()
+                    indexing.store(b, value, target, destination.type, index)
+    return kb.finish()
+
+
+def _free_index(b: ir.IRBuilder, operand: _Operand, position: ir.Value) -> Index:
+    t = operand.value.type
+    return delinearize(b, position, [t.shape[d] for d in operand.free],
+                       list(range(len(operand.free))))
+
+
+def _load_tile(ctx: PhaseContext, operand: _Operand, tile: SharedArray, batch: Index,
+               free0: ir.Value, k0: ir.Value, free_size: int, k_size: int, width: int,
+               depth: int, threads: int, dtype: DType, acc: DType) -> None:
+    """Copy the depth x width slice [k0, k0 + depth) x [free0, free0 + width) of an operand
+    into `tile` (stored [kk][ff]), zero outside the operand; consecutive threads take
+    consecutive elements of the operand's contiguous dimension."""
+    b = ctx.builder
+    tid = ctx.thread()
+    zero = constant(acc, 0)
+    for q in range(width * depth // threads):
+        e = b.add(tid, ir.Constant(I64, q * threads))
+        if operand.k_fastest:
+            kk, ff = b.urem(e, ir.Constant(I64, depth)), b.udiv(e, ir.Constant(I64, depth))
+        else:
+            ff, kk = b.urem(e, ir.Constant(I64, width)), b.udiv(e, ir.Constant(I64, width))
+        f, kpos = b.add(free0, ff), b.add(k0, kk)
+        inside = b.and_(b.icmp_unsigned("<", f, ir.Constant(I64, free_size)),
+                        b.icmp_unsigned("<", kpos, ir.Constant(I64, k_size)))
+        # Clamped indices keep the load in bounds; the value is dropped outside.
+        f = b.select(b.icmp_unsigned("<", f, ir.Constant(I64, free_size)), f,
+                     ir.Constant(I64, free_size - 1))
+        kpos = b.select(b.icmp_unsigned("<", kpos, ir.Constant(I64, k_size)), kpos,
+                        ir.Constant(I64, k_size - 1))
+        value = ctx.emitter.value_at(operand.value, operand.index(b, batch, f, kpos))
+        value = convert_value(b, value, dtype, acc)
+        cell = b.add(b.mul(kk, ir.Constant(I64, width)), ff)
+        ctx.store_shared(tile, cell, b.select(inside, value, zero))
+
+
+def _multiply_tiles(ctx: PhaseContext, a_tile: SharedArray, b_tile: SharedArray,
+                    accumulators: StateSlot, tiles: launches.DotTiles, acc: DType) -> None:
+    """This thread's outputs += its rows of the lhs tile times its columns of the rhs tile,
+    accumulated in allocas (registers) and kept in state between k-steps."""
+    b = ctx.builder
+    rm, rn = tiles.per_thread_m, tiles.per_thread_n
+    ty = b.udiv(ctx.thread(), ir.Constant(I64, SIDE))
+    tx = b.urem(ctx.thread(), ir.Constant(I64, SIDE))
+    with b.goto_entry_block():
+        slots = [b.alloca(accumulators.type) for _ in range(rm * rn)]
+    for i, slot in enumerate(slots):
+        b.store(ctx.load_state(accumulators, i), slot)
+    with for_range(b, 0, tiles.tile_k, name="kk") as kk:
+        a_row = b.mul(kk, ir.Constant(I64, tiles.tile_m))
+        b_row = b.mul(kk, ir.Constant(I64, tiles.tile_n))
+        xs = [ctx.load_shared(a_tile, b.add(a_row, b.add(ty, ir.Constant(I64, SIDE * r))))
+              for r in range(rm)]
+        ys = [ctx.load_shared(b_tile, b.add(b_row, b.add(tx, ir.Constant(I64, SIDE * c))))
+              for c in range(rn)]
+        for r in range(rm):
+            for c in range(rn):
+                slot = slots[r * rn + c]
+                b.store(multiply_add(b, xs[r], ys[c], b.load(slot), acc), slot)
+    for i, slot in enumerate(slots):
+        ctx.store_state(accumulators, b.load(slot), i)

@@ -1,0 +1,134 @@
+"""Running kernels on an NVIDIA GPU through pycuda.
+
+pycuda is imported only here, and only when something runs on the GPU: compiling needs
+neither pycuda nor a driver. The runtime takes the primary context of device 0, loads each
+executable's PTX once (the driver assembles it for the device at hand), keeps array
+constants on the device, and launches the kernels in program order on the default stream,
+with the launch configurations the code generator computed.
+"""
+
+from __future__ import annotations
+
+import atexit
+import functools
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from jitc.backends.cuda.codegen import Lowering
+from jitc.backends.cuda.device import DeviceArray
+from jitc.backends.cuda.ptx import entry_names
+from jitc.ir.core import Module
+
+_INSTALL = ("pip install 'jitc[cuda]' (pycuda builds against the CUDA toolkit and needs an "
+            "NVIDIA driver); without a GPU, f.lower(...).compile().as_text() still gives the "
+            "PTX, and backend='cuda-sim' runs the same kernels on the CPU")
+
+
+class CudaUnavailable(RuntimeError):
+    """pycuda, the NVIDIA driver or a GPU is missing."""
+
+
+class Runtime:
+    def __init__(self) -> None:
+        try:
+            import pycuda.driver as driver
+        except ImportError as exc:
+            raise CudaUnavailable(f"the cuda backend runs kernels through pycuda, which "
+                                  f"cannot be imported ({exc}); {_INSTALL}") from None
+        try:
+            driver.init()
+            count = driver.Device.count()
+        except Exception as exc:  # pycuda raises its own error types for a missing driver
+            raise CudaUnavailable(f"the CUDA driver could not be initialised ({exc}); "
+                                  f"{_INSTALL}") from None
+        if count == 0:
+            raise CudaUnavailable(f"no CUDA device is present; {_INSTALL}")
+        self.driver = driver
+        self.device = driver.Device(0)
+        self.context = self.device.retain_primary_context()
+        self.context.push()
+        atexit.register(self.context.pop)
+
+    def allocate(self, nbytes: int) -> Any:
+        return self.driver.mem_alloc(max(nbytes, 1))
+
+    def put(self, array: np.ndarray) -> DeviceArray:
+        host = np.asarray(array, order="C")
+        allocation = self.allocate(host.nbytes)
+        if host.nbytes:
+            self.driver.memcpy_htod(allocation, host)
+        return DeviceArray(allocation, host.shape, host.dtype, self)
+
+    def empty(self, shape: Sequence[int], dtype: np.dtype) -> DeviceArray:
+        nbytes = int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
+        return DeviceArray(self.allocate(nbytes), tuple(shape), np.dtype(dtype), self)
+
+    def to_host(self, array: DeviceArray) -> np.ndarray:
+        host = np.empty(array.shape, array.dtype)
+        if host.nbytes:
+            self.driver.memcpy_dtoh(host, array.allocation)
+        return host
+
+
+@functools.cache
+def get_runtime() -> Runtime:
+    return Runtime()
+
+
+def runtime_unavailable_reason() -> str | None:
+    try:
+        get_runtime()
+    except CudaUnavailable as exc:
+        return str(exc)
+    return None
+
+
+class LoadedProgram:
+    """One executable's PTX loaded on the device, with its constants uploaded."""
+
+    def __init__(self, module: Module, lowering: Lowering, ptx: str) -> None:
+        self.runtime = get_runtime()
+        self.lowering = lowering
+        self.plan = lowering.plan
+        fn = module.entry
+        self.arg_types = [(p.type.shape, np.dtype(p.type.dtype.numpy)) for p in fn.parameters]
+        self.out_types = [(v.type.shape, np.dtype(v.type.dtype.numpy)) for v in fn.outputs]
+        driver = self.runtime.driver
+        self.module = driver.module_from_buffer(ptx.encode())
+        defined = set(entry_names(ptx))
+        self.kernels = []
+        for spec in lowering.specs:
+            assert spec.name in defined, f"the PTX lacks kernel {spec.name}"
+            function = self.module.get_function(spec.name)
+            function.prepare("P" * len(spec.slots))
+            self.kernels.append((spec, function))
+        self.constants = [self.runtime.put(c) for c in self.plan.constants]
+
+    def __call__(self, args: Sequence[object]) -> list[DeviceArray]:
+        rt = self.runtime
+        inputs = []
+        for n, (arg, (shape, dtype)) in enumerate(zip(args, self.arg_types)):
+            if isinstance(arg, DeviceArray) and arg.dtype == dtype:
+                device = arg
+            else:
+                device = rt.put(np.asarray(arg, dtype=dtype, order="C"))
+            if device.shape != tuple(shape):
+                raise TypeError(f"argument {n}: compiled for {dtype}{list(shape)}, got "
+                                f"{device.dtype}{list(device.shape)}")
+            inputs.append(device)
+        outputs = [rt.empty(shape, dtype) for shape, dtype in self.out_types]
+        workspace = rt.allocate(self.plan.workspace_bytes)
+        direct = [a.pointer for a in inputs + outputs + self.constants]
+
+        def pointer(slot: int) -> int:
+            offset = self.plan.temp_offsets.get(slot)
+            return direct[slot] if offset is None else int(workspace) + offset
+
+        for spec, function in self.kernels:
+            pointers = [np.uintp(pointer(s)) for s in spec.slots]
+            function.prepared_call((spec.launch.grid, 1), (spec.launch.block, 1, 1), *pointers)
+        # Keep the inputs and the workspace alive until the kernels are done.
+        rt.driver.Context.synchronize()
+        return outputs

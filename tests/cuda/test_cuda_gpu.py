@@ -1,0 +1,77 @@
+"""On a real GPU (pycuda and a CUDA device present; run with `-m gpu`): every op case and
+every model on the cuda backend matches numpy, and device arrays stay on the device. Skipped
+with the reason otherwise."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pytest
+from cudacheck import model_tests
+from jitcheck import assert_trees_close
+from ops.cases import CASES, OpCase, Variant
+from ops.checks import assert_all_match, eager, leaves
+
+import jitc
+from jitc.backends.cuda.device import DeviceArray
+from jitc.ir.dtypes import from_numpy
+from jitc.tracing import pytree
+
+pytestmark = pytest.mark.gpu
+
+
+@pytest.fixture(autouse=True)
+def _gpu() -> None:
+    from jitc.backends.cuda.runtime import runtime_unavailable_reason
+    reason = runtime_unavailable_reason()
+    if reason is not None:
+        pytest.skip(reason)
+
+
+def _host(tree: Any) -> Any:
+    def is_leaf(x: object) -> bool:
+        return isinstance(x, (DeviceArray, np.ndarray, np.generic))
+    flat, treedef = pytree.flatten(tree, is_leaf)
+    return pytree.unflatten(treedef, [np.asarray(x) for x in flat])
+
+
+@pytest.mark.parametrize("case,variant,dtype", [
+    pytest.param(case, variant, dtype, id=f"{case.name}-{variant.label}-"
+                                          f"{from_numpy(dtype).name}")
+    for case in CASES for variant, dtype in case.params()])
+def test_op_case_on_the_gpu(case: OpCase, variant: Variant, dtype: np.dtype) -> None:
+    args = variant.build(dtype, f"{case.name}/{variant.label}/{dtype}")
+    want = eager(case.expected or case.fn, args)
+    got = [np.asarray(x) for x in leaves(jitc.jit(case.fn, backend="cuda")(*args))]
+    assert_all_match(got, want, case.tol, "cuda vs numpy", signed_zeros=case.signed_zeros,
+                     bitwise=case.bitwise)
+
+
+def _gpu_check_jit(fn: Callable, *args: Any, backend: str = "", rtol: float | None = None,
+                   atol: float | None = None, **jit_options: Any) -> Any:
+    want = fn(*copy.deepcopy(args))
+    got = _host(jitc.jit(fn, backend="cuda", **jit_options)(*copy.deepcopy(args)))
+    assert_trees_close(got, want, rtol, atol)
+    return got
+
+
+@pytest.mark.parametrize("module,test,kwargs", model_tests())
+def test_model_on_the_gpu(module: Any, test: Callable, kwargs: dict[str, Any],
+                          monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(module, "check_jit", _gpu_check_jit)
+    test(**kwargs, backend="cuda")
+
+
+def test_device_arrays_stay_on_the_device() -> None:
+    x = np.random.default_rng(0).standard_normal((256, 128)).astype(np.float32)
+    device = jitc.device_put(x)
+    y = jitc.jit(lambda x: np.tanh(x) @ x.T, backend="cuda")(device)
+    assert isinstance(y, DeviceArray) and y.shape == (256, 256)
+    z = jitc.jit(lambda y: y.sum(axis=0) * 2, backend="cuda")(y)  # a result as an argument
+    assert isinstance(z, DeviceArray)
+    np.testing.assert_allclose(np.asarray(y), np.tanh(x) @ x.T, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(np.asarray(z), (np.tanh(x) @ x.T).sum(axis=0) * 2, rtol=1e-4,
+                               atol=1e-3)

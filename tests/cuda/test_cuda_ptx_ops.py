@@ -1,0 +1,25 @@
+"""Every op case compiles for the GPU, without one: the PTX for sm_80 and sm_90 holds each
+kernel as an `.entry` and ptxas assembles it. (The op cases' results are checked on the grid
+simulator by tests/ops, where "cuda-sim" is one of the backends.)"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from cudacheck import check_ptx, compile_for_gpu, require_ptxas
+from ops.cases import CASES, OpCase, Variant
+
+from jitc.ir.dtypes import from_numpy
+
+
+def _params() -> list[object]:
+    return [pytest.param(case, variant, dtype,
+                         id=f"{case.name}-{variant.label}-{from_numpy(dtype).name}")
+            for case in CASES for variant, dtype in case.params()]
+
+
+@pytest.mark.parametrize("case,variant,dtype", _params())
+def test_op_case_assembles(case: OpCase, variant: Variant, dtype: np.dtype) -> None:
+    require_ptxas()
+    args = variant.build(dtype, f"{case.name}/{variant.label}/{dtype}")
+    check_ptx(compile_for_gpu(case.fn, *args))
