@@ -15,7 +15,7 @@ import numpy as np
 import jitc
 from jitc.tracing import pytree
 
-BACKENDS = ["interpreter", "cpu", "cuda-sim"]
+BACKENDS = ["interpreter", "cpu", "c", "cuda-sim"]
 
 # (rtol, atol) by dtype; results of other dtypes must match exactly.
 TOLERANCES = {

@@ -17,6 +17,14 @@ def _cpu() -> Backend:
 register_backend("cpu", _cpu)
 
 
+def _c() -> Backend:
+    from jitc.backends.c.backend import CBackend
+    return CBackend()
+
+
+register_backend("c", _c)
+
+
 def _cuda(arch: str | None = None) -> Callable[[], Backend]:
     def make() -> Backend:
         from jitc.backends.cuda.backend import CudaBackend

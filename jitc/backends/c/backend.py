@@ -1,0 +1,148 @@
+"""The C backend: `jitc.jit(f, backend="c")`.
+
+Its pipeline is the kernel pipeline with the C kernels' layout preference; its executable owns
+the loaded library and calls `jitc_entry` through the same C dispatcher as the CPU backend
+(or through ctypes when jitc's runtime extension is not built).
+"""
+
+from __future__ import annotations
+
+import ctypes
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+from jitc.backends.c import build
+from jitc.backends.c.codegen import ENTRY, Translation, lower_module
+from jitc.backends.cpu.plan import ALIGNMENT
+from jitc.ir import ops
+from jitc.ir.core import Instruction, Module
+from jitc.ir.types import TensorType
+from jitc.options import Options
+from jitc.passes import SIMPLIFICATION, dce, fusion, layout_assignment, legalize_broadcast
+from jitc.passes.pipeline import Pass
+
+# Calls that touch fewer elements than this keep the GIL: releasing it costs more.
+RELEASE_GIL_ELEMENTS = 1 << 14
+_ENTRY_TYPE = ctypes.CFUNCTYPE(None, ctypes.POINTER(ctypes.c_void_p))
+
+
+def reads_any_layout(inst: Instruction, index: int, layout: TensorType) -> bool:
+    """The C kernels' layout preference: reductions and contractions address their operands
+    through strides, so they read a transposed operand in place (the transpose becomes a
+    bitcast); elementwise consumers fuse the transpose instead."""
+    return inst.op in (ops.REDUCE, ops.DOT_GENERAL, ops.CONVOLUTION)
+
+
+C_PASSES: tuple[Pass, ...] = (legalize_broadcast, SIMPLIFICATION, dce,
+                              layout_assignment(reads_any_layout), fusion, dce)
+
+
+def _runtime() -> object | None:
+    try:
+        import jitc._runtime as runtime
+    except ImportError:
+        return None
+    return runtime
+
+
+class CExecutable:
+    """A compiled function: its C source, the library built from it, constants and the
+    call path into `jitc_entry`."""
+
+    def __init__(self, module: Module, translation: Translation, library: ctypes.CDLL,
+                 use_dispatcher: bool = True) -> None:
+        self.module = module
+        self.source = translation.source
+        self.plan = translation.plan
+        self.kernel_count = translation.kernel_count
+        self.workspace_bytes = translation.workspace_bytes
+        self.library = library  # keeps the code loaded while this executable lives
+        self._entry = _ENTRY_TYPE((ENTRY, library))
+        self.address = ctypes.cast(self._entry, ctypes.c_void_p).value
+        fn = module.entry
+        self.arg_types = [(p.type.shape, p.type.dtype.numpy) for p in fn.parameters]
+        self.out_types = [(v.type.shape, v.type.dtype.numpy) for v in fn.outputs]
+        self.constants = [np.ascontiguousarray(c) for c in self.plan.constants]
+        # Per result, the argument whose buffer it is computed in (donate_argnums), or -1.
+        self._donations = [self.plan.donations.get(n, -1) for n in range(len(self.out_types))]
+        touched = sum(int(np.prod(s)) for s, _ in self.arg_types + self.out_types)
+        self.release_gil = touched + self.workspace_bytes // 4 >= RELEASE_GIL_ELEMENTS
+        runtime = _runtime() if use_dispatcher else None
+        # `jitc.jit` asks for `dispatcher` to build its fast path; None means "no fast path".
+        self.dispatcher: Callable[[int], Callable] | None = None
+        if runtime is not None:
+            self.dispatcher = self._dispatcher
+            self._call = self._dispatcher(runtime.RESULT_LIST)  # type: ignore[attr-defined]
+        else:
+            self._call = self._call_with_ctypes
+
+    def _dispatcher(self, result_kind: int) -> Callable:
+        """A C-level callable for exactly this signature; returns None on any mismatch."""
+        from jitc._runtime import Dispatcher
+        specs = [(np.dtype(d).num, s) for s, d in self.arg_types]
+        outs = [(np.dtype(d).num, s) for s, d in self.out_types]
+        return Dispatcher(self.address, specs, outs, self.constants, self.workspace_bytes,
+                          result_kind, int(self.release_gil), self._donations)
+
+    def _call_with_ctypes(self, args: Sequence[object]) -> list[np.ndarray] | None:
+        if len(args) != len(self.arg_types) or not all(
+                isinstance(a, np.ndarray) and a.shape == s and a.dtype == d and
+                a.flags.c_contiguous for a, (s, d) in zip(args, self.arg_types)):
+            return None
+        if any(not args[n].flags.writeable for n in self._donations if n >= 0):  # type: ignore
+            return None
+        # A donated result is the argument itself, which the code writes in place.
+        results = [np.empty(s, d) if donor < 0 else args[donor]  # type: ignore[misc]
+                   for (s, d), donor in zip(self.out_types, self._donations)]
+        arena = np.empty(self.workspace_bytes + ALIGNMENT, np.uint8)
+        start = -arena.ctypes.data % ALIGNMENT
+        pointers = [a.ctypes.data for a in (*args, *results, *self.constants)]  # type: ignore
+        pointers.append(arena.ctypes.data + start)
+        self._entry((ctypes.c_void_p * len(pointers))(*pointers))
+        return results
+
+    def __call__(self, args: Sequence[np.ndarray]) -> list[np.ndarray]:
+        result = self._call(tuple(args))
+        if result is None:
+            # Not C-contiguous, or not an ndarray of exactly the dtype (or a read-only donated
+            # array): convert, then call.
+            donors = set(self._donations)
+            arrays = tuple(np.array(a, dtype=d, order="C", copy=n in donors or None)
+                           for n, (a, (_, d)) in enumerate(zip(args, self.arg_types)))
+            result = self._call(arrays)
+            if result is None:
+                want = ", ".join(f"{np.dtype(d)}{list(s)}" for s, d in self.arg_types)
+                got = ", ".join(f"{a.dtype}{list(a.shape)}" for a in arrays)
+                raise TypeError(f"compiled for ({want}), called with ({got})")
+        return result
+
+    def as_text(self) -> str:
+        """The C source of this function."""
+        return self.source
+
+
+class CBackend:
+    name = "c"
+
+    def __init__(self, compiler: str | None = None) -> None:
+        self.compiler = compiler or build.find_compiler()
+
+    def unavailable_reason(self) -> str | None:
+        if self.compiler is None:
+            return f"no C compiler ({', '.join(build.COMPILERS)}) found on PATH"
+        return None
+
+    def passes(self, options: Options) -> Sequence[Pass]:
+        return C_PASSES
+
+    def compile(self, module: Module, options: Options,
+                use_dispatcher: bool = True) -> CExecutable:
+        if self.compiler is None:
+            raise RuntimeError(f"the C backend is unavailable: {self.unavailable_reason()}")
+        translation = lower_module(module, options.donated)
+        library = build.load(build.build(translation.source, self.compiler))
+        return CExecutable(module, translation, library, use_dispatcher)
+
+
+__all__ = ["CBackend", "CExecutable", "C_PASSES", "reads_any_layout"]

@@ -1,0 +1,222 @@
+"""Lowering an optimized IR module to one C translation unit.
+
+The unit defines `void jitc_entry(void **buffers)`, the same ABI as the CPU backend's entry:
+`buffers` holds the argument pointers, the result pointers, the array-constant pointers and
+the workspace pointer, in that order (buffer assignment decides which temporaries share
+workspace bytes). The entry names each buffer after its IR value and calls the kernels in
+program order; every kernel is a `static` function of its own.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from jitc.backends.cpu.plan import ALIGNMENT, BufferPlan, is_inline_constant, plan_buffers
+from jitc.ir import ops
+from jitc.ir.core import Function, Instruction, Module, Value
+from jitc.ir.printer import print_module
+from jitc.ir.types import TensorType
+
+from .cgen import c_identifier
+from .elemental import RULES
+from .fusions import emit_fusion
+from .helpers import HELPERS, preamble
+from .kernels import Kernel, emit_arg, emit_convolution, emit_copy, emit_dot, emit_elemental
+from .kernels import emit_reduce as _emit_reduce
+
+ENTRY = "jitc_entry"
+INCLUDES = ("math.h", "stdbool.h", "stdint.h", "string.h")
+_SPECIAL = {ops.REDUCE: _emit_reduce, ops.ARGMAX: emit_arg, ops.ARGMIN: emit_arg,
+            ops.DOT_GENERAL: emit_dot, ops.CONVOLUTION: emit_convolution}
+_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_HELPER_CALL = re.compile(r"\bjitc_\w+")
+
+
+def ir_names(fn: Function) -> dict[int, str]:
+    """The name the IR printer gives each value (`x` for `%x`, `3` for `%3`)."""
+    names: dict[int, str] = {}
+    used: set[str] = set()
+    counter = 0
+    for v in (v for inst in fn.body for v in inst.results):
+        hint = v.name_hint
+        if hint and _IDENT.match(hint) and hint not in used:
+            chosen = hint
+        else:
+            while str(counter) in used:
+                counter += 1
+            chosen = str(counter)
+        used.add(chosen)
+        names[id(v)] = chosen
+    return names
+
+
+def instruction_texts(module: Module) -> dict[int, str]:
+    """Each instruction's line of IR text (large constants elided), for comments."""
+    texts: dict[int, str] = {}
+    for fn in module.functions.values():
+        lines = print_module(Module([fn], fn.name), elide_constants=True).splitlines()
+        body = lines[lines.index(f"func @{fn.name} {{") + 1:]
+        for inst, line in zip(fn.body, body):
+            texts[id(inst)] = line.strip()
+    return texts
+
+
+class Program:
+    """What the kernels of one compiled function share: the buffer plan, the C names of the
+    entry function's values and buffers, and the IR text of every instruction."""
+
+    def __init__(self, module: Module, donated: frozenset[int] = frozenset()) -> None:
+        self.module = module
+        fn = module.entry
+        self.plan: BufferPlan = plan_buffers(fn, donated, module)
+        self.texts = instruction_texts(module)
+        self.names: dict[int, str] = {}
+        taken: set[str] = set()
+        for key, name in ir_names(fn).items():
+            self.names[key] = _unique(c_identifier(name), taken)
+        self.slot_names = self._slot_names(fn, taken)
+        self.scratch_offsets: list[tuple[int, int]] = []  # (offset, bytes) after the arena
+
+    def _slot_names(self, fn: Function, taken: set[str]) -> list[str]:
+        names: list[str | None] = [None] * self.plan.num_slots
+        values = [v for inst in fn.body for v in inst.results]
+        for v in values:
+            slot = self.plan.slot(v)
+            if slot is not None and id(v) not in self.plan.aliases and names[slot] is None:
+                names[slot] = self.names[id(v)]
+        for n in range(self.plan.num_outputs):
+            slot = self.plan.num_args + n
+            if names[slot] is None:  # a copied result: no value of its own lives there
+                names[slot] = _unique(f"result{n}", taken)
+        return [name or f"slot{n}" for n, name in enumerate(names)]
+
+    def slot_pointer(self, value: Value) -> str:
+        return self.slot_names[self.plan.slot(value)]  # type: ignore[index]
+
+    def storage_key(self, value: Value) -> object:
+        slot = self.plan.slot(value)
+        offset = self.plan.temp_offsets.get(slot)  # type: ignore[arg-type]
+        return ("workspace", offset) if offset is not None else ("slot", slot)
+
+    def is_inline(self, value: Value) -> bool:
+        return is_inline_constant(value)
+
+    def scratch(self, t: TensorType) -> tuple[str, object]:
+        """Workspace bytes past the arena for a kernel's private use: (the entry's argument
+        expression, a storage key)."""
+        end = self.workspace_bytes
+        self.scratch_offsets.append((end, max(t.nbytes, 1)))
+        return f"(void *)(workspace + {end})", ("scratch", end)
+
+    @property
+    def workspace_bytes(self) -> int:
+        if not self.scratch_offsets:
+            return self.plan.workspace_bytes
+        offset, size = self.scratch_offsets[-1]
+        return (offset + size + ALIGNMENT - 1) // ALIGNMENT * ALIGNMENT
+
+
+def _unique(name: str, taken: set[str]) -> str:
+    chosen, n = name, 2
+    while chosen in taken:
+        chosen, n = f"{name}_{n}", n + 1
+    taken.add(chosen)
+    return chosen
+
+
+def emit_kernel(program: Program, name: str, inst: Instruction) -> Kernel:
+    if inst.op is ops.FUSION:
+        return emit_fusion(program, name, inst)
+    special = _SPECIAL.get(inst.op)
+    if special is not None:
+        return special(program, name, inst)
+    if inst.op.name not in RULES:
+        raise NotImplementedError(f"the C backend cannot lower {inst.op.name}")
+    return emit_elemental(program, name, inst)
+
+
+@dataclass
+class Translation:
+    source: str
+    plan: BufferPlan
+    kernel_count: int
+    workspace_bytes: int
+
+
+def lower_module(module: Module, donated: frozenset[int] = frozenset()) -> Translation:
+    """The C source of an optimized module; `donated` names arguments whose buffers results
+    may be computed in (buffer assignment decides where that is safe)."""
+    fn = module.entry
+    program = Program(module, donated)
+    kernels: list[Kernel] = []
+    for n, inst in enumerate(fn.body):
+        if inst.op in (ops.PARAMETER, ops.CONSTANT) or id(inst.results[0]) in \
+                program.plan.aliases:
+            continue
+        label = inst.attrs["kind"] if inst.op is ops.FUSION else inst.op.name
+        kernels.append(emit_kernel(program, f"k{n}_{label}", inst))
+    for n, (source, slot) in enumerate(program.plan.copies):
+        kernels.append(emit_copy(program, f"copy{n}", source, slot, program.slot_names[slot]))
+    parts = [_header(fn, program), "\n".join(f"#include <{h}>" for h in INCLUDES)]
+    # The helpers the final code calls (dead code removal may have dropped some calls).
+    called = {name for k in kernels for name in _HELPER_CALL.findall(k.source)} & set(HELPERS)
+    if called:
+        parts.append(preamble(called))
+    parts += [k.source for k in kernels]
+    parts.append(_entry(fn, program, kernels))
+    return Translation("\n\n".join(parts) + "\n", program.plan, len(kernels),
+                       program.workspace_bytes)
+
+
+def _header(fn: Function, program: Program) -> str:
+    plan = program.plan
+    params = ", ".join(f"{program.names[id(p)]}: {p.type}" for p in fn.parameters)
+    results = ", ".join(str(v.type) for v in fn.outputs)
+    constants = sorted((plan.slot(i.result), i.result) for i in fn.body
+                       if i.op is ops.CONSTANT and plan.slot(i.result) is not None)
+    rows = [f"argument {program.names[id(p)]}: {p.type}" for p in fn.parameters]
+    rows += [f"result {n}: {v.type}" for n, v in enumerate(fn.outputs)]
+    rows += [f"constant {program.slot_names[s]}: {v.type}" for s, v in constants]  # type: ignore
+    rows.append(f"workspace: {program.workspace_bytes} bytes, aligned to {ALIGNMENT}")
+    return "\n".join([
+        f"/* @{fn.name}({params}) -> ({results})",
+        " *",
+        " * Generated by jitc's C backend from the optimized IR: one function per kernel, each",
+        " * IR instruction as the comment above the code that computes it. It needs a C99",
+        " * compiler and libm:",
+        " *     cc -std=c99 -O2 -ffp-contract=off -shared -fPIC -o lib.so this.c -lm",
+        f" * {ENTRY}(buffers) runs it; buffers holds pointers to dense arrays in the layouts",
+        " * shown (array constants are passed in, not written here):",
+        *(f" *   buffers[{n}]  {row}" for n, row in enumerate(rows)),
+        " */"])
+
+
+def _entry(fn: Function, program: Program, kernels: list[Kernel]) -> str:
+    plan = program.plan
+    used = {arg for k in kernels for arg in k.arguments}
+    direct = plan.num_args + plan.num_outputs + len(plan.constants)
+    roles = ["argument"] * plan.num_args + ["result"] * plan.num_outputs + \
+        ["constant"] * len(plan.constants)
+    lines = [f"void {ENTRY}(void **buffers) {{"]
+    for slot in range(direct):
+        name = program.slot_names[slot]
+        if name in used:
+            lines.append(f"    void *{name} = buffers[{slot}]; /* {roles[slot]} */")
+    if any("workspace" in arg for arg in used) or \
+            any(program.slot_names[s] in used for s in plan.temp_offsets):
+        lines.append(f"    char *workspace = buffers[{direct}]; /* "
+                     f"{program.workspace_bytes} bytes */")
+    for slot, offset in sorted(plan.temp_offsets.items(), key=lambda item: item[1]):
+        name = program.slot_names[slot]
+        if name in used:
+            lines.append(f"    void *{name} = workspace + {offset};")
+    if len(lines) == 1:
+        lines.append("    (void)buffers;")
+    for kernel in kernels:
+        lines.append(f"    {kernel.name}({', '.join(kernel.arguments)});")
+    lines.append("}")
+    return "\n".join(lines)
+
+
+__all__ = ["ENTRY", "Program", "Translation", "lower_module"]

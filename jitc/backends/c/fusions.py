@@ -1,0 +1,170 @@
+"""C kernels for fusion ops: one template per fusion kind (see jitc/ir/ops/fusion.py).
+
+The body function's parameters alias the fusion's operands, so the elemental emitter computes
+every other body value on the fly; only the fusion's results touch memory.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from jitc.ir import ops
+from jitc.ir.core import Function, Instruction, Value
+from jitc.ir.opdef import Trait
+
+from .cgen import loop_nest
+from .elemental import accumulator_dtype, combine, convert_value
+from .kernels import (
+    Kernel,
+    KernelContext,
+    convolution_into,
+    declare_accumulator,
+    dot_into,
+    elementwise_loop,
+    loop_over,
+    reduce_into,
+)
+
+if TYPE_CHECKING:
+    from .codegen import Program
+
+
+def emit_fusion(program: Program, name: str, inst: Instruction) -> Kernel:
+    body = program.module.functions[inst.attrs["calls"]]  # type: ignore[index]
+    values: list[Value] = list(inst.results)
+    for operand in inst.operands:
+        if program.plan.slot(operand) is not None and all(v is not operand for v in values):
+            values.append(operand)
+    ctx = KernelContext(program, name, inst, values)
+    for param, operand in zip(body.parameters, inst.operands):
+        ctx.e.aliases[id(param)] = operand
+    kind = inst.attrs["kind"]
+    if kind == "loop":
+        # Sibling roots of one shape are computed in one loop, sharing what they read.
+        def element(index: list[str]) -> None:
+            for root, result in zip(body.outputs, inst.results):
+                ctx.e.store(ctx.e.value_at(root, index), ctx.pointer(result), result.type,
+                            index)
+        loop_over(ctx, inst.results[0].type, element)
+    elif kind == "reduce":
+        root = body.outputs[0].producer
+        for out, result in zip(root.results, inst.results):
+            ctx.e.buffers[id(out)] = ctx.pointer(result)
+        reduce_into(ctx, root)
+    elif kind == "dot":
+        _dot_kernel(program, ctx, body, inst)
+    else:
+        _row_kernel(ctx, body, inst)
+    return ctx.finish()
+
+
+def _dot_kernel(program: Program, ctx: KernelContext, body: Function,
+                inst: Instruction) -> None:
+    """The contraction, then its epilogue on each finished element. The epilogue reads the
+    contraction's value from the buffer it writes, in place, when it has the contraction's
+    type and reads each element only where it writes it; otherwise (a transpose or a
+    conversion of the contraction in a hand-written body) the contraction goes to scratch
+    space first."""
+    core = next(i for i in body.body if i.op in (ops.DOT_GENERAL, ops.CONVOLUTION))
+    result = inst.results[0]
+    root = body.outputs[0]
+    target = ctx.pointer(result)
+    into = dot_into if core.op is ops.DOT_GENERAL else convolution_into
+    if root is core.results[0]:
+        ctx.e.buffers[id(core.results[0])] = target
+        into(ctx, core, target)
+        return
+
+    def finish(index: list[str]) -> None:
+        ctx.e.store(ctx.e.value_at(root, index), target, result.type, index)
+
+    # In place needs the same bytes for both: one dtype, shape and layout.
+    if root.type == core.results[0].type and _reads_only_in_place(root, core.results[0]):
+        ctx.e.buffers[id(core.results[0])] = target
+        into(ctx, core, target, finish)
+        return
+    core_type = core.results[0].type
+    scratch = ctx.extra(core_type.dtype, "scratch", *program.scratch(core_type))
+    ctx.e.buffers[id(core.results[0])] = scratch
+    into(ctx, core, scratch)
+    elementwise_loop(ctx, result.type, target, lambda index: ctx.e.value_at(root, index))
+
+
+def _reads_only_in_place(root: Value, core: Value) -> bool:
+    """Whether every path from `root` back to `core` goes through elementwise ops only, so
+    element i of the root reads element i of the core and nothing else."""
+    pending, seen = [root], set()
+    while pending:
+        value = pending.pop()
+        if value is core or id(value) in seen:
+            continue
+        seen.add(id(value))
+        inst = value.producer
+        if _depends_on(value, core) and not inst.op.has(Trait.ELEMENTWISE):
+            return False
+        pending.extend(inst.operands)
+    return True
+
+
+def _depends_on(value: Value, target: Value) -> bool:
+    pending, seen = [value], set()
+    while pending:
+        v = pending.pop()
+        if v is target:
+            return True
+        if id(v) not in seen:
+            seen.add(id(v))
+            pending.extend(v.producer.operands)
+    return False
+
+
+def _row_kernel(ctx: KernelContext, body: Function, inst: Instruction) -> None:
+    """One row at a time: each reduction of the row accumulates into local variables (in
+    program order, so later reductions can use earlier results, as layernorm's variance uses
+    its mean), then the row's outputs are computed from the input and those values."""
+    reduces = [i for i in body.body if i.op is ops.REDUCE]
+    full = reduces[0].operands[0].type
+    outer_rank = reduces[0].results[0].type.rank
+    inner = [(0, full.shape[d]) for d in range(outer_rank, full.rank)]
+    e, w = ctx.e, ctx.w
+
+    def row(outer_index: list[str]) -> None:
+        for r in reduces:
+            kind = r.attrs["kind"]
+            accs = [accumulator_dtype(kind, v.type.dtype) for v in r.operands]  # type: ignore
+            names = [declare_accumulator(ctx, kind, dt) for dt in accs]  # type: ignore
+
+            def accumulate(inner_index: list[str], r: Instruction = r, kind: str = kind,
+                           accs: list = accs, names: list[str] = names) -> None:
+                for operand, acc, dt in zip(r.operands, names, accs):
+                    x = e.value_at(operand, outer_index + inner_index)
+                    x = convert_value(e, x, operand.type.dtype, dt)
+                    w.line(f"{acc} = {combine(e, kind, dt, acc, x)};")  # type: ignore
+            w.comment(program_text(ctx, r))
+            loop_nest(w, inner, accumulate)
+            for result, acc, dt in zip(r.results, names, accs):
+                # The accumulator is final here: use it as it is when no conversion is due.
+                value = convert_value(e, acc, dt, result.type.dtype)
+                e.registers[id(result)] = acc if value == acc else e.let(result.type.dtype,
+                                                                          value)
+        for out, result in zip(body.outputs, inst.results):
+            target = ctx.pointer(result)
+            if out.type.shape == full.shape:
+                def store(inner_index: list[str], out: Value = out, target: str = target
+                          ) -> None:
+                    index = outer_index + inner_index
+                    e.store(e.value_at(out, index), target, out.type, index)
+                loop_nest(w, inner, store)
+            else:
+                index = outer_index + ["0"] * (out.type.rank - outer_rank)
+                e.store(e.value_at(out, index), target, out.type, index)
+        e.registers.clear()
+
+    loop_nest(w, [(0, full.shape[d]) for d in range(outer_rank)], row)
+
+
+def program_text(ctx: KernelContext, inst: Instruction) -> str:
+    return ctx.program.texts.get(id(inst), inst.op.name)
+
+
+__all__ = ["emit_fusion"]

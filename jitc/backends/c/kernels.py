@@ -1,0 +1,404 @@
+"""C kernels for single instructions: elementwise loops, copies, reductions, argmax/argmin,
+dot_general and convolution. Fusions reuse these templates (fusions.py).
+
+A kernel is one `static void` C function whose parameters are the buffers it reads and
+writes, typed (`const float *x`), `restrict` unless two of them share storage. It loops over
+its output in physical order (the innermost loop runs along the minor dimension) and writes
+each element once, except where a contraction accumulates into its output.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from jitc.ir import dtypes
+from jitc.ir.core import Instruction, Value
+from jitc.ir.dtypes import DType
+from jitc.ir.ops import linalg as linalg_ops
+from jitc.ir.ops.reduce import reduce_identity
+from jitc.ir.types import TensorType
+
+from .cgen import Writer, literal, loop_nest, memory_type, physical_order, register_type
+from .elemental import CEmitter, accumulator_dtype, combine, convert_value
+
+if TYPE_CHECKING:
+    from .codegen import Program
+
+
+@dataclass
+class Kernel:
+    name: str
+    arguments: list[str]    # what the entry function passes: buffer pointers, in order
+    source: str
+
+
+class KernelContext:
+    """Builds one kernel function: its parameters, its writer and its elemental emitter."""
+
+    def __init__(self, program: Program, name: str, inst: Instruction | None,
+                 values: Sequence[Value]) -> None:
+        self.program = program
+        self.name = name
+        self.inst = inst
+        self.w = Writer()
+        self.params: list[tuple[str, str, str]] = []   # (C type, name, argument)
+        self.storage: list[object] = []                 # where each parameter points
+        buffers: dict[int, str] = {}
+        written = {id(v) for v in inst.results} if inst is not None else set()
+        for v in values:
+            name_ = program.names[id(v)]
+            buffers[id(v)] = name_
+            const = "" if id(v) in written else "const "
+            self.params.append((f"{const}{memory_type(v.type.dtype)} *", name_,
+                                program.slot_pointer(v)))
+            self.storage.append(program.storage_key(v))
+        self.e = CEmitter(self.w, buffers, program.texts)
+
+    def pointer(self, value: Value) -> str:
+        return self.e.buffers[id(value)]
+
+    def extra(self, dtype: DType, name: str, argument: str, storage: object) -> str:
+        """A written buffer that is no IR value of this kernel (a copy's target, scratch)."""
+        self.params.append((f"{memory_type(dtype)} *", name, argument))
+        self.storage.append(storage)
+        return name
+
+    def finish(self) -> Kernel:
+        # restrict promises the compiler that no two pointers reach the same bytes: true
+        # unless buffer assignment put two of this kernel's values in one place (an in-place
+        # update or a bitcast of an operand).
+        distinct = len(set(self.storage)) == len(self.storage)
+        qualifier = "restrict " if distinct else ""
+        params = [f"{ctype}{qualifier}{name}" for ctype, name, _ in self.params]
+        body = remove_unused(self.w.lines)
+        text = "\n".join(line for line in body if not line.lstrip().startswith("//"))
+        # A buffer the code never reads (the operand of a pad with no elements) stays a
+        # parameter, so every kernel of an instruction takes the same arguments.
+        body = [f"    (void){name};" for _, name, _ in self.params
+                if not re.search(rf"\b{name}\b", text)] + body
+        signature = f"static void {self.name}({', '.join(params) or 'void'}) {{"
+        if len(signature) > 100:
+            signature = f"static void {self.name}(\n    " + ",\n    ".join(params) + ") {"
+        header = [f"// {self.program.texts[id(self.inst)]}"] if self.inst is not None else []
+        lines = header + [signature, *(body or ["    // no elements"]), "}"]
+        return Kernel(self.name, [arg for _, _, arg in self.params], "\n".join(lines))
+
+
+_DECLARATION = re.compile(r"^\s*const [\w ]+ (t\d+) = ")
+_TEMP = re.compile(r"\bt\d+\b")
+
+
+def remove_unused(lines: list[str]) -> list[str]:
+    """The lines without the declarations of temporaries nothing reads (and the comments
+    above them): the emitter computes indices an operand may then ignore (a broadcast does
+    not read the index of an expanded dimension). Every temporary is a `const` of a pure
+    expression, so dropping an unread one changes nothing."""
+    lines = list(lines)
+    while True:
+        uses: dict[str, int] = {}
+        for line in lines:
+            if not line.lstrip().startswith("//"):
+                for name in _TEMP.findall(line):
+                    uses[name] = uses.get(name, 0) + 1
+        dead = set()
+        for n, line in enumerate(lines):
+            match = _DECLARATION.match(line)
+            if match and uses.get(match.group(1)) == 1:
+                dead.add(n)
+                k = n - 1
+                while k >= 0 and lines[k].lstrip().startswith("//"):
+                    dead.add(k)
+                    k -= 1
+        if not dead:
+            return lines
+        lines = [line for n, line in enumerate(lines) if n not in dead]
+
+
+def buffers_used(inst: Instruction, program: Program) -> list[Value]:
+    """The materialised values a kernel for `inst` reads or writes (results first)."""
+    seen: dict[int, Value] = {id(v): v for v in inst.results}
+
+    def visit(v: Value) -> None:
+        if id(v) in seen:
+            return
+        if program.plan.slot(v) is not None:
+            seen[id(v)] = v
+        elif not program.is_inline(v):
+            for operand in v.producer.operands:
+                visit(operand)
+    for operand in inst.operands:
+        visit(operand)
+    return list(seen.values())
+
+
+def logical(order: list[int], counters: list[str]) -> list[str]:
+    index = ["0"] * len(order)
+    for d, c in zip(order, counters):
+        index[d] = c
+    return index
+
+
+def bounds(t: TensorType) -> list[tuple[str | int, str | int]]:
+    return [(0, t.shape[d]) for d in physical_order(t)]
+
+
+def loop_over(ctx: KernelContext, t: TensorType, body: Callable[[list[str]], None]) -> None:
+    """Loops over every element of `t` in physical order; body gets the logical index."""
+    loop_nest(ctx.w, bounds(t), lambda counters: body(logical(physical_order(t), counters)))
+
+
+def elementwise_loop(ctx: KernelContext, t: TensorType, target: str,
+                     generate: Callable[[list[str]], str]) -> None:
+    loop_over(ctx, t, lambda index: ctx.e.store(generate(index), target, t, index))
+
+
+# -- elementwise -----------------------------------------------------------------------------
+
+def emit_elemental(program: Program, name: str, inst: Instruction) -> Kernel:
+    """A loop over the output computing each element with the elemental emitter."""
+    out = inst.results[0]
+    ctx = KernelContext(program, name, inst, buffers_used(inst, program))
+    elementwise_loop(ctx, out.type, ctx.pointer(out),
+                     lambda index: ctx.e.compute(inst, index))
+    return ctx.finish()
+
+
+def emit_copy(program: Program, name: str, source: Value, slot: int, target: str) -> Kernel:
+    """Copy `source` into result slot `slot` (a result that is a parameter, a constant or a
+    value already returned in another position)."""
+    inputs = [source] if program.plan.slot(source) is not None else []
+    ctx = KernelContext(program, name, None, inputs)
+    ctx.w.comment(f"result {target} is a copy of {program.names.get(id(source), 'a constant')}")
+    pointer = ctx.extra(source.type.dtype, target, program.slot_names[slot], ("slot", slot))
+    elementwise_loop(ctx, source.type, pointer, lambda index: ctx.e.value_at(source, index))
+    return ctx.finish()
+
+
+# -- reductions ------------------------------------------------------------------------------
+
+def emit_reduce(program: Program, name: str, inst: Instruction) -> Kernel:
+    ctx = KernelContext(program, name, inst, buffers_used(inst, program))
+    reduce_into(ctx, inst)
+    return ctx.finish()
+
+
+def declare_accumulator(ctx: KernelContext, kind: str, dtype: DType) -> str:
+    name = ctx.w.fresh("a")
+    identity = literal(dtype, reduce_identity(kind, dtype.numpy))
+    ctx.w.line(f"{register_type(dtype)} {name} = {identity};")
+    return name
+
+
+def reduce_into(ctx: KernelContext, inst: Instruction) -> None:
+    """Each output element accumulates its reduced elements, one operand per accumulator."""
+    kind = inst.attrs["kind"]
+    dims = list(inst.attrs["dims"])  # type: ignore[arg-type]
+    in_type = inst.operands[0].type
+    out_type = inst.results[0].type
+    kept = [d for d in range(in_type.rank) if d not in dims]
+    reduced_order = [d for d in physical_order(in_type) if d in dims]
+    accs = [accumulator_dtype(kind, v.type.dtype) for v in inst.operands]  # type: ignore
+
+    def element(counters: list[str]) -> None:
+        out_index = logical(physical_order(out_type), counters)
+        names = [declare_accumulator(ctx, kind, dt) for dt in accs]  # type: ignore[arg-type]
+
+        def accumulate(reduced: list[str]) -> None:
+            at = dict(zip(reduced_order, reduced))
+            index = [at[d] if d in at else out_index[kept.index(d)]
+                     for d in range(in_type.rank)]
+            for operand, acc, dt in zip(inst.operands, names, accs):
+                x = convert_value(ctx.e, ctx.e.value_at(operand, index), operand.type.dtype, dt)
+                ctx.w.line(f"{acc} = {combine(ctx.e, kind, dt, acc, x)};")  # type: ignore
+        loop_nest(ctx.w, [(0, in_type.shape[d]) for d in reduced_order], accumulate)
+        for result, acc, dt in zip(inst.results, names, accs):
+            value = convert_value(ctx.e, acc, dt, result.type.dtype)
+            ctx.e.store(value, ctx.pointer(result), result.type, out_index)
+
+    loop_nest(ctx.w, bounds(out_type), element)
+
+
+# -- argmax / argmin -------------------------------------------------------------------------
+
+def emit_arg(program: Program, name: str, inst: Instruction) -> Kernel:
+    """The first index of the extreme value along `axis`; the first nan wins."""
+    ctx = KernelContext(program, name, inst, buffers_used(inst, program))
+    axis = inst.attrs["axis"]
+    operand, out = inst.operands[0], inst.results[0]
+    dtype = operand.type.dtype
+    sign = ">" if inst.op.name == "argmax" else "<"
+
+    def element(counters: list[str]) -> None:
+        out_index = logical(physical_order(out.type), counters)
+
+        def at(i: str) -> str:
+            return ctx.e.value_at(operand, out_index[:axis] + [i] + out_index[axis:])  # type: ignore
+        best, where = ctx.w.fresh("a"), ctx.w.fresh("a")
+        ctx.w.line(f"{register_type(dtype)} {best} = {at('0')};")
+        ctx.w.line(f"int64_t {where} = 0;")
+        with ctx.w.loop(1, operand.type.shape[axis]) as i:  # type: ignore[index]
+            x = at(i)
+            better = f"{x} {sign} {best}"
+            if dtype.is_float:
+                better += f" || (isnan({x}) && !isnan({best}))"
+            with ctx.w.block(f"if ({better})"):
+                ctx.w.line(f"{best} = {x};")
+                ctx.w.line(f"{where} = {i};")
+        value = convert_value(ctx.e, where, dtypes.int64, out.type.dtype)
+        ctx.e.store(value, ctx.pointer(out), out.type, out_index)
+
+    loop_nest(ctx.w, bounds(out.type), element)
+    return ctx.finish()
+
+
+# -- dot_general -----------------------------------------------------------------------------
+
+def emit_dot(program: Program, name: str, inst: Instruction) -> Kernel:
+    ctx = KernelContext(program, name, inst, buffers_used(inst, program))
+    dot_into(ctx, inst, ctx.pointer(inst.results[0]))
+    return ctx.finish()
+
+
+def dot_into(ctx: KernelContext, inst: Instruction, target: str,
+             epilogue: Callable[[list[str]], None] | None = None) -> None:
+    """target[batch, lhs free, rhs free] = sum over the contracting dimensions.
+
+    For each output row (batch and lhs-free indices) the kernel zeroes the row, then for each
+    contracting index adds lhs * rhs-row into it, so the innermost loop runs along the
+    contiguous rhs free dimensions; `epilogue(index)` then finishes each element of the row.
+    float16 sums each element in a float accumulator instead.
+    """
+    attrs = inst.attrs
+    lhs, rhs = inst.operands
+    out = inst.results[0]
+    lb, rb = list(attrs["lhs_batch"]), list(attrs["rhs_batch"])  # type: ignore[arg-type]
+    lc, rc = list(attrs["lhs_contract"]), list(attrs["rhs_contract"])  # type: ignore[arg-type]
+    lf = [d for d in range(lhs.type.rank) if d not in lb and d not in lc]
+    rf = [d for d in range(rhs.type.rank) if d not in rb and d not in rc]
+    nb, nlf = len(lb), len(lf)
+    dtype = out.type.dtype
+    rows = [(0, out.type.shape[d]) for d in range(nb + nlf)]
+    cols = [(0, out.type.shape[d]) for d in range(nb + nlf, out.type.rank)]
+    contract = [(0, lhs.type.shape[d]) for d in lc]
+
+    def operand_index(rank: int, batch: list[int], contracting: list[int], free: list[int],
+                      out_index: list[str], k: list[str], free_offset: int) -> list[str]:
+        index = ["0"] * rank
+        for j, d in enumerate(batch):
+            index[d] = out_index[j]
+        for j, d in enumerate(contracting):
+            index[d] = k[j]
+        for j, d in enumerate(free):
+            index[d] = out_index[free_offset + j]
+        return index
+
+    def product(out_index: list[str], k: list[str], acc: DType) -> str:
+        x = ctx.e.value_at(lhs, operand_index(lhs.type.rank, lb, lc, lf, out_index, k, nb))
+        y = ctx.e.value_at(rhs, operand_index(rhs.type.rank, rb, rc, rf, out_index, k,
+                                              nb + nlf))
+        x, y = convert_value(ctx.e, x, dtype, acc), convert_value(ctx.e, y, dtype, acc)
+        return ctx.e.let(acc, combine(ctx.e, "prod", acc, x, y))
+
+    def finish(index: list[str]) -> None:
+        if epilogue is not None:
+            epilogue(index)
+
+    if dtype.is_float and dtype.bits == 16:
+        def element(counters: list[str]) -> None:
+            acc = declare_accumulator(ctx, "sum", dtypes.float32)
+
+            def step(k: list[str]) -> None:
+                term = product(counters, k, dtypes.float32)
+                ctx.w.line(f"{acc} += {term};")
+            loop_nest(ctx.w, contract, step)
+            ctx.e.store(convert_value(ctx.e, acc, dtypes.float32, dtype), target, out.type,
+                        counters)
+            finish(counters)
+        loop_nest(ctx.w, rows + cols, element)
+        return
+
+    def row(row_counters: list[str]) -> None:
+        zero = literal(dtype, 0)
+        loop_nest(ctx.w, cols, lambda c: ctx.e.store(zero, target, out.type, row_counters + c))
+
+        def step(k: list[str]) -> None:
+            def accumulate(c: list[str]) -> None:
+                index = row_counters + c
+                current = ctx.e.load(target, out.type, index)
+                term = product(index, k, dtype)
+                ctx.e.store(combine(ctx.e, "sum", dtype, current, term), target, out.type,
+                            index)
+            loop_nest(ctx.w, cols, accumulate)
+        loop_nest(ctx.w, contract, step)
+        if epilogue is not None:
+            loop_nest(ctx.w, cols, lambda c: finish(row_counters + c))
+    loop_nest(ctx.w, rows, row)
+
+
+# -- convolution -----------------------------------------------------------------------------
+
+def emit_convolution(program: Program, name: str, inst: Instruction) -> Kernel:
+    ctx = KernelContext(program, name, inst, buffers_used(inst, program))
+    convolution_into(ctx, inst, ctx.pointer(inst.results[0]))
+    return ctx.finish()
+
+
+def convolution_into(ctx: KernelContext, inst: Instruction, target: str,
+                     epilogue: Callable[[list[str]], None] | None = None) -> None:
+    """Direct convolution: each output element sums over its group's input features and the
+    kernel window; taps that fall into padding or between dilated inputs are skipped."""
+    attrs = inst.attrs
+    lhs, rhs = inst.operands
+    out = inst.results[0]
+    dims = linalg_ops.parse_dim_labels(attrs["dim_labels"])  # type: ignore[arg-type]
+    spatial = len(dims.lhs_spatial)
+    strides, padding, lhs_dil, rhs_dil = linalg_ops._conv_window(attrs, spatial)
+    groups = attrs["feature_group_count"]
+    in_per_group = rhs.type.shape[dims.rhs_in]
+    out_per_group = rhs.type.shape[dims.rhs_out] // groups  # type: ignore[operator]
+    dtype = out.type.dtype
+    acc_type = dtypes.float32 if dtype.is_float and dtype.bits == 16 else dtype
+    window = [rhs.type.shape[d] for d in dims.rhs_spatial]
+    e = ctx.e
+
+    def element(counters: list[str]) -> None:
+        out_index = logical(physical_order(out.type), counters)
+        o = out_index[dims.out_feature]
+        group = e.let_index(f"{o} / {out_per_group}")
+        acc = declare_accumulator(ctx, "sum", acc_type)
+
+        def tap(taps: list[str]) -> None:
+            c, offsets = taps[0], taps[1:]
+            lhs_index, rhs_index = ["0"] * lhs.type.rank, ["0"] * rhs.type.rank
+            lhs_index[dims.lhs_batch] = out_index[dims.out_batch]
+            lhs_index[dims.lhs_feature] = e.let_index(f"{group} * {in_per_group} + {c}")
+            rhs_index[dims.rhs_out], rhs_index[dims.rhs_in] = o, c
+            conditions = []
+            for s in range(spatial):
+                rhs_index[dims.rhs_spatial[s]] = offsets[s]
+                # Position in the dilated, padded input.
+                position = e.let_index(f"{out_index[dims.out_spatial[s]]} * {strides[s]} + "
+                                       f"{offsets[s]} * {rhs_dil[s]} - {padding[s][0]}")
+                size = lhs.type.shape[dims.lhs_spatial[s]]
+                source = e.let_index(f"{position} / {lhs_dil[s]}") if lhs_dil[s] > 1 \
+                    else position
+                conditions.append(f"{position} >= 0 && {source} < {size}")
+                if lhs_dil[s] > 1:
+                    conditions.append(f"{position} % {lhs_dil[s]} == 0")
+                lhs_index[dims.lhs_spatial[s]] = source
+            with ctx.w.block(f"if ({' && '.join(conditions) or '1'})"):
+                x = convert_value(e, e.value_at(lhs, lhs_index), dtype, acc_type)
+                y = convert_value(e, e.value_at(rhs, rhs_index), dtype, acc_type)
+                term = e.let(acc_type, combine(e, "prod", acc_type, x, y))
+                ctx.w.line(f"{acc} = {combine(e, 'sum', acc_type, acc, term)};")
+
+        if lhs.type.size and in_per_group:
+            loop_nest(ctx.w, [(0, in_per_group)] + [(0, k) for k in window], tap)
+        e.store(convert_value(e, acc, acc_type, dtype), target, out.type, out_index)
+        if epilogue is not None:
+            epilogue(out_index)
+
+    loop_nest(ctx.w, bounds(out.type), element)
