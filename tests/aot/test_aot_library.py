@@ -257,7 +257,7 @@ THREADS_CLIENT = """\
 def test_many_threads_call_one_export(tmp_path, threads):
     """Reentrancy: threads share the export (and, when threaded, its pool) at once."""
     model = write(tmp_path / "model.py", MODEL.replace('@jitc.export("f32[8,64]")',
-                                                       '@jitc.export("f32[256,64]")'))
+                                                       '@jitc.export("f32[1024,64]")'))
     library = build(model, tmp_path / "libmodel.so", "--threads", str(threads))
     assert manifest(library, LIB)["threads"] == threads
     assert needed(library) <= ALLOWED_NEEDED
@@ -266,10 +266,10 @@ def test_many_threads_call_one_export(tmp_path, threads):
                        f"-Wl,-rpath,{tmp_path}")
     first, *values = run_clean(binary).splitlines()
     assert first == "failures 0"
-    got = np.array(values, dtype=np.float64).reshape(8, 256, 10)
+    got = np.array(values, dtype=np.float64).reshape(8, 1024, 10)
     mlp = runpy.run_path(str(model))["mlp"].__wrapped__
     for t in range(8):
-        np.testing.assert_allclose(got[t], mlp(fill("f32", (256, 64), t)), rtol=1e-5,
+        np.testing.assert_allclose(got[t], mlp(fill("f32", (1024, 64), t)), rtol=1e-5,
                                    atol=1e-6)
 
 

@@ -431,8 +431,13 @@ def dot_into(ctx: KernelContext, inst: Instruction, epilogue: Value | None = Non
     For each output row (batch and lhs-free indices) the kernel zeroes the row, then for each
     contracting index adds lhs * rhs-row into it: the innermost loop runs over the rhs free
     dimensions, contiguous in row-major operands, so it vectorizes into FMAs. float16 uses a
-    float32 accumulator per element instead.
+    float32 accumulator per element instead. Float GEMM-shaped products large enough to
+    amortize packing go to the blocked kernel in gemm.py instead.
     """
+    from jitc.backends.cpu import gemm
+    blocked = gemm.emit(ctx, inst, epilogue)
+    if blocked is not None:
+        return blocked
     attrs = inst.attrs
     lhs, rhs = inst.operands
     out = inst.results[0]

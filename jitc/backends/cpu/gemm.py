@@ -1,0 +1,342 @@
+"""Blocked matrix multiplication for dot_general on the CPU, emitted as LLVM IR.
+
+The structure is Goto's: the contracting dimension is cut into blocks of depth `kc` and the
+columns into blocks of width `nc`. For each (column block, depth block) the kernel packs the
+rhs block into panels `nr` columns wide, then, for each strip of `mr` rows, packs the lhs strip
+and runs the register-tile micro-kernel against every panel. The packed strip stays in L1
+while the panels stream from L2; packing also turns any operand layout (row-major or a
+transposed bitcast) into the unit-stride order the micro-kernel wants, so the tile code never
+sees a stride. When a strip's last depth block is done, the fused epilogue rewrites its rows
+of the column block in place, while they are still in cache.
+
+Threads split the output into row strips or column panels (whichever balances two threads
+better, counting packing): a kernel call computes units [begin, end) of that split for every
+batch index they cover. Packing buffers live on the kernel's stack, so the code is reentrant
+and allocates nothing.
+
+The micro-kernel and the packing routines are shared by all GEMM kernels of a module
+(gemm_routines.py); a kernel here is the loop nest around them plus its epilogue.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from llvmlite import ir
+
+from jitc.backends.cpu.gemm_routines import (
+    Tiling,
+    at,
+    const,
+    maximum,
+    minimum,
+    pack_function,
+    packing_kind,
+    scaled,
+    strip_function,
+    tiling_for,
+)
+from jitc.backends.cpu.kernels import Kernel, KernelContext
+from jitc.backends.llvm import indexing
+from jitc.backends.llvm.loops import for_range
+from jitc.backends.llvm.types import memory_type
+from jitc.ir import dtypes
+from jitc.ir.core import Instruction, Value
+
+# Below this many multiply-adds (over all batch indices) the row kernel in kernels.py is
+# used: the blocked kernel is faster from about 20^3 up, but under 32^3 that saves less than
+# a microsecond, not worth compiling the shared GEMM routines for.
+MIN_WORK = 1 << 15
+# A kernel's cost is counted in the element operations of an elementwise loop, which the
+# threading decision (codegen.PARALLEL_GRAIN per thread) is calibrated for. Waking the pool
+# costs about 5 us here and a core does some 125 multiply-adds per ns, so a product is split
+# from about 2M multiply-adds up: 32x128x128 takes 5 us on one thread and 7.7 us on two,
+# 64x256x256 35 us and 23 us.
+FMAS_PER_OPERATION = 32
+
+
+# -- which dot_generals become a GEMM ------------------------------------------------------
+
+@dataclass(frozen=True)
+class Side:
+    """How the micro-kernel's packing reads one operand."""
+
+    value: Value                # the IR value whose buffer holds it
+    batch: tuple[int, ...]      # element stride of each batch dimension
+    free: int                   # element stride along the (collapsed) free dimension
+    contract: int               # element stride along the (collapsed) contracting dimension
+
+
+@dataclass(frozen=True)
+class Form:
+    """A dot_general as batched C[m, n] = A[m, k] B[k, n] over strided buffers."""
+
+    batch: tuple[int, ...]                  # sizes of the batch dimensions
+    m: int
+    n: int
+    k: int
+    a: Side                                 # the operand indexed by rows
+    b: Side                                 # the operand indexed by columns
+    c_batch: tuple[int, ...]
+    c_row: int                              # output stride between rows (columns are unit)
+    rows: tuple[tuple[int, int], ...]       # (output dimension, size) a row index spans
+    cols: tuple[tuple[int, int], ...]
+
+
+def _collapse(sizes: Sequence[int], strides: Sequence[Sequence[int]], tags: Sequence[int]
+              ) -> tuple[int, tuple[int, ...], tuple[tuple[int, int], ...]] | None:
+    """Merge dimensions into one index when every tensor in `strides` lays them out densely
+    in the same order (sorted by the first tensor's strides, major first); None otherwise.
+    Returns the merged size, each tensor's stride for it and the (tag, size) of each part."""
+    keep = sorted((i for i, s in enumerate(sizes) if s != 1), key=lambda i: -strides[0][i])
+    if not keep:
+        return 1, tuple(0 for _ in strides), ()
+    for x, y in itertools.pairwise(keep):
+        if any(st[x] != st[y] * sizes[y] for st in strides):
+            return None
+    last = keep[-1]
+    return (math.prod(sizes[i] for i in keep), tuple(st[last] for st in strides),
+            tuple((tags[i], sizes[i]) for i in keep))
+
+
+def analyse(inst: Instruction, lhs: Value, rhs: Value) -> Form | None:
+    """The GEMM view of dot_general `inst` whose operands are read from the buffers of
+    `lhs` and `rhs` (values of the operands' shapes, possibly bitcasts), or None when the
+    generic kernel should run it."""
+    out = inst.results[0].type
+    dtype = out.dtype
+    if dtype not in (dtypes.float32, dtypes.float64) or lhs.type.dtype is not dtype or \
+            rhs.type.dtype is not dtype:
+        return None
+    attrs = inst.attrs
+    lb, rb = list(attrs["lhs_batch"]), list(attrs["rhs_batch"])  # type: ignore[arg-type]
+    lc, rc = list(attrs["lhs_contract"]), list(attrs["rhs_contract"])  # type: ignore[arg-type]
+    lf = [d for d in range(lhs.type.rank) if d not in lb and d not in lc]
+    rf = [d for d in range(rhs.type.rank) if d not in rb and d not in rc]
+    sl, sr, so = indexing.strides(lhs.type), indexing.strides(rhs.type), indexing.strides(out)
+    nb, nlf = len(lb), len(lf)
+    rows = _collapse([lhs.type.shape[d] for d in lf],
+                     ([so[nb + j] for j in range(nlf)], [sl[d] for d in lf]),
+                     [nb + j for j in range(nlf)])
+    cols = _collapse([rhs.type.shape[d] for d in rf],
+                     ([so[nb + nlf + j] for j in range(len(rf))], [sr[d] for d in rf]),
+                     [nb + nlf + j for j in range(len(rf))])
+    depth = _collapse([lhs.type.shape[d] for d in lc], ([sl[d] for d in lc],
+                                                         [sr[d] for d in rc]), list(lc))
+    if rows is None or cols is None or depth is None:
+        return None
+    (m, (c_row, a_free), row_parts), (n, (c_col, b_free), col_parts) = rows, cols
+    k, (a_depth, b_depth), _ = depth
+    batch = tuple(out.shape[:nb])
+    a = Side(lhs, tuple(sl[d] for d in lb), a_free, a_depth)
+    b = Side(rhs, tuple(sr[d] for d in rb), b_free, b_depth)
+    c_batch = tuple(so[:nb])
+    if min(m, n) < 2 or k < 1 or math.prod(batch) * m * n * k < MIN_WORK:
+        return None
+    if c_col == 1:
+        return Form(batch, m, n, k, a, b, c_batch, c_row, row_parts, col_parts)
+    if c_row == 1:
+        # A column-major output is the transposed product: C^T = B^T A^T.
+        return Form(batch, n, m, k, b, a, c_batch, c_col, col_parts, row_parts)
+    return None
+
+
+def _split_rows(form: Form, t: Tiling, threads: int = 2) -> bool:
+    """Whether threads should divide row strips (else column panels), by the estimated
+    cycles of the busiest of `threads` threads: multiply-adds (`lanes` per half-cycle) plus
+    packing, about half a cycle per element read (the lhs once per column block, the rhs once;
+    both mostly come from L3 or memory)."""
+    def busiest(split_rows: bool) -> float:
+        extent, unit = (form.m, t.mr) if split_rows else (form.n, t.nr)
+        per_batch = _ceil(extent, unit)
+        units = math.prod(form.batch) * per_batch
+        worst = 0.0
+        for chunk in range(threads):
+            lo, hi = units * chunk // threads, units * (chunk + 1) // threads
+            own = sum(min(unit, extent - u % per_batch * unit) for u in range(lo, hi))
+            m, n = (own, form.n) if split_rows else (form.m, own)
+            packed = m * form.k * _ceil(n, t.nc) + n * form.k
+            worst = max(worst, m * n * form.k / (2 * t.lanes) + packed / 2)
+        return worst
+    return busiest(True) <= busiest(False)
+
+
+# -- code ----------------------------------------------------------------------------------
+
+class _Gemm:
+    """Emits one GEMM kernel body into a KernelContext."""
+
+    def __init__(self, ctx: KernelContext, inst: Instruction, form: Form,
+                 epilogue: Value | None, t: Tiling) -> None:
+        self.ctx, self.inst, self.form, self.epilogue, self.t = ctx, inst, form, epilogue, t
+        self.b = ctx.builder
+        self.out = inst.results[0]
+        self.elem = memory_type(self.out.type.dtype)
+        module, dtype = ctx.module, self.out.type.dtype
+        self.strip = strip_function(module, dtype, t, packing_kind(form.a.free, form.a.contract))
+        self.pack_rhs = pack_function(module, dtype, t, packing_kind(form.b.free, form.b.contract))
+        # Equal blocks no larger than the limits: 784 deep is 4 x 196, not 3 x 256 + 16.
+        self.k_blocks = _ceil(form.k, t.kc)
+        self.kc = _ceil(form.k, self.k_blocks)
+        self.split_rows = _split_rows(form, t)
+        # The columns one thread covers (of two, when they split the columns), cut into equal
+        # blocks: 1152 is 3 x 384, not 2 x 512 + 128.
+        width = _ceil(form.n, t.nr)
+        if not self.split_rows and math.prod(form.batch) == 1:
+            width = _ceil(width, 2)
+        width *= t.nr
+        self.nc = _ceil(_ceil(width, _ceil(width, t.nc)), t.nr) * t.nr
+
+    def emit(self) -> Kernel:
+        b, t, form = self.b, self.t, self.form
+        with b.goto_entry_block():
+            # Slack for the whole-vector stores of a transposed copy: up to a block of
+            # depth steps past kc, and a vector past the last step.
+            slack = t.lanes + 1
+            self.packed_b = self._stack_buffer((self.kc + slack) * self.nc, "bpack")
+        extent, unit = (form.m, t.mr) if self.split_rows else (form.n, t.nr)
+        per_batch = _ceil(extent, unit)
+        batches = math.prod(form.batch)
+        begin, end = self.ctx.begin, self.ctx.end
+        if batches == 1:
+            self._units(const(0), begin, end)
+        else:
+            first = b.sdiv(begin, const(per_batch))
+            last = b.sdiv(b.sub(end, const(1)), const(per_batch))
+            with for_range(b, first, b.add(last, const(1)), name="batch") as batch:
+                base = b.mul(batch, const(per_batch))
+                lo = maximum(b, b.sub(begin, base), const(0))
+                hi = minimum(b, b.sub(end, base), const(per_batch))
+                self._units(batch, lo, hi)
+        self.ctx.finish()
+        fmas = batches * form.m * form.n * form.k
+        return Kernel(self.ctx.name, batches * per_batch, max(fmas // FMAS_PER_OPERATION, 1))
+
+    def _stack_buffer(self, elements: int, name: str) -> ir.Value:
+        buffer = self.b.alloca(self.elem, size=const(elements), name=name)
+        buffer.align = 64
+        return buffer
+
+    def _units(self, batch: ir.Value, lo: ir.Value, hi: ir.Value) -> None:
+        """Units [lo, hi) of the split in batch `batch`."""
+        b, t, form = self.b, self.t, self.form
+        if self.split_rows:
+            rows = (b.mul(lo, const(t.mr)), minimum(b, b.mul(hi, const(t.mr)), const(form.m)))
+            cols = (const(0), const(form.n))
+        else:
+            rows = (const(0), const(form.m))
+            cols = (b.mul(lo, const(t.nr)), minimum(b, b.mul(hi, const(t.nr)), const(form.n)))
+        self._region(batch, rows, cols)
+
+    def _region(self, batch: ir.Value, rows: tuple[ir.Value, ir.Value],
+                cols: tuple[ir.Value, ir.Value]) -> None:
+        """Output rows [m0, m1) x columns [n0, n1) of one batch index."""
+        b, t, form = self.b, self.t, self.form
+        batch_index = _unflatten(b, batch, form.batch)
+
+        def base(pointer: ir.Value, strides: Sequence[int]) -> ir.Value:
+            offset: ir.Value = const(0)
+            for i, stride in zip(batch_index, strides):
+                offset = b.add(offset, scaled(b, i, stride), flags=["nsw"])
+            return at(b, pointer, offset, self.elem)
+
+        buffers = self.ctx.emitter.buffers
+        a_base = base(buffers[id(form.a.value)], form.a.batch)
+        b_base = base(buffers[id(form.b.value)], form.b.batch)
+        c_base = base(self.ctx.pointer(self.out), form.c_batch)
+        (m0, m1), (n0, n1) = rows, cols
+        a, rhs = form.a, form.b
+        with for_range(b, n0, n1, self.nc, name="jc") as jc:
+            nc = minimum(b, const(self.nc), b.sub(n1, jc))
+
+            def depth_block(pc: ir.Value, kc: ir.Value, last: ir.Value | None) -> None:
+                source = at(b, b_base, b.add(scaled(b, jc, rhs.free),
+                                             scaled(b, pc, rhs.contract)), self.elem)
+                b.call(self.pack_rhs, [self.packed_b, source, kc, nc, const(rhs.free),
+                                         const(rhs.contract)])
+                accumulate = b.icmp_signed("!=", pc, const(0))
+                with for_range(b, m0, m1, t.mr, name="ic") as ic:
+                    mr = minimum(b, const(t.mr), b.sub(m1, ic))
+                    source = at(b, a_base, b.add(scaled(b, ic, a.free),
+                                                 scaled(b, pc, a.contract)), self.elem)
+                    rows = at(b, c_base, b.add(scaled(b, ic, form.c_row), jc), self.elem)
+                    b.call(self.strip, [kc, source, mr, const(a.free), const(a.contract),
+                                        self.packed_b, nc, rows, const(form.c_row),
+                                        accumulate])
+                    if self.epilogue is not None:
+                        if last is None:
+                            self._apply_epilogue(batch_index, ic, mr, jc, nc)
+                        else:
+                            with b.if_then(last):
+                                self._apply_epilogue(batch_index, ic, mr, jc, nc)
+
+            if self.k_blocks == 1:
+                depth_block(const(0), const(form.k), None)
+            else:
+                with for_range(b, 0, form.k, self.kc, name="pc") as pc:
+                    kc = minimum(b, const(self.kc), b.sub(const(form.k), pc))
+                    last = b.icmp_signed(">=", b.add(pc, const(self.kc)), const(form.k))
+                    depth_block(pc, kc, last)
+
+    def _apply_epilogue(self, batch_index: list[ir.Value], ic: ir.Value, mr: ir.Value,
+                        jc: ir.Value, nc: ir.Value) -> None:
+        """Rewrite finished rows [ic, ic + mr) x columns [jc, jc + nc) with the fused
+        epilogue, in place: it reads the product from the output buffer."""
+        b, form, out = self.b, self.form, self.out
+        assert self.epilogue is not None
+        with for_range(b, ic, b.add(ic, mr), name="ei") as i, \
+                for_range(b, jc, b.add(jc, nc), name="ej") as j:
+            index: list[ir.Value] = [const(0)] * out.type.rank
+            for d, x in enumerate(batch_index):
+                index[d] = x
+            for parts, linear in ((form.rows, i), (form.cols, j)):
+                for (d, _), x in zip(parts, _unflatten(b, linear, [s for _, s in parts])):
+                    index[d] = x
+            value = self.ctx.emitter.value_at(self.epilogue, index)
+            indexing.store(b, value, self.ctx.pointer(out), out.type, index)
+
+
+def _ceil(x: int, y: int) -> int:
+    return -(-x // y)
+
+
+def _unflatten(b: ir.IRBuilder, linear: ir.Value, sizes: Sequence[int]) -> list[ir.Value]:
+    """The index of each dimension (major first) of a linear index over `sizes`."""
+    result: list[ir.Value] = []
+    rest = linear
+    for n, size in enumerate(reversed(sizes)):
+        if n == len(sizes) - 1:
+            result.append(rest)
+        elif size == 1:
+            result.append(const(0))
+        else:
+            result.append(b.urem(rest, const(size)))
+            rest = b.udiv(rest, const(size))
+    return list(reversed(result))
+
+
+def _buffer_value(ctx: KernelContext, value: Value) -> Value | None:
+    """The value whose buffer holds `value` in this kernel (through fusion parameters)."""
+    emitter = ctx.emitter
+    while id(value) in emitter.aliases:
+        value = emitter.aliases[id(value)]
+    return value if id(value) in emitter.buffers else None
+
+
+def emit(ctx: KernelContext, inst: Instruction, epilogue: Value | None = None
+         ) -> Kernel | None:
+    """The GEMM kernel for dot_general `inst` in `ctx`, or None (nothing emitted) when the
+    generic kernel should compute it."""
+    lhs, rhs = (_buffer_value(ctx, v) for v in inst.operands)
+    if lhs is None or rhs is None or id(inst.results[0]) not in ctx.emitter.buffers:
+        return None
+    if lhs.type.shape != inst.operands[0].type.shape or \
+            rhs.type.shape != inst.operands[1].type.shape:
+        return None
+    form = analyse(inst, lhs, rhs)
+    if form is None:
+        return None
+    return _Gemm(ctx, inst, form, epilogue, tiling_for(inst.results[0].type.dtype)).emit()
