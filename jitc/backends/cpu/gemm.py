@@ -171,7 +171,7 @@ class _Gemm:
 
     def __init__(self, ctx: KernelContext, inst: Instruction, form: Form,
                  epilogue: Value | None, t: Tiling) -> None:
-        self.ctx, self.inst, self.form, self.epilogue, self.t = ctx, inst, form, epilogue, t
+        self.ctx, self.form, self.epilogue, self.t = ctx, form, epilogue, t
         self.b = ctx.builder
         self.out = inst.results[0]
         self.elem = memory_type(self.out.type.dtype)
