@@ -8,7 +8,6 @@ from typing import Any
 import numpy as np
 
 from jitc.numpy._core import HANDLED, implements, lift, unsupported
-from jitc.tracing.tracer import Tracer
 
 
 def apply_function(func: Callable, args: tuple, kwargs: dict[str, Any]) -> Any:
@@ -59,7 +58,3 @@ trace = _not_yet("trace")
 diagonal = _not_yet("diagonal")
 sort = _not_yet("sort")
 argsort = _not_yet("argsort")
-
-
-def _is_tracer(x: object) -> bool:
-    return isinstance(x, Tracer)

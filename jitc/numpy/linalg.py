@@ -7,7 +7,6 @@ import string
 import numpy as np
 
 from jitc.ir import ops
-from jitc.ir.types import TensorType
 from jitc.numpy._core import convert, implements, lift, lift_all, normalize_axis, unsupported
 from jitc.numpy.reductions import reduce
 from jitc.numpy.shapes import broadcast_to, reshape, transpose
@@ -271,7 +270,3 @@ def einsum(subscripts, *operands, out=None, dtype=None, order="K", casting="safe
     if term != output:
         current = transpose(current, [term.index(c) for c in output])
     return current
-
-
-def _ensure_shape(x: Tracer, shape: tuple[int, ...]) -> Tracer:
-    return emit(ops.RESHAPE, [x], {}, TensorType(x.aval.dtype, shape))

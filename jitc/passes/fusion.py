@@ -24,7 +24,6 @@ from dataclasses import dataclass, field
 from jitc.ir import ops
 from jitc.ir.core import Builder, Function, Instruction, Module, Value
 from jitc.ir.opdef import OpDef, Trait
-from jitc.ir.types import row_major
 from jitc.passes.pipeline import module_pass
 from jitc.passes.rewrite import copy_instruction
 
@@ -396,4 +395,4 @@ def fusion(module: Module) -> Module:
     return _build(module, fn, _Fuser(fn).groups())
 
 
-__all__ = ["fusion", "ELEMENTAL", "CHEAP", "row_major"]
+__all__ = ["fusion", "ELEMENTAL", "CHEAP"]

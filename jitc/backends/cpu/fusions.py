@@ -9,7 +9,7 @@ from __future__ import annotations
 from llvmlite import ir
 
 from jitc.backends.cpu import kernels
-from jitc.backends.cpu.kernels import Kernel, KernelContext, physical_order
+from jitc.backends.cpu.kernels import Kernel, KernelContext
 from jitc.backends.cpu.plan import BufferPlan
 from jitc.backends.llvm import indexing
 from jitc.backends.llvm.elemental import convert_value
@@ -126,4 +126,4 @@ def _row_kernel(ctx: KernelContext, body: Function, inst: Instruction) -> Kernel
     return Kernel(ctx.name, extent, max(full.size, 1) * (len(reduces) + len(body.outputs)))
 
 
-__all__ = ["emit_fusion", "physical_order"]
+__all__ = ["emit_fusion", "fusion_buffers"]
