@@ -10,14 +10,14 @@ from llvmlite import ir
 
 from jitc.backends.cpu import kernels
 from jitc.backends.cpu.kernels import Kernel, KernelContext
+from jitc.backends.cpu.lanes import Lanes, accumulator_dtype, lane_count, reduction_loops
 from jitc.backends.cpu.plan import BufferPlan
 from jitc.backends.llvm import indexing
 from jitc.backends.llvm.elemental import convert_value
 from jitc.backends.llvm.loops import loop_nest
-from jitc.backends.llvm.types import I64, constant, value_type
+from jitc.backends.llvm.types import I64
 from jitc.ir import ops
 from jitc.ir.core import Function, Instruction, Module, Value
-from jitc.ir.ops.reduce import reduce_identity
 
 
 def fusion_buffers(inst: Instruction, plan: BufferPlan) -> list[Value]:
@@ -64,41 +64,26 @@ def _row_kernel(ctx: KernelContext, body: Function, inst: Instruction) -> Kernel
     full = reduces[0].operands[0].type
     outer_rank = reduces[0].results[0].type.rank
     inner = list(range(outer_rank, full.rank))
-    acc_types = {id(r): [kernels._accumulator_dtype(v.type.dtype) for v in r.operands]
-                 for r in reduces}
+    acc_types = {id(r): [accumulator_dtype(v.type.dtype) for v in r.operands] for r in reduces}
+    count = lane_count([t for types in acc_types.values() for t in types])
 
     def row(counters: list[ir.Value]) -> None:
         outer_index = list(counters)
         for r in reduces:
-            kind = r.attrs["kind"]
-            types = acc_types[id(r)]
-            lanes = []
-            with b.goto_entry_block():
-                for dt in types:
-                    lanes.append([b.alloca(value_type(dt)) for _ in range(kernels.REDUCE_UNROLL)])
-            for slots, dt in zip(lanes, types):
-                identity = constant(dt, reduce_identity(kind, dt.numpy))  # type: ignore
-                for slot in slots:
-                    b.store(identity, slot)
+            accumulators = [Lanes(b, r.attrs["kind"], dt, count)  # type: ignore[arg-type]
+                            for dt in acc_types[id(r)]]
 
-            def accumulate(lane: int, at: dict[int, ir.Value], r: Instruction = r,
-                           lanes: list = lanes, types: list = types, kind: str = kind) -> None:
+            def accumulate(lane: ir.Value, at: dict[int, ir.Value], r: Instruction = r,
+                           accumulators: list[Lanes] = accumulators) -> None:
                 index = outer_index + [at[d] for d in inner]
-                for n, dt in enumerate(types):
-                    x = ctx.emitter.value_at(r.operands[n], index)
-                    x = convert_value(b, x, r.operands[n].type.dtype, dt)
-                    slot = lanes[n][lane]
-                    b.store(kernels._combine(b, kind, dt, b.load(slot), x), slot)  # type: ignore
+                for operand, lanes in zip(r.operands, accumulators):
+                    x = ctx.emitter.value_at(operand, index)
+                    lanes.accumulate(lane, convert_value(b, x, operand.type.dtype, lanes.dtype))
 
-            kernels._reduction_loops(b, full, inner, accumulate)
-            for n, (slots, dt) in enumerate(zip(lanes, types)):
-                values = [b.load(s) for s in slots]
-                while len(values) > 1:
-                    values = [kernels._combine(b, kind, dt, values[i],  # type: ignore
-                                               values[i + 1]) for i in range(0, len(values), 2)]
-                result = r.results[n]
-                ctx.emitter.registers[id(result)] = convert_value(b, values[0], dt,
-                                                                  result.type.dtype)
+            reduction_loops(b, full, inner, count, accumulate)
+            for result, lanes in zip(r.results, accumulators):
+                ctx.emitter.registers[id(result)] = convert_value(
+                    b, lanes.total(), lanes.dtype, result.type.dtype)
         for out, result in zip(body.outputs, inst.results):
             target = ctx.pointer(result)
             if out.type.shape == full.shape:

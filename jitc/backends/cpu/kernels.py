@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from llvmlite import ir
 
+from jitc.backends.cpu.lanes import Lanes, accumulator_dtype, combine, lane_count, reduction_loops
 from jitc.backends.cpu.plan import BufferPlan, is_inline_constant
 from jitc.backends.llvm import indexing
 from jitc.backends.llvm.elemental import RULES, ElementalEmitter, convert_value
@@ -25,8 +26,6 @@ from jitc.ir.dtypes import Kind
 from jitc.ir.ops import linalg as linalg_ops
 from jitc.ir.ops.reduce import reduce_identity
 from jitc.ir.types import TensorType
-
-REDUCE_UNROLL = 8
 
 
 @dataclass
@@ -197,24 +196,6 @@ def _elementwise_loop(ctx: KernelContext, t: TensorType, target: ir.Value,
 
 # -- reductions ------------------------------------------------------------------------------
 
-def _accumulator_dtype(dtype: dtypes.DType) -> dtypes.DType:
-    return dtypes.float32 if dtype is dtypes.float16 else dtype
-
-
-def _combine(b: ir.IRBuilder, kind: str, dtype: dtypes.DType, acc: ir.Value,
-             x: ir.Value) -> ir.Value:
-    from jitc.backends.llvm.elemental import _extremum
-    if kind == "sum":
-        return b.fadd(acc, x) if dtype.is_float else b.add(acc, x)
-    if kind == "prod":
-        return b.fmul(acc, x) if dtype.is_float else b.mul(acc, x)
-    if kind == "and":
-        return b.and_(acc, x)
-    if kind == "or":
-        return b.or_(acc, x)
-    return _extremum(b, acc, x, dtype.kind, larger=(kind == "max"))
-
-
 def emit_reduce(module: ir.Module, plan: BufferPlan, name: str, inst: Instruction) -> Kernel:
     return reduce_into(KernelContext(module, plan, name, buffers_used(inst, plan)), inst)
 
@@ -231,12 +212,7 @@ def reduce_into(ctx: KernelContext, inst: Instruction) -> Kernel:
 
 
 def _row_reduce(ctx: KernelContext, inst: Instruction) -> Kernel:
-    """Each output element accumulates its reduced elements.
-
-    The innermost reduced loop keeps REDUCE_UNROLL independent accumulators, combined in a
-    fixed tree at the end: the loop vectorizes without reassociating arbitrarily, and the
-    result does not depend on the vector width.
-    """
+    """Each output element accumulates its reduced elements in lanes (see lanes.py)."""
     kind = inst.attrs["kind"]
     dims = list(inst.attrs["dims"])  # type: ignore[arg-type]
     b = ctx.builder
@@ -244,38 +220,24 @@ def _row_reduce(ctx: KernelContext, inst: Instruction) -> Kernel:
     out_type = inst.results[0].type
     kept = [d for d in range(in_type.rank) if d not in dims]
     reduced_order = [d for d in physical_order(in_type) if d in dims]
-    acc_types = [_accumulator_dtype(v.type.dtype) for v in inst.operands]
+    acc_types = [accumulator_dtype(v.type.dtype) for v in inst.operands]
+    count = lane_count(acc_types)
 
     def body(counters: list[ir.Value]) -> None:
         out_index = _logical(physical_order(out_type), counters)
-        accumulators = []
-        with b.goto_entry_block():
-            for dt in acc_types:
-                accumulators.append([b.alloca(value_type(dt)) for _ in range(REDUCE_UNROLL)])
-        for slots, dt in zip(accumulators, acc_types):
-            identity = constant(dt, reduce_identity(kind, dt.numpy))  # type: ignore[arg-type]
-            for slot in slots:
-                b.store(identity, slot)
+        accumulators = [Lanes(b, kind, dt, count) for dt in acc_types]  # type: ignore[arg-type]
 
-        def read(n: int, reduced_index: dict[int, ir.Value]) -> ir.Value:
+        def accumulate(lane: ir.Value, reduced_index: dict[int, ir.Value]) -> None:
             index = [reduced_index[d] if d in reduced_index else out_index[kept.index(d)]
                      for d in range(in_type.rank)]
-            x = ctx.emitter.value_at(inst.operands[n], index)
-            return convert_value(b, x, inst.operands[n].type.dtype, acc_types[n])
+            for n, lanes in enumerate(accumulators):
+                x = ctx.emitter.value_at(inst.operands[n], index)
+                lanes.accumulate(lane, convert_value(b, x, inst.operands[n].type.dtype,
+                                                     lanes.dtype))
 
-        def accumulate(lane: int, reduced_index: dict[int, ir.Value]) -> None:
-            for n, dt in enumerate(acc_types):
-                slot = accumulators[n][lane]
-                b.store(_combine(b, kind, dt, b.load(slot), read(n, reduced_index)), slot)
-
-        _reduction_loops(b, in_type, reduced_order, accumulate)
-        for n, (slots, dt) in enumerate(zip(accumulators, acc_types)):
-            lanes = [b.load(s) for s in slots]
-            while len(lanes) > 1:
-                lanes = [_combine(b, kind, dt, lanes[i], lanes[i + 1])
-                         for i in range(0, len(lanes), 2)]
-            result = inst.results[n]
-            value = convert_value(b, lanes[0], dt, result.type.dtype)
+        reduction_loops(b, in_type, reduced_order, count, accumulate)
+        for result, lanes in zip(inst.results, accumulators):
+            value = convert_value(b, lanes.total(), lanes.dtype, result.type.dtype)
             indexing.store(b, value, ctx.pointer(result), result.type, out_index)
 
     if out_type.rank == 0:
@@ -334,7 +296,7 @@ def _column_reduce(ctx: KernelContext, inst: Instruction) -> Kernel:
                     where = out_index(at)
                     x = ctx.emitter.value_at(inst.operands[n], index)
                     current = indexing.load(b, target, result.type, where)
-                    indexing.store(b, _combine(b, kind, result.type.dtype, current, x),
+                    indexing.store(b, combine(b, kind, result.type.dtype, current, x),
                                    target, result.type, where)
             loop_nest(b, bounds(inner_kept), accumulate, name="c")
         loop_nest(b, [(0, in_type.shape[d]) for d in reduced], over_reduced, name="r")
@@ -342,31 +304,6 @@ def _column_reduce(ctx: KernelContext, inst: Instruction) -> Kernel:
     loop_nest(b, bounds(outer_kept), outer, name="o")
     ctx.finish()
     return Kernel(ctx.name, in_type.shape[split], max(in_type.size, 1) * len(inst.operands))
-
-
-def _reduction_loops(b: ir.IRBuilder, t: TensorType, order: list[int],
-                     accumulate: Callable[[int, dict[int, ir.Value]], None]) -> None:
-    """Loops over the reduced dimensions; the innermost one unrolled REDUCE_UNROLL times."""
-    if not order:
-        accumulate(0, {})
-        return
-    outer, inner = order[:-1], order[-1]
-    n = t.shape[inner]
-    main = n - n % REDUCE_UNROLL
-
-    def innermost(counters: list[ir.Value]) -> None:
-        fixed = dict(zip(outer, counters))
-        if main:
-            with for_range(b, 0, main, REDUCE_UNROLL, name="r") as i:
-                for lane in range(REDUCE_UNROLL):
-                    position = i if lane == 0 else b.add(i, ir.Constant(I64, lane),
-                                                          flags=["nsw"])
-                    accumulate(lane, {**fixed, inner: position})
-        if main < n:
-            with for_range(b, main, n, name="tail") as i:
-                accumulate(0, {**fixed, inner: i})
-
-    loop_nest(b, [(0, t.shape[d]) for d in outer], innermost, name="ro")
 
 
 # -- argmax / argmin -------------------------------------------------------------------------
@@ -578,7 +515,7 @@ def convolution_into(ctx: KernelContext, inst: Instruction,
     out_per_group = rhs.type.shape[dims.rhs_out] // groups  # type: ignore[operator]
     b = ctx.builder
     dtype = out.type.dtype
-    acc = _accumulator_dtype(dtype)
+    acc = accumulator_dtype(dtype)
     window = [rhs.type.shape[d] for d in dims.rhs_spatial]
 
     def element(counters: list[ir.Value]) -> None:
