@@ -142,3 +142,31 @@ def test_donate_argnums_must_name_an_array() -> None:
     f = jitc.jit(lambda xs: xs[0] + xs[1], donate_argnums=0)
     with pytest.raises(TypeError, match="not a single array"):
         f((np.ones(2), np.ones(2)))
+
+
+def test_the_pool_survives_sections_of_every_size_from_several_threads() -> None:
+    """Sections with fewer chunks than workers, a growing pool and concurrent callers: the
+    pool's spin-then-sleep handshake must neither lose a chunk nor deadlock."""
+    import threading
+    import time
+
+    x = RNG.standard_normal((256, 512)).astype(np.float32)
+    want = softmax(x)
+    compiled = [_with_threads(softmax, (x,), threads) for threads in (2, 4, 3, 1)]
+    failures: list[str] = []
+
+    def hammer(offset: int) -> None:
+        for i in range(60):
+            if i % 20 == 0:
+                time.sleep(0.002)  # long enough for the workers to go to sleep
+            got = compiled[(i + offset) % len(compiled)](x)
+            if not np.allclose(got, want, rtol=1e-5, atol=1e-6):
+                failures.append(f"caller {offset}, call {i}")
+
+    callers = [threading.Thread(target=hammer, args=(k,)) for k in range(3)]
+    for t in callers:
+        t.start()
+    for t in callers:
+        t.join(timeout=60)
+    assert not any(t.is_alive() for t in callers), "a parallel section never finished"
+    assert not failures
