@@ -5,6 +5,8 @@ Environment variables are read here and nowhere else:
   (one subfolder per compiled function).
 - `JITC_BACKEND`: the default backend when `jitc.jit` is not given one.
 - `JITC_NUM_THREADS`: threads the CPU backend may use (default: the number of CPUs).
+- `JITC_RESULT_CACHE_MB`: read by the C runtime at import: how much freed result memory it
+  keeps for reuse (default 256; 0 turns reuse off).
 - `JITC_VERIFY`: when set to 1, verify the IR after every pass (the tests set it).
 """
 

@@ -7,9 +7,13 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#ifdef __linux__
+#include <sys/mman.h>
+#endif
 
 #define NPY_NO_DEPRECATED_API NPY_1_7_API_VERSION
 #include <numpy/arrayobject.h>
@@ -42,7 +46,128 @@ typedef struct {
     int result_kind;
     int release_gil;
     Py_ssize_t *donated_from;  /* per result: the argument whose buffer it reuses, or -1 */
+    int large_results;         /* some result is allocated through the recycling handler */
 } Dispatcher;
+
+/* Result memory that is recycled.
+ *
+ * A fresh multi-megabyte result costs a page fault per page on first touch (the kernel zeroes
+ * every page), about as much as computing it: JAX spends most of a 16M-element GELU faulting
+ * its output in. Large results are therefore allocated through a numpy memory handler whose
+ * free() keeps up to RECYCLE_SLOTS blocks (RECYCLE_LIMIT bytes in all, JITC_RESULT_CACHE_MB to
+ * change) for the next result of the same size, so a function called in a loop writes into
+ * memory that is already mapped. The arrays still own their data (resize, pickling and
+ * np.shares_memory behave as for any numpy array); the block's size sits in a 64-byte header.
+ */
+#define RECYCLE_MIN_BYTES ((size_t)1 << 20)
+#define RECYCLE_SLOTS 8
+#define HUGE_BYTES ((size_t)2 << 20)
+#define HEADER ALIGNMENT
+
+typedef struct {
+    char *data;
+    size_t bytes;
+} RecycledBlock;
+
+static RecycledBlock recycled[RECYCLE_SLOTS];
+static size_t recycled_bytes, recycle_limit = (size_t)256 << 20;
+static pthread_mutex_t recycle_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void *fresh_block(size_t bytes) {
+    size_t total = bytes + HEADER;
+    void *base = NULL;
+    if (total < bytes || posix_memalign(&base, total >= 2 * HUGE_BYTES ? HUGE_BYTES : ALIGNMENT,
+                                        total) != 0)
+        return NULL;
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
+    if (total >= 2 * HUGE_BYTES)
+        madvise(base, total, MADV_HUGEPAGE);
+#endif
+    *(size_t *)base = bytes;
+    return (char *)base + HEADER;
+}
+
+static void *result_malloc(void *ctx, size_t bytes) {
+    (void)ctx;
+    pthread_mutex_lock(&recycle_lock);
+    for (int i = 0; i < RECYCLE_SLOTS; i++) {
+        if (recycled[i].data && recycled[i].bytes == bytes) {
+            char *data = recycled[i].data;
+            recycled[i].data = NULL;
+            recycled_bytes -= bytes;
+            pthread_mutex_unlock(&recycle_lock);
+            return data;
+        }
+    }
+    pthread_mutex_unlock(&recycle_lock);
+    return fresh_block(bytes);
+}
+
+static void result_free(void *ctx, void *ptr, size_t size) {
+    (void)ctx;
+    (void)size;  /* the header is authoritative */
+    if (!ptr) return;
+    size_t bytes = *(size_t *)((char *)ptr - HEADER);
+    pthread_mutex_lock(&recycle_lock);
+    if (bytes >= RECYCLE_MIN_BYTES && recycled_bytes + bytes <= recycle_limit) {
+        for (int i = 0; i < RECYCLE_SLOTS; i++) {
+            if (!recycled[i].data) {
+                recycled[i].data = ptr;
+                recycled[i].bytes = bytes;
+                recycled_bytes += bytes;
+                pthread_mutex_unlock(&recycle_lock);
+                return;
+            }
+        }
+    }
+    pthread_mutex_unlock(&recycle_lock);
+    free((char *)ptr - HEADER);
+}
+
+static void *result_calloc(void *ctx, size_t count, size_t size) {
+    if (size && count > (size_t)-1 / size) return NULL;
+    void *data = result_malloc(ctx, count * size);
+    if (data) memset(data, 0, count * size);
+    return data;
+}
+
+static void *result_realloc(void *ctx, void *ptr, size_t bytes) {
+    if (!ptr) return result_malloc(ctx, bytes);
+    size_t old = *(size_t *)((char *)ptr - HEADER);
+    void *data = result_malloc(ctx, bytes);
+    if (!data) return NULL;
+    memcpy(data, ptr, old < bytes ? old : bytes);
+    result_free(ctx, ptr, old);
+    return data;
+}
+
+static PyDataMem_Handler result_handler = {
+    "jitc_recycled_results", 1,
+    {NULL, result_malloc, result_calloc, result_realloc, result_free},
+};
+static PyObject *result_handler_capsule;
+
+static PyObject *release_recycled(PyObject *module, PyObject *unused) {
+    (void)module;
+    (void)unused;
+    pthread_mutex_lock(&recycle_lock);
+    for (int i = 0; i < RECYCLE_SLOTS; i++) {
+        if (recycled[i].data) free(recycled[i].data - HEADER);
+        recycled[i].data = NULL;
+    }
+    recycled_bytes = 0;
+    pthread_mutex_unlock(&recycle_lock);
+    Py_RETURN_NONE;
+}
+
+static size_t spec_bytes(const ArraySpec *spec) {
+    PyArray_Descr *descr = PyArray_DescrFromType(spec->typenum);
+    if (!descr) return 0;
+    size_t bytes = (size_t)PyDataType_ELSIZE(descr);
+    Py_DECREF(descr);
+    for (int d = 0; d < spec->ndim; d++) bytes *= (size_t)spec->dims[d];
+    return bytes;
+}
 
 static int read_specs(PyObject *seq, ArraySpec **out, Py_ssize_t *count) {
     PyObject *fast = PySequence_Fast(seq, "specs must be a sequence");
@@ -113,6 +238,9 @@ static int Dispatcher_init(Dispatcher *self, PyObject *args, PyObject *kwds) {
         Py_DECREF(items);
         if (PyErr_Occurred()) return -1;
     }
+    for (Py_ssize_t i = 0; i < self->nouts; i++)
+        if (self->donated_from[i] < 0 && spec_bytes(&self->outs[i]) >= RECYCLE_MIN_BYTES)
+            self->large_results = 1;
     self->workspace_bytes = (size_t)workspace;
     self->result_kind = result_kind;
     self->release_gil = release_gil;
@@ -187,6 +315,11 @@ static PyObject *Dispatcher_call(Dispatcher *self, PyObject *call_args, PyObject
         buffers[i] = PyArray_DATA((PyArrayObject *)PyTuple_GET_ITEM(args, i));
     PyObject *results = PyTuple_New(self->nouts);
     if (!results) goto fail;
+    PyObject *previous_handler = NULL;
+    if (self->large_results && recycle_limit) {
+        previous_handler = PyDataMem_SetHandler(result_handler_capsule);
+        if (!previous_handler) goto fail;
+    }
     for (Py_ssize_t i = 0; i < self->nouts; i++) {
         ArraySpec *spec = &self->outs[i];
         Py_ssize_t from = self->donated_from[i];
@@ -199,10 +332,17 @@ static PyObject *Dispatcher_call(Dispatcher *self, PyObject *call_args, PyObject
             continue;
         }
         PyObject *out = PyArray_SimpleNew(spec->ndim, spec->dims, spec->typenum);
-        if (!out) goto fail;
+        if (!out) break;
         PyTuple_SET_ITEM(results, i, out);
         buffers[self->nargs + i] = PyArray_DATA((PyArrayObject *)out);
     }
+    if (previous_handler) {
+        PyObject *ours = PyDataMem_SetHandler(previous_handler);
+        Py_XDECREF(ours);
+        Py_DECREF(previous_handler);
+    }
+    for (Py_ssize_t i = 0; i < self->nouts; i++)
+        if (!PyTuple_GET_ITEM(results, i)) goto fail;
     memcpy(buffers + self->nargs + self->nouts, self->consts, self->nconsts * sizeof(void *));
     int cached;
     void *workspace = take_workspace(self, &cached);
@@ -255,14 +395,24 @@ static PyTypeObject DispatcherType = {
     .tp_call = (ternaryfunc)Dispatcher_call,
 };
 
+static PyMethodDef runtime_functions[] = {
+    {"release_recycled_results", release_recycled, METH_NOARGS,
+     "Free the result memory kept for reuse (it is otherwise kept until the process ends)."},
+    {NULL, NULL, 0, NULL},
+};
+
 static struct PyModuleDef runtime_module = {
     PyModuleDef_HEAD_INIT, "_runtime", "jitc's C runtime: thread pool and call dispatch.", -1,
-    NULL,
+    runtime_functions,
 };
 
 PyMODINIT_FUNC PyInit__runtime(void) {
     import_array();
     if (PyType_Ready(&DispatcherType) < 0) return NULL;
+    const char *limit = getenv("JITC_RESULT_CACHE_MB");
+    if (limit && *limit) recycle_limit = (size_t)strtoull(limit, NULL, 10) << 20;
+    result_handler_capsule = PyCapsule_New(&result_handler, "mem_handler", NULL);
+    if (!result_handler_capsule) return NULL;
     PyObject *module = PyModule_Create(&runtime_module);
     if (!module) return NULL;
     Py_INCREF(&DispatcherType);

@@ -170,3 +170,25 @@ def test_the_pool_survives_sections_of_every_size_from_several_threads() -> None
         t.join(timeout=60)
     assert not any(t.is_alive() for t in callers), "a parallel section never finished"
     assert not failures
+
+
+def test_large_results_reuse_freed_memory_and_stay_ordinary_arrays() -> None:
+    from jitc import _runtime
+
+    x = RNG.standard_normal((512, 1024)).astype(np.float32)  # 2 MiB results
+    f = jitc.jit(lambda x: x * 2.0 + 1.0)
+    first = f(x)
+    address = first.ctypes.data
+    assert first.flags.owndata and first.base is None and address % 64 == 0
+    second = f(x)  # `first` is alive: its memory must not be handed out again
+    assert second.ctypes.data != address
+    np.testing.assert_array_equal(first, x * 2.0 + 1.0)
+    del first
+    third = f(x)
+    assert third.ctypes.data == address  # the freed block came back
+    np.testing.assert_array_equal(third, x * 2.0 + 1.0)
+    third.resize((1024, 512), refcheck=False)  # numpy may reallocate through our handler
+    np.testing.assert_array_equal(third.ravel(), (x * 2.0 + 1.0).ravel())
+    del second, third
+    _runtime.release_recycled_results()
+    np.testing.assert_array_equal(f(x), x * 2.0 + 1.0)
