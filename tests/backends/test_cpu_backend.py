@@ -192,3 +192,22 @@ def test_large_results_reuse_freed_memory_and_stay_ordinary_arrays() -> None:
     del second, third
     _runtime.release_recycled_results()
     np.testing.assert_array_equal(f(x), x * 2.0 + 1.0)
+
+
+@pytest.mark.parametrize("shape,axes", [((6, 5, 7), (1, 2)), ((3, 1), (1,)), ((0, 4), (1,)),
+                                        ((2, 3, 129), (2,))])
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
+def test_row_kernels_keep_reduced_transcendentals_in_a_row_buffer(shape, axes, dtype) -> None:
+    """softmax's exp is reduced and then divided: the row kernel keeps it in a row buffer
+    between the two passes instead of computing it twice."""
+    def softmaxes(x):
+        e = np.exp(x - x.max(axis=axes, keepdims=True))
+        t = np.tanh(x)
+        return e / e.sum(axis=axes, keepdims=True), t * t.sum(axis=axes, keepdims=True)
+
+    x = RNG.standard_normal(shape).astype(dtype)
+    got = jitc.jit(softmaxes, backend="cpu")(x)
+    want = jitc.jit(softmaxes, backend="interpreter")(x)
+    tol = 2e-3 if dtype == np.float16 else 1e-5
+    for g, w in zip(got, want, strict=True):
+        np.testing.assert_allclose(g, w, rtol=tol, atol=tol)

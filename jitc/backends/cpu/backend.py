@@ -8,11 +8,13 @@ from collections.abc import Callable, Sequence
 import llvmlite.binding as llvm
 import numpy as np
 
+from jitc.backends.cpu import objects
 from jitc.backends.cpu.codegen import ENTRY, Lowering, lower_module
+from jitc.backends.cpu.gemm_routines import declared_routines
 from jitc.backends.cpu.runtime import register_runtime_symbols
 from jitc.backends.llvm import target
 from jitc.ir.core import Module
-from jitc.options import Options
+from jitc.options import Options, compile_threads
 from jitc.passes import KERNEL_PASSES
 from jitc.passes.pipeline import Pass
 
@@ -25,14 +27,13 @@ class CpuExecutable:
     """A compiled function: owns its execution engine, constants and result allocation."""
 
     def __init__(self, module: Module, lowering: Lowering, engine: llvm.ExecutionEngine,
-                 optimized_ir: str, tm: llvm.TargetMachine, llvm_module: llvm.ModuleRef) -> None:
+                 parts: Sequence[objects.CompiledObject]) -> None:
         self.module = module
         self.plan = lowering.plan
         self.kernel_count = len(lowering.kernels)
-        self.engine = engine  # keeps the machine code (and its target machine) alive
-        self.optimized_ir = optimized_ir
-        self._llvm_module = llvm_module
-        self._tm = tm
+        self.engine = engine  # keeps the machine code alive
+        self.optimized_ir = "\n".join(part.optimized_ir for part in parts)
+        self._parts = parts
         self.address = engine.get_function_address(ENTRY)
         fn = module.entry
         self.arg_types = [(p.type.shape, p.type.dtype.numpy) for p in fn.parameters]
@@ -70,7 +71,7 @@ class CpuExecutable:
     def as_text(self, assembly: bool = False) -> str:
         """The optimized LLVM IR, or the host assembly with `assembly=True`."""
         if assembly:
-            return self._tm.emit_assembly(self._llvm_module)
+            return "\n".join(part.tm.emit_assembly(part.module) for part in self._parts)
         return self.optimized_ir
 
 
@@ -82,11 +83,19 @@ class CpuBackend:
 
     def compile(self, module: Module, options: Options) -> CpuExecutable:
         threads = options.num_threads if register_runtime_symbols() else 1
-        lowering = lower_module(module, threads, donated=options.donated)
+        # The kernels go to several modules compiled on as many threads; the GEMM routines
+        # they call are compiled once per process (objects.py). Neither changes the code of
+        # any function: only where it is compiled.
+        lowering = lower_module(module, threads, donated=options.donated,
+                                partitions=compile_threads(), external_routines=True)
+        routines = {r for part in lowering.parts for r in declared_routines(part)}
+        # Routines first: they overlap with printing the kernels' IR here.
+        linked = [objects.routine_object(r) for r in sorted(routines, key=lambda r: r.name)]
+        parts = [objects.submit(str(part)) for part in lowering.parts]
         tm = target.host_target_machine()
-        llvm_module = target.parse(str(lowering.llvm_ir), tm)
-        target.optimize(llvm_module, tm)
-        optimized_ir = str(llvm_module)
-        engine = llvm.create_mcjit_compiler(llvm_module, tm)
+        engine = llvm.create_mcjit_compiler(target.parse("", tm), tm)
+        compiled = [future.result() for future in parts]
+        for item in compiled + [future.result() for future in linked]:
+            engine.add_object_file(llvm.ObjectFileRef.from_data(item.data))
         engine.finalize_object()
-        return CpuExecutable(module, lowering, engine, optimized_ir, tm, llvm_module)
+        return CpuExecutable(module, lowering, engine, compiled)

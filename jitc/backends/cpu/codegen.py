@@ -10,16 +10,21 @@ function was compiled for more than one thread.
 one object file there, so names get a prefix, kernels and the entry become internal, and array
 constants are baked into the module as read-only globals (then `buffers` has no constant
 pointers).
+
+For the in-process JIT the kernels may be spread over several LLVM modules (`partitions`), so
+that they compile on several threads; the entry lives in the first and declares the kernels of
+the others, and the GEMM routines are declarations the backend links (gemm_routines.py).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 from llvmlite import ir
 
-from jitc.backends.cpu import kernels
+from jitc.backends.cpu import gemm_routines, kernels
 from jitc.backends.cpu.fusions import emit_fusion, fusion_buffers
 from jitc.backends.cpu.plan import ALIGNMENT, BufferPlan, plan_buffers
 from jitc.backends.llvm.elemental import RULES
@@ -51,10 +56,21 @@ class Linkage:
 
 @dataclass
 class Lowering:
-    llvm_ir: ir.Module
+    llvm_ir: ir.Module          # the module with the entry function (parts[0])
     plan: BufferPlan
     kernels: list[kernels.Kernel]
     entry: str
+    parts: list[ir.Module]      # every module with code; the kernels of each are disjoint
+
+
+def _instructions(module: ir.Module, first: int) -> int:
+    """The instructions of the functions of `module` from its `first`-th global on: what
+    emitting a kernel added, a stand-in for what it costs LLVM to compile."""
+    count = 0
+    for value in list(module.globals.values())[first:]:
+        if isinstance(value, ir.Function):
+            count += sum(len(block.instructions) for block in value.blocks)
+    return count
 
 
 def emit_kernel(module: ir.Module, plan: BufferPlan, name: str, inst: Instruction,
@@ -96,14 +112,33 @@ def _strip_locations(text: str) -> str:
 
 
 def lower_module(module: Module, num_threads: int = 1, name: str = "jitc",
-                 linkage: Linkage = Linkage(), donated: frozenset[int] = frozenset()
-                 ) -> Lowering:
+                 linkage: Linkage = Linkage(), donated: frozenset[int] = frozenset(),
+                 partitions: int = 1, external_routines: bool = False) -> Lowering:
+    """The LLVM IR of `module`: its kernels spread over up to `partitions` modules (each new
+    kernel goes to the one with the least code so far), the GEMM routines declared rather than
+    defined when `external_routines`."""
+    assert partitions == 1 or not linkage.internal, "internal kernels must share one module"
     fn = module.entry
     plan = plan_buffers(fn, donated, module)
-    llvm_module = ir.Module(name=name)
+    parts = [ir.Module(name=name if p == 0 else f"{name}.{p}") for p in range(partitions)]
+    if external_routines:
+        for part in parts:
+            gemm_routines.declare_externally(part)
+    load = [0] * partitions
+    home: dict[str, int] = {}  # the part of each kernel and shared body
     emitted: list[kernels.Kernel] = []
     prefix = linkage.prefix
     bodies: dict[str, tuple[ir.Function, kernels.Kernel, bool]] = {}
+
+    def emit_into(kernel_name: str, emit: Callable[[ir.Module], kernels.Kernel]
+                  ) -> kernels.Kernel:
+        part = min(range(partitions), key=load.__getitem__)
+        before = len(parts[part].globals)
+        kernel = emit(parts[part])
+        load[part] += _instructions(parts[part], before)
+        home[kernel_name] = part
+        return kernel
+
     for n, inst in enumerate(fn.body):
         if inst.op.name in ("parameter", "constant") or id(inst.results[0]) in plan.aliases:
             continue
@@ -119,19 +154,28 @@ def lower_module(module: Module, num_threads: int = 1, name: str = "jitc",
                 kernels.share_body(body)
                 bodies[key] = (body, first, True)
             slots = [plan.slot(v) for v in values]
-            kernels.emit_wrapper(llvm_module, name, body, slots)  # type: ignore[arg-type]
+            # The wrapper goes where the (internal) body is.
+            home[name] = home[first.name]
+            kernels.emit_wrapper(parts[home[name]], name, body, slots)  # type: ignore[arg-type]
             emitted.append(kernels.Kernel(name, first.outer, first.cost))
             continue
-        kernel = emit_kernel(llvm_module, plan, name, inst, module)
-        bodies[key] = (llvm_module.get_global(f"{name}.body"), kernel, False)
+        kernel = emit_into(name, lambda part, name=name, inst=inst:
+                           emit_kernel(part, plan, name, inst, module))
+        bodies[key] = (parts[home[name]].get_global(f"{name}.body"), kernel, False)
         emitted.append(kernel)
     for n, (source, slot) in enumerate(plan.copies):
-        emitted.append(kernels.emit_copy(llvm_module, plan, f"{prefix}copy{n}", source, slot))
-    if linkage.internal:
-        for kernel in emitted:
+        copy = f"{prefix}copy{n}"
+        emitted.append(emit_into(copy, lambda part, copy=copy, source=source, slot=slot:
+                                 kernels.emit_copy(part, plan, copy, source, slot)))
+    llvm_module = parts[0]
+    for kernel in emitted:
+        if home[kernel.name] != 0:
+            ir.Function(llvm_module, ir.FunctionType(VOID, [PTR, I64, I64]), kernel.name)
+        elif linkage.internal:
             llvm_module.get_global(kernel.name).linkage = "internal"
     entry = _emit_entry(llvm_module, plan, emitted, num_threads, linkage)
-    return Lowering(llvm_module, plan, emitted, entry.name)
+    used = [part for p, part in enumerate(parts) if p == 0 or load[p] > 0]
+    return Lowering(llvm_module, plan, emitted, entry.name, used)
 
 
 def _baked_constants(module: ir.Module, plan: BufferPlan, prefix: str) -> list[ir.GlobalValue]:

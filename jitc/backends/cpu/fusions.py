@@ -6,6 +6,8 @@ every other body value on the fly; only the fusion's results touch memory.
 
 from __future__ import annotations
 
+import math
+
 from llvmlite import ir
 
 from jitc.backends.cpu import kernels
@@ -15,9 +17,14 @@ from jitc.backends.cpu.plan import BufferPlan
 from jitc.backends.llvm import indexing
 from jitc.backends.llvm.elemental import convert_value
 from jitc.backends.llvm.loops import loop_nest
-from jitc.backends.llvm.types import I64
+from jitc.backends.llvm.types import I64, memory_type
 from jitc.ir import ops
 from jitc.ir.core import Function, Instruction, Module, Value
+from jitc.ir.opdef import Trait
+from jitc.ir.types import TensorType
+
+# A row buffer on the stack: 64 KiB of float32.
+ROW_BUFFER_LIMIT = 16384
 
 
 def fusion_buffers(inst: Instruction, plan: BufferPlan) -> list[Value]:
@@ -66,6 +73,13 @@ def _row_kernel(ctx: KernelContext, body: Function, inst: Instruction) -> Kernel
     inner = list(range(outer_rank, full.rank))
     acc_types = {id(r): [accumulator_dtype(v.type.dtype) for v in r.operands] for r in reduces}
     count = lane_count([t for types in acc_types.values() for t in types])
+    row_shape = tuple(full.shape[d] for d in inner)
+    stash: dict[int, tuple[ir.Value, TensorType]] = {}
+    for v in _worth_keeping(body, reduces, math.prod(row_shape)):
+        row_type = TensorType(v.type.dtype, row_shape)
+        with b.goto_entry_block():
+            buffer = b.alloca(memory_type(v.type.dtype), size=ir.Constant(I64, row_type.size))
+        stash[id(v)] = (buffer, row_type)
 
     def row(counters: list[ir.Value]) -> None:
         outer_index = list(counters)
@@ -75,15 +89,22 @@ def _row_kernel(ctx: KernelContext, body: Function, inst: Instruction) -> Kernel
 
             def accumulate(lane: ir.Value, at: dict[int, ir.Value], r: Instruction = r,
                            accumulators: list[Lanes] = accumulators) -> None:
-                index = outer_index + [at[d] for d in inner]
+                inner_index = [at[d] for d in inner]
+                index = outer_index + inner_index
                 for operand, lanes in zip(r.operands, accumulators):
                     x = ctx.emitter.value_at(operand, index)
+                    if id(operand) in stash:
+                        buffer, row_type = stash[id(operand)]
+                        indexing.store(b, x, buffer, row_type, inner_index)
                     lanes.accumulate(lane, convert_value(b, x, operand.type.dtype, lanes.dtype))
 
             reduction_loops(b, full, inner, count, accumulate)
             for result, lanes in zip(r.results, accumulators):
                 ctx.emitter.registers[id(result)] = convert_value(
                     b, lanes.total(), lanes.dtype, result.type.dtype)
+            for operand in r.operands:
+                if id(operand) in stash:
+                    ctx.emitter.rows[id(operand)] = stash[id(operand)]
         for out, result in zip(body.outputs, inst.results):
             target = ctx.pointer(result)
             if out.type.shape == full.shape:
@@ -97,6 +118,7 @@ def _row_kernel(ctx: KernelContext, body: Function, inst: Instruction) -> Kernel
                 index = outer_index + padding
                 indexing.store(b, ctx.emitter.value_at(out, index), target, out.type, index)
         ctx.emitter.registers.clear()
+        ctx.emitter.rows.clear()
 
     outer_bounds: list[tuple[ir.Value | int, ir.Value | int]] = \
         [(0, full.shape[d]) for d in range(outer_rank)]
@@ -109,6 +131,36 @@ def _row_kernel(ctx: KernelContext, body: Function, inst: Instruction) -> Kernel
     ctx.finish()
     extent = full.shape[0] if outer_rank else 1
     return Kernel(ctx.name, extent, max(full.size, 1) * (len(reduces) + len(body.outputs)))
+
+
+def _worth_keeping(body: Function, reduces: list[Instruction], row_size: int) -> list[Value]:
+    """Reduced values that the row kernel should keep in a row buffer for their other users
+    instead of computing them twice: those with a transcendental op in their expression (the
+    exp of softmax is reduced, then divided by the sum). Rows above ROW_BUFFER_LIMIT elements
+    recompute instead of growing the stack."""
+    if row_size > ROW_BUFFER_LIMIT:
+        return []
+    users: dict[int, int] = {}
+    for i in body.body:
+        for v in i.operands:
+            users[id(v)] = users.get(id(v), 0) + 1
+    for v in body.outputs:
+        users[id(v)] = users.get(id(v), 0) + 1
+    expensive: dict[int, bool] = {}
+
+    def costly(v: Value) -> bool:
+        if id(v) not in expensive:
+            inst = v.producer
+            expensive[id(v)] = inst.op is not ops.PARAMETER and inst.op is not ops.REDUCE and (
+                inst.op.has(Trait.TRANSCENDENTAL) or any(costly(o) for o in inst.operands))
+        return expensive[id(v)]
+
+    kept: list[Value] = []
+    for r in reduces:
+        for v in r.operands:
+            if users[id(v)] > 1 and costly(v) and all(k is not v for k in kept):
+                kept.append(v)
+    return kept
 
 
 __all__ = ["emit_fusion", "fusion_buffers"]

@@ -6,6 +6,11 @@ serves every GEMM kernel in it (a transformer block or an unrolled RNN has dozen
 kernels themselves (gemm.py) are only loops around calls to these, which keeps compile time
 flat in the number of products.
 
+In-process JIT code does not carry them: `declare_externally` makes a module declare them
+instead, and `routine_module` builds the definition of one on its own, which the CPU backend
+compiles once per process and links into every engine that calls it (objects.py). `jitc aot`
+keeps them in its module, since its object must stand alone.
+
 Packed layouts: an lhs strip is `kc` groups of `mr` row elements (row index fastest); an rhs
 block is panels of `nr` columns, each `kc` rows of `nr` elements. Rows or columns past the
 valid ones hold zeros or copies of valid elements: the tile computes them and never stores
@@ -15,6 +20,7 @@ them.
 from __future__ import annotations
 
 import functools
+import weakref
 from dataclasses import dataclass
 
 import llvmlite.binding as llvm
@@ -141,6 +147,61 @@ def packing_kind(s_p: int, s_k: int) -> str:
     return "columns" if s_k == 1 else "strided"
 
 
+# Argument types of each routine, shared by its definition and its declarations.
+_TILE_ARGS = [I64, PTR, PTR, PTR, I64, I64, I64, I1]
+_STRIP_ARGS = [I64, PTR, I64, I64, I64, PTR, I64, PTR, I64, I1]
+_PACK_ARGS = [PTR, PTR, I64, I64, I64, I64]
+
+# Modules whose strip and pack routines are declarations, defined by `routine_module`.
+_EXTERNAL: weakref.WeakSet[ir.Module] = weakref.WeakSet()
+
+
+@dataclass(frozen=True)
+class Routine:
+    """What one strip or pack routine is specialized on: its definition is a function of
+    these alone (and of the host's vector instructions, through the tiling)."""
+
+    name: str
+    dtype: DType
+    tiling: Tiling
+    role: str           # "strip" or "pack"
+    kind: str           # see packing_kind
+
+
+# Every routine declared so far, by symbol name: what the backend links for a declaration.
+_DECLARED: dict[str, Routine] = {}
+
+
+def declare_externally(module: ir.Module) -> None:
+    """Make strip_function and pack_function declare their routines in `module` (external
+    symbols, see `declared_routines`) rather than define them."""
+    _EXTERNAL.add(module)
+
+
+def declared_routines(module: ir.Module) -> list[Routine]:
+    """The routines `module` declares and calls, for the linker to supply."""
+    return [_DECLARED[name] for name, value in module.globals.items()
+            if name in _DECLARED and isinstance(value, ir.Function) and value.is_declaration]
+
+
+def routine_module(routine: Routine) -> ir.Module:
+    """A module that defines `routine` as an external symbol (its tile internal), to be
+    compiled once and linked wherever a module declares it."""
+    module = ir.Module(name=routine.name)
+    if routine.role == "strip":
+        fn = strip_function(module, routine.dtype, routine.tiling, routine.kind)
+    else:
+        fn = pack_function(module, routine.dtype, routine.tiling, routine.kind)
+    fn.linkage = ""
+    return module
+
+
+def _declare(module: ir.Module, routine: Routine, args: list[ir.Type]) -> ir.Function:
+    # Two specializations under one name in one process would link the wrong code.
+    assert _DECLARED.setdefault(routine.name, routine) == routine, routine.name
+    return ir.Function(module, ir.FunctionType(VOID, args), routine.name)
+
+
 def tile_function(module: ir.Module, dtype: DType, t: Tiling) -> ir.Function:
     """`tile(kc, a, b, c, ldc, mr, nr, accumulate)`: C[0:mr, 0:nr] (+)= A B for a packed
     strip `a` and panel `b`, with `ldc` elements between output rows."""
@@ -156,6 +217,8 @@ def strip_function(module: ir.Module, dtype: DType, t: Tiling, kind: str) -> ir.
     into output rows `c` against the packed rhs `panels` ([0, columns) of them). Only the
     packing `kind` (see packing_kind) the caller's strides need is generated."""
     name = f"jitc.gemm.{dtype.name}.{t.mr}x{t.nr}.strip_{kind}"
+    if name not in module.globals and module in _EXTERNAL:
+        return _declare(module, Routine(name, dtype, t, "strip", kind), _STRIP_ARGS)
     if name not in module.globals:
         _Code(module, dtype, t).strip(name, tile_function(module, dtype, t), kind)
     return module.get_global(name)
@@ -165,6 +228,8 @@ def pack_function(module: ir.Module, dtype: DType, t: Tiling, kind: str) -> ir.F
     """`pack(dest, src, kc, columns, s_p, s_k)`: the rhs columns [0, columns) of depth
     [0, kc), element (p, k) at src[p * s_p + k * s_k], as panels of nr columns."""
     name = f"jitc.gemm.{dtype.name}.{t.mr}x{t.nr}.pack_{kind}"
+    if name not in module.globals and module in _EXTERNAL:
+        return _declare(module, Routine(name, dtype, t, "pack", kind), _PACK_ARGS)
     if name not in module.globals:
         _Code(module, dtype, t).pack(name, kind)
     return module.get_global(name)
@@ -219,7 +284,7 @@ class _Code:
 
     def tile(self, name: str) -> None:
         t, elem, vec = self.t, self.elem, self.vec
-        fn, b = self._function(name, [I64, PTR, PTR, PTR, I64, I64, I64, I1], (1, 2, 3))
+        fn, b = self._function(name, _TILE_ARGS, (1, 2, 3))
         kc, a, bp, c, ldc, mr, nr, accumulate = fn.args
         fmuladd = self._intrinsic(f"llvm.fmuladd.v{t.lanes}{self.suffix}", vec, [vec] * 3)
         entry = b.block
@@ -281,8 +346,7 @@ class _Code:
 
     def strip(self, name: str, tile: ir.Function, kind: str) -> None:
         t = self.t
-        fn, b = self._function(name, [I64, PTR, I64, I64, I64, PTR, I64, PTR, I64, I1],
-                               (1, 5, 7))
+        fn, b = self._function(name, _STRIP_ARGS, (1, 5, 7))
         kc, src, rows, s_p, s_k, panels, columns, c, ldc, accumulate = fn.args
         # Slack for the whole-vector stores of a transposed copy: up to a block of depth
         # steps past kc, and a vector past the last step.
@@ -297,7 +361,7 @@ class _Code:
 
     def pack(self, name: str, kind: str) -> None:
         width = self.t.nr
-        fn, b = self._function(name, [PTR, PTR, I64, I64, I64, I64], (0, 1))
+        fn, b = self._function(name, _PACK_ARGS, (0, 1))
         dest, src, kc, count, s_p, s_k = fn.args
         if kind == "rows":
             self._rows_into_panels(b, dest, src, width, count, kc, s_k)

@@ -50,6 +50,9 @@ class ElementalEmitter:
         # Values already computed for the current iteration of an outer loop (the reduced
         # values of the row a row kernel is working on).
         self.registers: dict[int, ir.Value] = {}
+        # Values of the current row already computed into a row buffer: (buffer, row type);
+        # the row is indexed by the trailing dimensions of the full index.
+        self.rows: dict[int, tuple[ir.Value, TensorType]] = {}
 
     def value_at(self, value: Value, index: Index) -> ir.Value:
         while id(value) in self.aliases:
@@ -60,6 +63,9 @@ class ElementalEmitter:
         base = self.buffers.get(id(value))
         if base is not None:
             return indexing.load(self.builder, base, value.type, index)
+        row = self.rows.get(id(value))
+        if row is not None:
+            return indexing.load(self.builder, row[0], row[1], index[len(index) - row[1].rank:])
         inst = value.producer
         generate = self.rules.get(inst.op.name)
         if generate is None:

@@ -35,8 +35,8 @@ def host_target_machine(reloc: str = "default", codemodel: str = "jitdefault"
                                         opt=3, reloc=reloc, codemodel=codemodel)
 
 
-def optimize(module: llvm.ModuleRef, tm: llvm.TargetMachine, speed_level: int = 3) -> None:
-    """The new pass manager at -O3 with loop and SLP vectorization, tuned for `tm`.
+def tuning_options(speed_level: int = 3) -> llvm.PipelineTuningOptions:
+    """-O3 with loop and SLP vectorization.
 
     Loop unrolling is off: the vectorizer already interleaves its vector loops, and unrolling
     on top of that tripled the code (and the compile time) of a transformer block for no
@@ -46,13 +46,21 @@ def optimize(module: llvm.ModuleRef, tm: llvm.TargetMachine, speed_level: int = 
     options.loop_vectorization = True
     options.slp_vectorization = True
     options.loop_unrolling = False
-    builder = llvm.create_pass_builder(tm, options)
+    return options
+
+
+def optimize(module: llvm.ModuleRef, tm: llvm.TargetMachine, speed_level: int = 3) -> None:
+    """The new pass manager's pipeline with `tuning_options`, tuned for `tm`."""
+    builder = llvm.create_pass_builder(tm, tuning_options(speed_level))
     manager = builder.getModulePassManager()
     manager.run(module, builder)
 
 
-def parse(text: str, tm: llvm.TargetMachine) -> llvm.ModuleRef:
-    module = llvm.parse_assembly(text)
+def parse(text: str, tm: llvm.TargetMachine, context: llvm.ContextRef | None = None
+          ) -> llvm.ModuleRef:
+    """`text` as a module for `tm`, in `context` (default: LLVM's global context, which only
+    one thread at a time may use)."""
+    module = llvm.parse_assembly(text, context)
     module.triple = tm.triple
     module.data_layout = str(tm.target_data)
     module.verify()
