@@ -27,6 +27,9 @@ from jitc.ir.ops import linalg as linalg_ops
 from jitc.ir.ops.reduce import reduce_identity
 from jitc.ir.types import TensorType
 
+# Rows a column reduction adds together before touching its result row.
+COLUMN_ROWS = 4
+
 
 @dataclass
 class Kernel:
@@ -252,8 +255,10 @@ def _row_reduce(ctx: KernelContext, inst: Instruction) -> Kernel:
 def _column_reduce(ctx: KernelContext, inst: Instruction) -> Kernel:
     """A reduction whose input's contiguous dimension is kept (e.g. a sum over rows).
 
-    The results are accumulated in place, one reduced index at a time, with the kept minor
-    dimensions innermost: contiguous, independent lanes that vectorize without reassociation.
+    The results are accumulated in place with the kept minor dimensions innermost: contiguous,
+    independent lanes that vectorize without reassociation. The innermost reduced dimension
+    goes COLUMN_ROWS rows at a time (combined pairwise, then into the result), so the result
+    row is loaded and stored once per block of rows rather than once per row.
     """
     kind = inst.attrs["kind"]
     dims = set(inst.attrs["dims"])  # type: ignore[arg-type]
@@ -285,21 +290,40 @@ def _column_reduce(ctx: KernelContext, inst: Instruction) -> Kernel:
                 indexing.store(b, identity, ctx.pointer(result), result.type, out_index(at))
         loop_nest(b, bounds(inner_kept), clear, name="z")
 
-        def over_reduced(reduced_counters: list[ir.Value]) -> None:
-            partial = {**fixed, **dict(zip(reduced, reduced_counters))}
+        last = reduced[-1]
+        extent = in_type.shape[last]
+        main = extent - extent % COLUMN_ROWS
 
+        def rows(first: ir.Value, count: int, partial: dict[int, ir.Value]) -> None:
             def accumulate(inner_counters: list[ir.Value]) -> None:
                 at = {**partial, **dict(zip(inner_kept, inner_counters))}
-                index = [at[d] for d in range(in_type.rank)]
                 for n, result in enumerate(inst.results):
+                    xs = []
+                    for k in range(count):
+                        at[last] = first if k == 0 else b.add(first, ir.Constant(I64, k),
+                                                               flags=["nsw"])
+                        index = [at[d] for d in range(in_type.rank)]
+                        xs.append(ctx.emitter.value_at(inst.operands[n], index))
+                    dtype = result.type.dtype
+                    while len(xs) > 1:
+                        xs = [combine(b, kind, dtype, xs[i], xs[i + 1])
+                              for i in range(0, len(xs), 2)]
                     target = ctx.pointer(result)
                     where = out_index(at)
-                    x = ctx.emitter.value_at(inst.operands[n], index)
                     current = indexing.load(b, target, result.type, where)
-                    indexing.store(b, combine(b, kind, result.type.dtype, current, x),
-                                   target, result.type, where)
+                    indexing.store(b, combine(b, kind, dtype, current, xs[0]), target,
+                                   result.type, where)
             loop_nest(b, bounds(inner_kept), accumulate, name="c")
-        loop_nest(b, [(0, in_type.shape[d]) for d in reduced], over_reduced, name="r")
+
+        def over_reduced(reduced_counters: list[ir.Value]) -> None:
+            partial = {**fixed, **dict(zip(reduced, reduced_counters))}
+            if main:
+                with for_range(b, 0, main, COLUMN_ROWS, name="rb") as first:
+                    rows(first, COLUMN_ROWS, partial)
+            if main < extent:
+                with for_range(b, main, extent, name="rt") as first:
+                    rows(first, 1, partial)
+        loop_nest(b, [(0, in_type.shape[d]) for d in reduced[:-1]], over_reduced, name="r")
 
     loop_nest(b, bounds(outer_kept), outer, name="o")
     ctx.finish()
