@@ -11,6 +11,10 @@ import json
 import os
 import platform
 import sys
+import time
+
+ERROR_NOTE = 1e-4  # output errors above this are listed under the table
+NOISY = 1.5  # a time whose slowest round is this much over its fastest is marked ~
 
 
 def _blas_note() -> str:
@@ -21,6 +25,73 @@ def _blas_note() -> str:
     infos = [f"{i.get('internal_api')} {i.get('version')} {i.get('architecture')} "
              f"threads={i.get('num_threads')}" for i in threadpool_info()]
     return "; ".join(infos) or "no BLAS found"
+
+
+def _fmt_time(seconds: float) -> str:
+    value, unit = ((seconds * 1e6, "us") if seconds < 1e-3 else (seconds * 1e3, "ms")
+                   if seconds < 1 else (seconds, "s"))
+    return f"{value:.{2 if value < 10 else 1 if value < 100 else 0}f}{unit}"
+
+
+def _noisy(result: dict) -> bool:
+    rounds = result.get("rounds") or [1.0]
+    return max(rounds) > NOISY * min(rounds)
+
+
+def _busy_seconds() -> tuple[float, float]:
+    """(CPU seconds the whole machine has been busy, CPU seconds this process has used)."""
+    try:
+        with open("/proc/stat") as f:
+            ticks = [int(t) for t in f.readline().split()[1:]]
+    except (OSError, ValueError):
+        return 0.0, 0.0
+    busy = sum(ticks[:3]) + sum(ticks[5:8])  # user nice system, irq softirq steal
+    mine = os.times()
+    return busy / os.sysconf("SC_CLK_TCK"), mine.user + mine.system
+
+
+def _print_tables(rows: list[dict]) -> None:
+    """Time and ratio per implementation side by side, then first-call times, then notes:
+    skipped cells (grouped by reason), output errors above ERROR_NOTE and dtype changes."""
+    names = list(rows[0]["results"]) if rows else []
+    peers = [n for n in names if n != "numpy"]
+    print(f"{'workload':20}{'numpy':>9} " + "".join(f"{n:>17} " for n in peers))
+    for row in rows:
+        res = row["results"]
+        numpy_time = _fmt_time(res["numpy"]["seconds"]) if "seconds" in res["numpy"] else "-"
+        cells = [f"{numpy_time:>9}" + ("~" if _noisy(res["numpy"]) else " ")]
+        for n in peers:
+            r = res[n]
+            cell = (f"{_fmt_time(r['seconds'])} {r['ratio']:6.2f}x" if "ratio" in r
+                    else _fmt_time(r["seconds"]) if "seconds" in r else "skipped")
+            cells.append(f"{cell:>17}" + ("~" if _noisy(r) else " "))
+        print(f"{row['workload'][:19]:20}" + "".join(cells))
+    print(f"\nfirst call (compile included)\n{'workload':20}"
+          + "".join(f"{n:>11}" for n in names))
+    for row in rows:
+        cells = [_fmt_time(r["first_call"]) if "first_call" in r else "-"
+                 for r in row["results"].values()]
+        print(f"{row['workload'][:19]:20}" + "".join(f"{c:>11}" for c in cells))
+    worst = {n: max((row["results"][n].get("error", 0.0) for row in rows), default=0.0)
+             for n in names}
+    print("\nmax output error (max |diff| / max |numpy|): "
+          + ", ".join(f"{n} {e:.1e}" for n, e in worst.items() if n != "numpy"))
+    notes: dict[str, dict[str, list[str]]] = {}  # note -> workload -> implementations
+    for row in rows:
+        for n, r in row["results"].items():
+            whys = [f"skipped: {r['skipped']}"] if "skipped" in r else []
+            if r.get("error", 0.0) > ERROR_NOTE:
+                whys.append(f"output error {r['error']:.1e} > {ERROR_NOTE:.0e}")
+            if "dtype" in r:
+                whys.append(f"returns {r['dtype']}, not numpy's dtype")
+            for why in whys:
+                notes.setdefault(why, {}).setdefault(row["workload"], []).append(n)
+    for why, cells in notes.items():
+        by_impls: dict[str, list[str]] = {}
+        for workload, impls in cells.items():
+            by_impls.setdefault(", ".join(impls), []).append(workload)
+        where = "; ".join(f"{i} on {', '.join(ws)}" for i, ws in by_impls.items())
+        print(f"note: {where}\n      {why}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -37,37 +108,25 @@ def main(argv: list[str] | None = None) -> int:
         env = {k: v for k, v in os.environ.items()
                if k not in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")}
         os.execve(sys.executable, [sys.executable, "-m", "bench", *sys.argv[1:]], env)
-    from bench.runner import run
+    from bench.runner import ROUNDS, run
     from bench.workloads import WORKLOADS
     selected = [w for w in WORKLOADS if args.only.lower() in w.name.lower()]
+    began, (busy, mine) = time.perf_counter(), _busy_seconds()
     rows = run(selected, args.quick, args.min_seconds)
-    names = list(rows[0]["results"]) if rows else []
+    wall, (busy_end, mine_end) = time.perf_counter() - began, _busy_seconds()
+    others = max(0.0, (busy_end - busy) - (mine_end - mine)) / wall
     print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cpus; "
           f"{_blas_note()}")
-    print("ratio = numpy time / implementation time (>1 is faster); first call in ms; "
-          "error = max |diff| / max |numpy|")
-    header = f"{'workload':24}" + "".join(f"{n:>26}" for n in names)
-    print(header)
-    for row in rows:
-        cells = []
-        for n in names:
-            r = row["results"][n]
-            if "seconds" not in r:
-                cells.append(f"{'skipped':>26}")
-                continue
-            unit = f"{r['seconds'] * 1e6:.2f}us" if row["group"] == "dispatch" \
-                else f"{r['seconds'] * 1e3:.2f}ms"
-            cells.append(f"{unit:>10} {r.get('ratio', 1):5.2f}x {r['first_call'] * 1e3:6.0f}ms"
-                         .rjust(26))
-        print(f"{row['workload']:24}" + "".join(cells))
-    skipped = {n: r["skipped"] for row in rows for n, r in row["results"].items()
-               if "skipped" in r}
-    for n, why in sorted(skipped.items()):
-        print(f"note: {n}: {why}")
+    print(f"time = best of {ROUNDS} interleaved rounds (each a median, each started from an idle "
+          "process); ratio = numpy time / implementation time (>1 is faster)")
+    _print_tables(rows)
+    print(f"took {wall:.0f}s; other processes kept {others:.2f} of the {os.cpu_count()} cpus busy"
+          f" meanwhile; ~ marks a time whose rounds differ by over {NOISY}x")
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"machine": platform.platform(), "blas": _blas_note(), "rows": rows}, f,
-                      indent=1)
+            json.dump({"machine": platform.platform(), "blas": _blas_note(), "rounds": ROUNDS,
+                       "min_seconds": args.min_seconds, "wall_seconds": wall,
+                       "other_processes_cpus": others, "rows": rows}, f, indent=1)
     return 0
 
 

@@ -1,8 +1,18 @@
-"""Runs each workload on every installed implementation and reports ratios to numpy."""
+"""Runs each workload on every installed implementation and reports ratios to numpy.
+
+Fair timing on a small machine: BLAS, numba and XLA keep worker threads spinning for a while
+after a call returns (OpenBLAS about 0.1 s), and on two cores they steal time from whatever is
+timed next. So every measurement starts from a quiet process (`_quiet` waits until no thread of
+this process burns CPU), and the implementations are timed in interleaved rounds, in a rotating
+order; an implementation's time is its best round (each round is the median of its samples).
+"""
 
 from __future__ import annotations
 
+import ast
+import inspect
 import statistics
+import textwrap
 import time
 from collections.abc import Callable
 
@@ -10,13 +20,33 @@ import numpy as np
 
 from bench.workloads import Workload
 
+ROUNDS = 3          # interleaved measurement rounds per workload
+QUIET_STEP = 0.01   # seconds per idle probe
+QUIET_MAX = 1.0     # give up waiting for a quiet process after this long
+WARM_UP_BELOW = 0.05  # calls faster than this get an untimed warm-up call in every round
 
-def _time(fn: Callable, args: tuple, min_seconds: float, max_repeats: int) -> float:
-    """Median seconds per call, after one warm-up call."""
-    fn(*args)
+
+def _quiet() -> float:
+    """Sleep until this process's helper threads (BLAS, numba, XLA pools) stop spinning: two
+    consecutive QUIET_STEP sleeps in which the whole process used under a tenth of the step in
+    CPU time. Returns the seconds waited."""
+    start = time.perf_counter()
+    calm = 0
+    while calm < 2 and time.perf_counter() - start < QUIET_MAX:
+        cpu = time.process_time()
+        time.sleep(QUIET_STEP)
+        calm = calm + 1 if time.process_time() - cpu < 0.1 * QUIET_STEP else 0
+    return time.perf_counter() - start
+
+
+def _time_round(fn: Callable, args: tuple, seconds: float, max_repeats: int) -> float:
+    """Median seconds per call over about `seconds`: at least 2 samples, or 1 when a call alone
+    takes longer than `seconds`; calls under 0.1 ms are timed in batches."""
     times: list[float] = []
     total = 0.0
-    while (total < min_seconds or len(times) < 5) and len(times) < max_repeats:
+    while len(times) < max_repeats:
+        if times and total >= seconds and (len(times) >= 2 or times[0] >= seconds):
+            break
         batch = 1
         if times and times[-1] < 1e-4:
             batch = max(1, int(1e-3 / max(times[-1], 1e-9)))
@@ -35,15 +65,80 @@ def _error(got: object, want: object) -> float:
     return float(np.max(np.abs(got - want))) / scale
 
 
+def _reason(exc: Exception) -> str:
+    """A one-line reason for a skipped cell. numba's typing errors run to dozens of lines: keep
+    the innermost workload line it points at and the specific complaint."""
+    lines = [ln.strip() for ln in str(exc).splitlines()]
+    quoted = []  # numba quotes each offending source line just above a caret
+    for at in (i for i, ln in enumerate(lines) if ln == "^"):
+        file_line = next((ln for ln in reversed(lines[:at]) if ln.startswith("File ")), "")
+        quoted.append((f"line {file_line.rpartition(' ')[2].rstrip(':')} `{lines[at - 1]}`: ",
+                       "site-packages" in file_line))
+    ours = [q for q, library in quoted if not library]  # innermost line of the workload's own
+    where = (ours or [q for q, _ in quoted] or [""])[0]
+    raised = [i for i, ln in enumerate(lines[:-1]) if ln.endswith("specific error:")]
+    specific = ("No implementation of function", "Unknown attribute", "Untyped global",
+                "Use of unsupported", "Invalid use of", "Cannot ")
+    text = (lines[raised[0] + 1] if raised
+            else next((ln for ln in lines if ln.startswith(specific)), "")
+            or next((ln for ln in lines if ln and not ln.startswith(("Failed in ", "- "))), ""))
+    kind = type(exc).__name__
+    return f"{kind}: {where}{text.removeprefix(kind + ': ')}"[:200]
+
+
 def bind_numpy(fn: Callable) -> Callable:
     """fn(xp, a, b) as a plain function g(a, b) with that exact signature (jitc's fastest call
     path needs named positional parameters, not *args)."""
-    import inspect
     params = list(inspect.signature(fn).parameters)[1:]
     names = ", ".join(params)
     namespace = {"fn": fn, "np": np}
     exec(f"def {fn.__name__}({names}):\n    return fn(np, {names})\n", namespace)
     return namespace[fn.__name__]
+
+
+def _takes_xp(obj: object) -> bool:
+    if not inspect.isfunction(obj):
+        return False
+    params = list(inspect.signature(obj).parameters)
+    return bool(params) and params[0] == "xp"
+
+
+def numba_compile(fn: Callable, parallel: bool, _done: dict | None = None) -> Callable:
+    """numba.njit of a workload's own source with the `xp` parameter removed and `xp` bound to
+    the numpy module. Calls to other workload functions `helper(xp, ...)` become calls of their
+    compiled xp-less versions (built the same way, once per top-level compile, so no compiled
+    code is shared between workloads and first-call times stay honest)."""
+    import numba
+    done = {} if _done is None else _done
+    if fn.__name__ in done:
+        return done[fn.__name__]
+    lines, first_line = inspect.getsourcelines(fn)
+    tree = ast.parse(textwrap.dedent("".join(lines)))
+    ast.increment_lineno(tree, first_line - 1)  # numba's errors then point into workloads.py
+    fdef = tree.body[0]
+    assert isinstance(fdef, ast.FunctionDef) and fdef.args.args[0].arg == "xp"
+    fdef.args.args.pop(0)
+    fdef.decorator_list = []
+    helpers: list[str] = []
+
+    class DropXp(ast.NodeTransformer):
+        def visit_Call(self, node: ast.Call) -> ast.AST:
+            self.generic_visit(node)
+            if (isinstance(node.func, ast.Name) and node.args
+                    and isinstance(node.args[0], ast.Name) and node.args[0].id == "xp"
+                    and _takes_xp(fn.__globals__.get(node.func.id))):
+                node.args.pop(0)
+                helpers.append(node.func.id)
+            return node
+
+    tree = ast.fix_missing_locations(DropXp().visit(tree))
+    namespace = dict(fn.__globals__)
+    namespace["xp"] = np
+    for name in helpers:
+        namespace[name] = numba_compile(fn.__globals__[name], parallel, done)
+    exec(compile(tree, inspect.getsourcefile(fn) or "<workload>", "exec"), namespace)
+    done[fn.__name__] = numba.njit(namespace[fn.__name__], parallel=parallel)
+    return done[fn.__name__]
 
 
 def implementations() -> dict[str, Callable[[Workload], Callable] | str]:
@@ -61,19 +156,22 @@ def implementations() -> dict[str, Callable[[Workload], Callable] | str]:
     except ImportError:
         found["jax"] = "not installed (pip install -e '.[bench]')"
     try:
-        import numba
+        import warnings
 
-        def make_numba(w: Workload) -> Callable:
-            fn = w.fn
-            compiled = numba.njit(lambda *a: fn(np, *a), parallel=False)
-            return compiled
-        found["numba"] = make_numba
+        import numba
+        # parallel=True on a function with nothing to parallelise only warns; not news here.
+        warnings.filterwarnings("ignore", category=numba.NumbaPerformanceWarning)
+        found["numba"] = lambda w: numba_compile(w.fn, parallel=False)
+        found["numba-par"] = lambda w: numba_compile(w.fn, parallel=True)
     except ImportError:
-        found["numba"] = "not installed (pip install -e '.[bench]')"
+        found["numba"] = found["numba-par"] = "not installed (pip install -e '.[bench]')"
     return found
 
 
 def run(workloads: list[Workload], quick: bool, min_seconds: float) -> list[dict]:
+    """Per workload: each implementation's first call (compile included) from a quiet process,
+    then ROUNDS interleaved rounds sharing `min_seconds` per implementation; "seconds" is the
+    best round's median, "rounds" all of them."""
     rng = np.random.default_rng(0)
     impls = implementations()
     rows = []
@@ -81,20 +179,49 @@ def run(workloads: list[Workload], quick: bool, min_seconds: float) -> list[dict
         args = w.make(rng, quick)
         reference = w.fn(np, *args)
         row: dict = {"workload": w.name, "group": w.group, "results": {}}
+        live: dict[str, Callable] = {}
+        warm: dict[str, float] = {}  # a second call's time: slow calls skip per-round warm-ups
         for name, factory in impls.items():
             if isinstance(factory, str):
                 row["results"][name] = {"skipped": factory}
                 continue
             try:
+                _quiet()
                 start = time.perf_counter()
                 fn = factory(w)
                 out = fn(*args)
                 first = time.perf_counter() - start
-                seconds = _time(fn, args, min_seconds, 10_000 if w.group == "dispatch" else 50)
-                row["results"][name] = {"seconds": seconds, "first_call": first,
-                                        "error": _error(out, reference)}
+                start = time.perf_counter()
+                fn(*args)
+                warm[name] = time.perf_counter() - start
+                row["results"][name] = {"first_call": first, "error": _error(out, reference),
+                                        "rounds": []}
+                if np.asarray(out).dtype != np.asarray(reference).dtype:
+                    row["results"][name]["dtype"] = str(np.asarray(out).dtype)
+                live[name] = fn
             except Exception as exc:  # a peer that cannot compile a workload is reported
-                row["results"][name] = {"skipped": f"{type(exc).__name__}: {exc}"[:120]}
+                row["results"][name] = {"skipped": _reason(exc)}
+        max_repeats = -(-(10_000 if w.group == "dispatch" else 50) // ROUNDS)
+        order = list(live)
+        for r in range(ROUNDS):
+            shift = r % max(len(order), 1)  # rotate, so no one is always timed first
+            for name in order[shift:] + order[:shift]:
+                result = row["results"][name]
+                if "skipped" in result:
+                    continue
+                try:
+                    _quiet()
+                    if warm[name] < WARM_UP_BELOW:
+                        live[name](*args)  # warm caches after the idle wait
+                    result["rounds"].append(_time_round(live[name], args, min_seconds / ROUNDS,
+                                                        max_repeats))
+                except Exception as exc:
+                    row["results"][name] = {"skipped": _reason(exc)}
+        for result in row["results"].values():
+            if "rounds" in result:
+                # Other processes only ever add time: the best round is the one they disturbed
+                # least (each round is already a median, so one lucky sample cannot win).
+                result["seconds"] = min(result["rounds"])
         base = row["results"]["numpy"].get("seconds")
         for result in row["results"].values():
             if "seconds" in result and base:
