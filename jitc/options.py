@@ -5,6 +5,8 @@ Environment variables are read here and nowhere else:
   (one subfolder per compiled function).
 - `JITC_BACKEND`: the default backend when `jitc.jit` is not given one.
 - `JITC_NUM_THREADS`: threads the CPU backend may use (default: the number of CPUs).
+- `JITC_COMPILE_THREADS`: threads the CPU backend compiles LLVM modules on (default: the
+  number of CPUs, at most 4); not part of the cache key, the machine code is the same.
 - `JITC_RESULT_CACHE_MB`: read by the C runtime at import: how much freed result memory it
   keeps for reuse (default 256; 0 turns reuse off).
 - `JITC_VERIFY`: when set to 1, verify the IR after every pass (the tests set it).
@@ -32,3 +34,12 @@ class Options:
 
     def with_(self, **changes: object) -> Options:
         return replace(self, **changes)  # type: ignore[arg-type]
+
+
+def compile_threads() -> int:
+    """JITC_COMPILE_THREADS, default the number of CPUs up to 4: a function rarely has enough
+    independent kernels to keep more threads busy."""
+    configured = os.environ.get("JITC_COMPILE_THREADS")
+    if configured:
+        return max(1, int(configured))
+    return max(1, min(os.cpu_count() or 1, 4))

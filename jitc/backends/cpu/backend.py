@@ -89,13 +89,27 @@ class CpuBackend:
         lowering = lower_module(module, threads, donated=options.donated,
                                 partitions=compile_threads(), external_routines=True)
         routines = {r for part in lowering.parts for r in declared_routines(part)}
+        if len(lowering.parts) == 1 and not routines:
+            return self._compile_whole(module, lowering)
         # Routines first: they overlap with printing the kernels' IR here.
         linked = [objects.routine_object(r) for r in sorted(routines, key=lambda r: r.name)]
-        parts = [objects.submit(str(part)) for part in lowering.parts]
+        others = [objects.submit(str(part)) for part in lowering.parts[1:]]
+        # The first module (the entry and kernels) compiles here meanwhile.
+        compiled = [objects.compile_object(str(lowering.parts[0]))]
+        compiled += [future.result() for future in others]
         tm = target.host_target_machine()
         engine = llvm.create_mcjit_compiler(target.parse("", tm), tm)
-        compiled = [future.result() for future in parts]
         for item in compiled + [future.result() for future in linked]:
             engine.add_object_file(llvm.ObjectFileRef.from_data(item.data))
         engine.finalize_object()
         return CpuExecutable(module, lowering, engine, compiled)
+
+    def _compile_whole(self, module: Module, lowering: Lowering) -> CpuExecutable:
+        """One self-contained module: MCJIT compiles it directly, no object handoff."""
+        tm = target.host_target_machine()
+        llvm_module = target.parse(str(lowering.llvm_ir), tm)
+        target.optimize(llvm_module, tm)
+        part = objects.CompiledObject(b"", str(llvm_module), llvm_module, tm)
+        engine = llvm.create_mcjit_compiler(llvm_module, tm)
+        engine.finalize_object()
+        return CpuExecutable(module, lowering, engine, [part])

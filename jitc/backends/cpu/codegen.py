@@ -38,6 +38,9 @@ PARALLEL_FOR = "jitc_parallel_for"
 # A kernel is split across threads only when it has at least this many element operations
 # per thread: below that, waking the pool costs more than it saves.
 PARALLEL_GRAIN = 1 << 15
+# Kernels go to the first module until it holds this many LLVM instructions (a few ms of
+# compile time), then to whichever module holds the fewest.
+SPLIT_INSTRUCTIONS = 150
 
 _SPECIAL = {"reduce": kernels.emit_reduce, "argmax": kernels.emit_arg,
             "argmin": kernels.emit_arg, "dot_general": kernels.emit_dot,
@@ -132,7 +135,10 @@ def lower_module(module: Module, num_threads: int = 1, name: str = "jitc",
 
     def emit_into(kernel_name: str, emit: Callable[[ir.Module], kernels.Kernel]
                   ) -> kernels.Kernel:
-        part = min(range(partitions), key=load.__getitem__)
+        # A small function stays in one module: another costs a thread handoff and LLVM's
+        # fixed costs again, more than the parallelism saves.
+        part = 0 if load[0] < SPLIT_INSTRUCTIONS else min(range(partitions),
+                                                           key=load.__getitem__)
         before = len(parts[part].globals)
         kernel = emit(parts[part])
         load[part] += _instructions(parts[part], before)
