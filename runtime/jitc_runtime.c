@@ -1,14 +1,21 @@
 /* A small persistent thread pool for jitc kernels.
  *
- * A parallel section hands each worker one contiguous chunk, the caller runs chunk 0 and
- * returns when every chunk is done. Chunks are static, so a kernel's result never depends on
- * timing.
+ * A parallel section splits [0, n) into `chunks` fixed ranges. Chunk boundaries depend only on
+ * n and the chunk count, so a kernel's result never depends on timing; which thread runs which
+ * chunk does: the caller and the workers claim chunks from a shared ticket until none is left.
+ * A worker that the OS has descheduled (another process on its core) therefore never holds a
+ * section up: the caller runs the chunk itself.
+ *
+ * The ticket packs (phase << 16 | next chunk). A section moves the phase to an odd value
+ * (nothing can be claimed), writes its fields, then to the next even value with chunk 0: a
+ * claim is a compare-and-swap on the ticket a thread read before reading the fields, so it
+ * fails if the fields changed in between.
  *
  * A jitc call runs its kernels back to back, a few microseconds apart, and waking a thread
  * that sleeps in the kernel costs about as much as a small kernel. So both sides spin briefly
  * (SPIN_NS) before sleeping: workers waiting for the next section, and the caller waiting for
- * the workers. The spin is short on purpose: a pool that kept spinning would steal the core
- * from whatever else the process runs between calls (numpy's BLAS threads, say).
+ * chunks still running. The spin is short on purpose: a pool that kept spinning would steal
+ * the core from whatever else the process runs between calls (numpy's BLAS threads, say).
  */
 #include "jitc_runtime.h"
 
@@ -19,6 +26,8 @@
 
 #define JITC_MAX_THREADS 256
 #define SPIN_NS 50000
+#define CHUNK_BITS 16
+#define CHUNK_MASK ((UINT64_C(1) << CHUNK_BITS) - 1)
 
 static pthread_mutex_t section_lock = PTHREAD_MUTEX_INITIALIZER;  /* one section at a time */
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
@@ -27,12 +36,12 @@ static pthread_cond_t work_done = PTHREAD_COND_INITIALIZER;
 
 static int64_t workers;              /* threads started (changes under section_lock + lock) */
 static int64_t sleepers;             /* workers blocked on work_ready (under lock) */
-static _Atomic uint64_t generation;  /* bumped (release) once a section's fields are set */
-static _Atomic int64_t remaining;    /* worker chunks of the current section not yet done */
-static uint64_t joined_after[JITC_MAX_THREADS];  /* generation current when a worker started */
-static jitc_task current_task;
-static void *current_frame;
-static int64_t current_n, current_chunks;
+static _Atomic uint64_t ticket;      /* phase << CHUNK_BITS | next chunk to claim */
+static _Atomic int64_t chunks_done;  /* chunks of the current section finished */
+static atomic_int caller_sleeping;
+static _Atomic(jitc_task) current_task;
+static _Atomic(void *) current_frame;
+static _Atomic int64_t current_n, current_chunks;
 
 static void relax(void) {
 #if defined(__x86_64__) || defined(__i386__)
@@ -48,56 +57,69 @@ static int64_t now_ns(void) {
     return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
 }
 
-/* Spin until *value differs from `old` or SPIN_NS pass; returns the last value read. */
-static uint64_t spin_while_equal(_Atomic uint64_t *value, uint64_t old) {
+static uint64_t phase_of(uint64_t t) { return t >> CHUNK_BITS; }
+
+/* Claim and run chunks of the section published in `phase` until none is left. */
+static void run_chunks(uint64_t phase) {
+    for (;;) {
+        uint64_t t = atomic_load_explicit(&ticket, memory_order_acquire);
+        if (phase_of(t) != phase)
+            return;
+        int64_t chunk = (int64_t)(t & CHUNK_MASK);
+        int64_t chunks = atomic_load_explicit(&current_chunks, memory_order_acquire);
+        jitc_task task = atomic_load_explicit(&current_task, memory_order_acquire);
+        void *frame = atomic_load_explicit(&current_frame, memory_order_acquire);
+        int64_t n = atomic_load_explicit(&current_n, memory_order_acquire);
+        if (chunk >= chunks)
+            return;
+        if (!atomic_compare_exchange_weak_explicit(&ticket, &t, t + 1, memory_order_acq_rel,
+                                                   memory_order_acquire))
+            continue;
+        int64_t begin = n * chunk / chunks, end = n * (chunk + 1) / chunks;
+        if (begin < end)
+            task(frame, begin, end);
+        atomic_fetch_add_explicit(&chunks_done, 1, memory_order_seq_cst);
+        if (atomic_load_explicit(&caller_sleeping, memory_order_seq_cst)) {
+            pthread_mutex_lock(&lock);
+            pthread_cond_signal(&work_done);
+            pthread_mutex_unlock(&lock);
+        }
+    }
+}
+
+/* The phase of the next published section after `seen`: spins SPIN_NS, then sleeps. */
+static uint64_t next_section(uint64_t seen) {
     int64_t deadline = 0;
     for (unsigned i = 0;; i++) {
-        uint64_t v = atomic_load_explicit(value, memory_order_acquire);
-        if (v != old)
-            return v;
+        uint64_t phase = phase_of(atomic_load_explicit(&ticket, memory_order_acquire));
+        if (phase != seen && phase % 2 == 0)
+            return phase;
         if ((i & 63) == 0) {
             int64_t t = now_ns();
             if (deadline == 0)
                 deadline = t + SPIN_NS;
             else if (t > deadline)
-                return v;
+                break;
         }
         relax();
     }
-}
-
-static void chunk_bounds(int64_t chunk, int64_t *begin, int64_t *end) {
-    *begin = current_n * chunk / current_chunks;
-    *end = current_n * (chunk + 1) / current_chunks;
+    pthread_mutex_lock(&lock);
+    sleepers++;
+    uint64_t phase;
+    while ((phase = phase_of(atomic_load_explicit(&ticket, memory_order_acquire))) == seen ||
+           phase % 2 != 0)
+        pthread_cond_wait(&work_ready, &lock);
+    sleepers--;
+    pthread_mutex_unlock(&lock);
+    return phase;
 }
 
 static void *worker_main(void *arg) {
-    int64_t id = (int64_t)(intptr_t)arg; /* worker id i runs chunk i + 1 */
-    uint64_t seen = joined_after[id];
+    (void)arg;
+    uint64_t seen = 0;
     for (;;) {
-        uint64_t now = spin_while_equal(&generation, seen);
-        if (now == seen) {
-            pthread_mutex_lock(&lock);
-            sleepers++;
-            while ((now = atomic_load_explicit(&generation, memory_order_acquire)) == seen)
-                pthread_cond_wait(&work_ready, &lock);
-            sleepers--;
-            pthread_mutex_unlock(&lock);
-        }
-        seen = now;
-        /* Every worker checks in once per section, with or without a chunk, so the caller
-         * cannot publish the next section while a worker still reads this one's fields. */
-        if (id + 1 < current_chunks) {
-            int64_t begin, end;
-            chunk_bounds(id + 1, &begin, &end);
-            if (begin < end)
-                current_task(current_frame, begin, end);
-        }
-        if (atomic_fetch_sub_explicit(&remaining, 1, memory_order_acq_rel) == 1) {
-            pthread_mutex_lock(&lock);
-            pthread_cond_signal(&work_done);
-            pthread_mutex_unlock(&lock);
-        }
+        seen = next_section(seen);
+        run_chunks(seen);
     }
     return NULL;
 }
@@ -108,14 +130,10 @@ static void ensure_workers(int64_t wanted) {
         pthread_attr_t attr;
         pthread_attr_init(&attr);
         pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-        /* Runs under section_lock, so no section is published until the worker is counted;
-         * it joins the next one even if it starts running only after that is published. */
-        joined_after[workers] = atomic_load_explicit(&generation, memory_order_relaxed);
-        if (pthread_create(&thread, &attr, worker_main, (void *)(intptr_t)workers) != 0) {
-            pthread_attr_destroy(&attr);
-            break;
-        }
+        int failed = pthread_create(&thread, &attr, worker_main, NULL);
         pthread_attr_destroy(&attr);
+        if (failed)
+            break;
         workers++;
     }
 }
@@ -123,6 +141,8 @@ static void ensure_workers(int64_t wanted) {
 void jitc_parallel_for(jitc_task task, void *frame, int64_t n, int64_t threads) {
     if (threads > n)
         threads = n;
+    if (threads > (int64_t)CHUNK_MASK)
+        threads = (int64_t)CHUNK_MASK;
     if (threads <= 1) {
         if (n > 0)
             task(frame, 0, n);
@@ -134,29 +154,36 @@ void jitc_parallel_for(jitc_task task, void *frame, int64_t n, int64_t threads) 
     if (threads > workers + 1)
         threads = workers + 1;
     pthread_mutex_unlock(&lock);
-    current_task = task;
-    current_frame = frame;
-    current_n = n;
-    current_chunks = threads;
-    atomic_store_explicit(&remaining, workers, memory_order_relaxed);
-    atomic_fetch_add_explicit(&generation, 1, memory_order_release);
+    /* Every chunk of the previous section is done, so nobody is inside its fields; a late
+     * worker may still read them, but its claim fails once the phase moves. */
+    uint64_t phase = phase_of(atomic_load_explicit(&ticket, memory_order_relaxed)) + 1;
+    atomic_store_explicit(&ticket, phase << CHUNK_BITS | CHUNK_MASK, memory_order_seq_cst);
+    /* Release stores: a worker that reads any of these new values is then sure to see the
+     * odd phase above, so its claim on the old section fails. */
+    atomic_store_explicit(&current_task, task, memory_order_release);
+    atomic_store_explicit(&current_frame, frame, memory_order_release);
+    atomic_store_explicit(&current_n, n, memory_order_release);
+    atomic_store_explicit(&current_chunks, threads, memory_order_release);
+    atomic_store_explicit(&chunks_done, 0, memory_order_relaxed);
+    atomic_store_explicit(&ticket, (phase + 1) << CHUNK_BITS, memory_order_release);
     pthread_mutex_lock(&lock);
     if (sleepers > 0)
         pthread_cond_broadcast(&work_ready);
     pthread_mutex_unlock(&lock);
-    int64_t begin, end;
-    chunk_bounds(0, &begin, &end);
-    task(frame, begin, end);
+    run_chunks(phase + 1);
     int64_t deadline = 0;
-    for (unsigned i = 0; atomic_load_explicit(&remaining, memory_order_acquire) > 0; i++) {
+    for (unsigned i = 0; atomic_load_explicit(&chunks_done, memory_order_acquire) < threads;
+         i++) {
         if ((i & 63) == 0) {
             int64_t t = now_ns();
             if (deadline == 0) {
                 deadline = t + SPIN_NS;
             } else if (t > deadline) {
                 pthread_mutex_lock(&lock);
-                while (atomic_load_explicit(&remaining, memory_order_acquire) > 0)
+                atomic_store_explicit(&caller_sleeping, 1, memory_order_seq_cst);
+                while (atomic_load_explicit(&chunks_done, memory_order_seq_cst) < threads)
                     pthread_cond_wait(&work_done, &lock);
+                atomic_store_explicit(&caller_sleeping, 0, memory_order_relaxed);
                 pthread_mutex_unlock(&lock);
                 break;
             }
