@@ -56,6 +56,8 @@ MIN_WORK = 1 << 15
 # from about 2M multiply-adds up: 32x128x128 takes 5 us on one thread and 7.7 us on two,
 # 64x256x256 35 us and 23 us.
 FMAS_PER_OPERATION = 32
+# Products with at most this many rows read a row-major rhs in place instead of packing it.
+DIRECT_ROWS = 128
 
 
 # -- which dot_generals become a GEMM ------------------------------------------------------
@@ -144,7 +146,7 @@ def analyse(inst: Instruction, lhs: Value, rhs: Value) -> Form | None:
     return None
 
 
-def _split_rows(form: Form, t: Tiling, threads: int = 2) -> bool:
+def _split_rows(form: Form, t: Tiling, threads: int = 2, packs_rhs: bool = True) -> bool:
     """Whether threads should divide row strips (else column panels), by the estimated
     cycles of the busiest of `threads` threads: multiply-adds (`lanes` per half-cycle) plus
     packing, about half a cycle per element read (the lhs once per column block, the rhs once;
@@ -158,7 +160,7 @@ def _split_rows(form: Form, t: Tiling, threads: int = 2) -> bool:
             lo, hi = units * chunk // threads, units * (chunk + 1) // threads
             own = sum(min(unit, extent - u % per_batch * unit) for u in range(lo, hi))
             m, n = (own, form.n) if split_rows else (form.m, own)
-            packed = m * form.k * _ceil(n, t.nc) + n * form.k
+            packed = m * form.k * _ceil(n, t.nc) + (n * form.k if packs_rhs else 0)
             worst = max(worst, m * n * form.k / (2 * t.lanes) + packed / 2)
         return worst
     return busiest(True) <= busiest(False)
@@ -181,7 +183,14 @@ class _Gemm:
         # Equal blocks no larger than the limits: 784 deep is 4 x 196, not 3 x 256 + 16.
         self.k_blocks = _ceil(form.k, t.kc)
         self.kc = _ceil(form.k, self.k_blocks)
-        self.split_rows = _split_rows(form, t)
+        # A short product reads a row-major rhs in place: packing it would cost a pass over
+        # memory not overlapped with arithmetic, which a few row strips cannot amortise. Not
+        # when its rows are a multiple of 4 KiB apart: every row of a panel would then fall
+        # into the same cache sets (64x768x3072 ran 17% slower in place).
+        row_bytes = form.b.contract * self.out.type.dtype.itemsize
+        self.direct = form.b.free == 1 and form.n % t.nr == 0 and form.m <= DIRECT_ROWS \
+            and row_bytes % 4096 != 0
+        self.split_rows = _split_rows(form, t, packs_rhs=not self.direct)
         # The columns one thread covers (of two, when they split the columns), cut into equal
         # blocks: 1152 is 3 x 384, not 2 x 512 + 128.
         width = _ceil(form.n, t.nr)
@@ -192,11 +201,12 @@ class _Gemm:
 
     def emit(self) -> Kernel:
         b, t, form = self.b, self.t, self.form
-        with b.goto_entry_block():
-            # Slack for the whole-vector stores of a transposed copy: up to a block of
-            # depth steps past kc, and a vector past the last step.
-            slack = t.lanes + 1
-            self.packed_b = self._stack_buffer((self.kc + slack) * self.nc, "bpack")
+        if not self.direct:
+            with b.goto_entry_block():
+                # Slack for the whole-vector stores of a transposed copy: up to a block of
+                # depth steps past kc, and a vector past the last step.
+                slack = t.lanes + 1
+                self.packed_b = self._stack_buffer((self.kc + slack) * self.nc, "bpack")
         extent, unit = (form.m, t.mr) if self.split_rows else (form.n, t.nr)
         per_batch = _ceil(extent, unit)
         batches = math.prod(form.batch)
@@ -255,8 +265,12 @@ class _Gemm:
             def depth_block(pc: ir.Value, kc: ir.Value, last: ir.Value | None) -> None:
                 source = at(b, b_base, b.add(scaled(b, jc, rhs.free),
                                              scaled(b, pc, rhs.contract)), self.elem)
-                b.call(self.pack_rhs, [self.packed_b, source, kc, nc, const(rhs.free),
-                                         const(rhs.contract)])
+                if self.direct:
+                    panels, step, ldb = source, const(1), const(rhs.contract)
+                else:
+                    b.call(self.pack_rhs, [self.packed_b, source, kc, nc, const(rhs.free),
+                                             const(rhs.contract)])
+                    panels, step, ldb = self.packed_b, kc, const(t.nr)
                 accumulate = b.icmp_signed("!=", pc, const(0))
                 with for_range(b, m0, m1, t.mr, name="ic") as ic:
                     mr = minimum(b, const(t.mr), b.sub(m1, ic))
@@ -264,7 +278,7 @@ class _Gemm:
                                                  scaled(b, pc, a.contract)), self.elem)
                     rows = at(b, c_base, b.add(scaled(b, ic, form.c_row), jc), self.elem)
                     b.call(self.strip, [kc, source, mr, const(a.free), const(a.contract),
-                                        self.packed_b, nc, rows, const(form.c_row),
+                                        panels, step, ldb, nc, rows, const(form.c_row),
                                         accumulate])
                     if self.epilogue is not None:
                         if last is None:

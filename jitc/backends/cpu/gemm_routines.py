@@ -148,8 +148,8 @@ def packing_kind(s_p: int, s_k: int) -> str:
 
 
 # Argument types of each routine, shared by its definition and its declarations.
-_TILE_ARGS = [I64, PTR, PTR, PTR, I64, I64, I64, I1]
-_STRIP_ARGS = [I64, PTR, I64, I64, I64, PTR, I64, PTR, I64, I1]
+_TILE_ARGS = [I64, PTR, PTR, I64, PTR, I64, I64, I64, I1]
+_STRIP_ARGS = [I64, PTR, I64, I64, I64, PTR, I64, I64, I64, PTR, I64, I1]
 _PACK_ARGS = [PTR, PTR, I64, I64, I64, I64]
 
 # Modules whose strip and pack routines are declarations, defined by `routine_module`.
@@ -203,8 +203,9 @@ def _declare(module: ir.Module, routine: Routine, args: list[ir.Type]) -> ir.Fun
 
 
 def tile_function(module: ir.Module, dtype: DType, t: Tiling) -> ir.Function:
-    """`tile(kc, a, b, c, ldc, mr, nr, accumulate)`: C[0:mr, 0:nr] (+)= A B for a packed
-    strip `a` and panel `b`, with `ldc` elements between output rows."""
+    """`tile(kc, a, b, ldb, c, ldc, mr, nr, accumulate)`: C[0:mr, 0:nr] (+)= A B for a packed
+    strip `a` and a panel `b` of nr columns with `ldb` elements between its depth rows (nr
+    when packed), with `ldc` elements between output rows."""
     name = f"jitc.gemm.{dtype.name}.{t.mr}x{t.nr}.tile"
     if name not in module.globals:
         _Code(module, dtype, t).tile(name)
@@ -212,10 +213,13 @@ def tile_function(module: ir.Module, dtype: DType, t: Tiling) -> ir.Function:
 
 
 def strip_function(module: ir.Module, dtype: DType, t: Tiling, kind: str) -> ir.Function:
-    """`strip(kc, src, rows, s_p, s_k, panels, columns, c, ldc, accumulate)`: packs a strip
-    of `rows` <= mr lhs rows, element (p, k) at src[p * s_p + k * s_k], and multiplies it
-    into output rows `c` against the packed rhs `panels` ([0, columns) of them). Only the
-    packing `kind` (see packing_kind) the caller's strides need is generated."""
+    """`strip(kc, src, rows, s_p, s_k, panels, step, ldb, columns, c, ldc, accumulate)`:
+    packs a strip of `rows` <= mr lhs rows, element (p, k) at src[p * s_p + k * s_k], and
+    multiplies it into output rows `c` against the rhs `panels` ([0, columns) of them): the
+    panel of column j starts at panels[j * step] and has `ldb` elements between depth rows
+    (packed: step kc, ldb nr; read in place from a row-major rhs: step 1, ldb its row
+    stride). Only the packing `kind` (see packing_kind) the caller's strides need is
+    generated."""
     name = f"jitc.gemm.{dtype.name}.{t.mr}x{t.nr}.strip_{kind}"
     if name not in module.globals and module in _EXTERNAL:
         return _declare(module, Routine(name, dtype, t, "strip", kind), _STRIP_ARGS)
@@ -284,8 +288,8 @@ class _Code:
 
     def tile(self, name: str) -> None:
         t, elem, vec = self.t, self.elem, self.vec
-        fn, b = self._function(name, _TILE_ARGS, (1, 2, 3))
-        kc, a, bp, c, ldc, mr, nr, accumulate = fn.args
+        fn, b = self._function(name, _TILE_ARGS, (1, 2, 4))
+        kc, a, bp, ldb, c, ldc, mr, nr, accumulate = fn.args
         fmuladd = self._intrinsic(f"llvm.fmuladd.v{t.lanes}{self.suffix}", vec, [vec] * 3)
         entry = b.block
         loop = fn.append_basic_block("k")
@@ -300,8 +304,8 @@ class _Code:
             for acc in row:
                 acc.add_incoming(ir.Constant(vec, None), entry)
         pa = at(b, a, b.mul(k, const(t.mr), flags=["nsw"]), elem)
-        pb = at(b, bp, b.mul(k, const(t.nr), flags=["nsw"]), elem)
-        rhs = [b.load(at(b, pb, v * t.lanes, elem), typ=vec, align=t.lanes * self.size)
+        pb = at(b, bp, b.mul(k, ldb, flags=["nsw"]), elem)
+        rhs = [b.load(at(b, pb, v * t.lanes, elem), typ=vec, align=self.size)
                for v in range(t.nv)]
         tile = []
         for i in range(t.mr):
@@ -346,15 +350,15 @@ class _Code:
 
     def strip(self, name: str, tile: ir.Function, kind: str) -> None:
         t = self.t
-        fn, b = self._function(name, _STRIP_ARGS, (1, 5, 7))
-        kc, src, rows, s_p, s_k, panels, columns, c, ldc, accumulate = fn.args
+        fn, b = self._function(name, _STRIP_ARGS, (1, 5, 9))
+        kc, src, rows, s_p, s_k, panels, step, ldb, columns, c, ldc, accumulate = fn.args
         # Slack for the whole-vector stores of a transposed copy: up to a block of depth
         # steps past kc, and a vector past the last step.
         packed = b.alloca(self.elem, size=const((t.kc + t.lanes + 1) * t.mr), name="strip")
         packed.align = 64
         self._panel(b, kind, packed, src, t.mr, rows, kc, s_p, s_k)
         with for_range(b, 0, columns, t.nr, name="j") as j:
-            b.call(tile, [kc, packed, at(b, panels, b.mul(j, kc), self.elem),
+            b.call(tile, [kc, packed, at(b, panels, b.mul(j, step), self.elem), ldb,
                           at(b, c, j, self.elem), ldc, rows,
                           minimum(b, const(t.nr), b.sub(columns, j)), accumulate])
         b.ret_void()
