@@ -17,7 +17,7 @@ from jitc.backends.cpu.plan import BufferPlan
 from jitc.backends.llvm import indexing
 from jitc.backends.llvm.elemental import convert_value
 from jitc.backends.llvm.loops import loop_nest
-from jitc.backends.llvm.types import I64, memory_type
+from jitc.backends.llvm.types import I32, I64, PTR, memory_type
 from jitc.ir import ops
 from jitc.ir.core import Function, Instruction, Module, Value
 from jitc.ir.opdef import Trait
@@ -98,7 +98,14 @@ def _row_kernel(ctx: KernelContext, body: Function, inst: Instruction) -> Kernel
                         indexing.store(b, x, buffer, row_type, inner_index)
                     lanes.accumulate(lane, convert_value(b, x, operand.type.dtype, lanes.dtype))
 
-            reduction_loops(b, full, inner, count, accumulate)
+            prefetch = None
+            if r is reduces[-1] and len(reduces) > 1:
+                # The last pass over a row runs from L1 (the first one brought the row in):
+                # fetch the next row meanwhile, so its first pass does not wait on memory.
+                def prefetch(at: dict[int, ir.Value]) -> None:
+                    _prefetch_next_row(ctx, inst, full, outer_index + [at[d] for d in inner],
+                                       math.prod(row_shape), count)
+            reduction_loops(b, full, inner, count, accumulate, prefetch)
             for result, lanes in zip(r.results, accumulators):
                 ctx.emitter.registers[id(result)] = convert_value(
                     b, lanes.total(), lanes.dtype, result.type.dtype)
@@ -131,6 +138,31 @@ def _row_kernel(ctx: KernelContext, body: Function, inst: Instruction) -> Kernel
     ctx.finish()
     extent = full.shape[0] if outer_rank else 1
     return Kernel(ctx.name, extent, max(full.size, 1) * (len(reduces) + len(body.outputs)))
+
+
+def _prefetch_next_row(ctx: KernelContext, inst: Instruction, full: TensorType,
+                       index: list[ir.Value], row_size: int, count: int) -> None:
+    """Prefetch the cache lines of the block at `index` one row further on (`row_size`
+    elements) in every row-major operand of the row shape. A prefetch never faults, so the
+    row after the last one needs no test."""
+    b = ctx.builder
+    prefetch = _prefetch_intrinsic(b.module)
+    for operand in inst.operands:
+        t = operand.type
+        if t.shape != full.shape or not t.is_row_major or id(operand) not in ctx.emitter.buffers:
+            continue
+        offset = b.add(indexing.linear_offset(b, t, index), ir.Constant(I64, row_size))
+        base = b.gep(ctx.pointer(operand), [offset], source_etype=memory_type(t.dtype))
+        for line in range(0, count * t.dtype.itemsize, 64):
+            address = b.gep(base, [ir.Constant(I64, line)], source_etype=ir.IntType(8))
+            b.call(prefetch, [address, ir.Constant(I32, 0), ir.Constant(I32, 3),
+                              ir.Constant(I32, 1)])
+
+
+def _prefetch_intrinsic(module: ir.Module) -> ir.Function:
+    existing = module.globals.get("llvm.prefetch.p0")
+    return existing or ir.Function(module, ir.FunctionType(
+        ir.VoidType(), [PTR, I32, I32, I32]), "llvm.prefetch.p0")
 
 
 def _worth_keeping(body: Function, reduces: list[Instruction], row_size: int) -> list[Value]:

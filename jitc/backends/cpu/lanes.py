@@ -76,10 +76,12 @@ class Lanes:
 
 
 def reduction_loops(b: ir.IRBuilder, t: TensorType, order: list[int], count: int,
-                    accumulate: Callable[[ir.Value, dict[int, ir.Value]], None]) -> None:
+                    accumulate: Callable[[ir.Value, dict[int, ir.Value]], None],
+                    each_block: Callable[[dict[int, ir.Value]], None] | None = None) -> None:
     """Loops over the reduced dimensions `order` of `t` (outermost first), calling
     accumulate(lane, index) for every element; the innermost dimension runs in blocks of
-    `count` lanes, the remainder in the first lanes."""
+    `count` lanes, the remainder in the first lanes. `each_block(index)` runs once before
+    each full block, with the index of its first element."""
     zero = ir.Constant(I64, 0)
     if not order:
         accumulate(zero, {})
@@ -91,9 +93,11 @@ def reduction_loops(b: ir.IRBuilder, t: TensorType, order: list[int], count: int
     def innermost(counters: list[ir.Value]) -> None:
         fixed = dict(zip(outer, counters))
         if main:
-            with (for_range(b, 0, main, count, name="block") as start,
-                  for_range(b, 0, count, name="lane") as lane):
-                accumulate(lane, {**fixed, inner: b.add(start, lane, flags=["nsw"])})
+            with for_range(b, 0, main, count, name="block") as start:
+                if each_block is not None:
+                    each_block({**fixed, inner: start})
+                with for_range(b, 0, count, name="lane") as lane:
+                    accumulate(lane, {**fixed, inner: b.add(start, lane, flags=["nsw"])})
         if main < n:
             with for_range(b, 0, n - main, name="rest") as lane:
                 position = b.add(ir.Constant(I64, main), lane, flags=["nsw"])
