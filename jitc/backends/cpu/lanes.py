@@ -17,7 +17,7 @@ from llvmlite import ir
 
 from jitc.backends.llvm.elemental import _extremum
 from jitc.backends.llvm.loops import for_range, loop_nest
-from jitc.backends.llvm.types import I64, constant, value_type
+from jitc.backends.llvm.types import I32, I64, constant, value_type
 from jitc.ir import dtypes
 from jitc.ir.ops.reduce import reduce_identity
 from jitc.ir.types import TensorType
@@ -50,15 +50,32 @@ def combine(b: ir.IRBuilder, kind: str, dtype: dtypes.DType, acc: ir.Value,
 
 
 class Lanes:
-    """The partial results of one reduction operand: `count` accumulators in a stack array."""
+    """The partial results of one reduction operand: `count` accumulators in a stack array.
+
+    Setting and combining the lanes are whole-vector operations (one store, then halving
+    shuffles), which keeps the IR, and LLVM's time on it, small; bool lanes, which a vector
+    would pack into bits, go one by one.
+    """
 
     def __init__(self, b: ir.IRBuilder, kind: str, dtype: dtypes.DType, count: int) -> None:
         self.b, self.kind, self.dtype, self.count = b, kind, dtype, count
+        element = value_type(dtype)
+        self.vector = None if element == ir.IntType(1) else ir.VectorType(element, count)
         with b.goto_entry_block():
-            self.array = b.alloca(ir.ArrayType(value_type(dtype), count))
+            self.array = b.alloca(ir.ArrayType(element, count))
+            self.array.align = 64
         identity = constant(dtype, reduce_identity(kind, dtype.numpy))  # type: ignore[arg-type]
+        if self.vector is not None:
+            b.store(ir.Constant(self.vector, [identity.constant] * count), self._whole())
+            return
         with for_range(b, 0, count, name="lane0") as lane:
             b.store(identity, self._slot(lane))
+
+    def _whole(self) -> ir.Value:
+        assert self.vector is not None
+        pointer = self.array
+        return pointer if pointer.type.is_opaque else self.b.bitcast(
+            pointer, self.vector.as_pointer())
 
     def _slot(self, lane: ir.Value) -> ir.Value:
         return self.b.gep(self.array, [ir.Constant(I64, 0), lane], inbounds=True)
@@ -68,11 +85,27 @@ class Lanes:
         self.b.store(combine(self.b, self.kind, self.dtype, self.b.load(slot), x), slot)
 
     def total(self) -> ir.Value:
-        values = [self.b.load(self._slot(ir.Constant(I64, k))) for k in range(self.count)]
-        while len(values) > 1:
-            values = [combine(self.b, self.kind, self.dtype, values[i], values[i + 1])
-                      for i in range(0, len(values), 2)]
-        return values[0]
+        """The lanes combined in a fixed tree: lane k with lane k + count/2, and so on."""
+        b = self.b
+        if self.vector is None:
+            values = [b.load(self._slot(ir.Constant(I64, k))) for k in range(self.count)]
+            while len(values) > 1:
+                half = len(values) // 2
+                values = [combine(b, self.kind, self.dtype, values[i], values[i + half])
+                          for i in range(half)]
+            return values[0]
+        v = b.load(self._whole(), typ=self.vector, align=64)
+        width = self.count
+        while width > 1:
+            half = width // 2
+            undefined = ir.Constant(v.type, ir.Undefined)
+            low = b.shuffle_vector(v, undefined, ir.Constant(
+                ir.VectorType(I32, half), list(range(half))))
+            high = b.shuffle_vector(v, undefined, ir.Constant(
+                ir.VectorType(I32, half), list(range(half, width))))
+            v = combine(b, self.kind, self.dtype, low, high)
+            width = half
+        return b.extract_element(v, ir.Constant(I32, 0))
 
 
 def reduction_loops(b: ir.IRBuilder, t: TensorType, order: list[int], count: int,
