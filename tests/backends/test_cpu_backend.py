@@ -211,3 +211,31 @@ def test_row_kernels_keep_reduced_transcendentals_in_a_row_buffer(shape, axes, d
     tol = 2e-3 if dtype == np.float16 else 1e-5
     for g, w in zip(got, want, strict=True):
         np.testing.assert_allclose(g, w, rtol=tol, atol=tol)
+
+
+def test_gemm_routines_are_cached_on_disk_and_a_damaged_entry_is_recompiled(
+        tmp_path, monkeypatch) -> None:
+    from jitc.backends.cpu import objects
+
+    a = RNG.standard_normal((96, 80)).astype(np.float32)
+    b = RNG.standard_normal((80, 64)).astype(np.float32)
+
+    def fresh_product() -> np.ndarray:
+        objects._routines.clear()  # forget this process's copies: go to the disk cache
+        return jitc.jit(lambda a, b: a @ b + 0.0)(a, b)
+
+    monkeypatch.setenv("JITC_CACHE_DIR", str(tmp_path))
+    np.testing.assert_allclose(fresh_product(), a @ b, rtol=1e-5, atol=1e-5)
+    for _ in range(100):  # the write happens when the compile finishes
+        entries = sorted((tmp_path / "routines").glob("*.o"))
+        if entries:
+            break
+        import time
+        time.sleep(0.01)
+    assert entries, "no routine was cached"
+    for entry in entries:
+        entry.write_bytes(b"not an object file" * 8)
+    np.testing.assert_allclose(fresh_product(), a @ b, rtol=1e-5, atol=1e-5)
+    monkeypatch.setenv("JITC_CACHE_DIR", "off")
+    np.testing.assert_allclose(fresh_product(), a @ b, rtol=1e-5, atol=1e-5)
+    objects._routines.clear()

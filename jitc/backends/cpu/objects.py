@@ -17,13 +17,16 @@ objects linked into every engine that calls them.
 from __future__ import annotations
 
 import ctypes
+import hashlib
 import os
+import tempfile
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
+import llvmlite
 import llvmlite.binding as llvm
 
 from jitc.backends.cpu.gemm_routines import Routine, routine_module
@@ -37,8 +40,8 @@ class CompiledObject:
 
     data: bytes             # the relocatable object, for ExecutionEngine.add_object_file
     optimized_ir: str       # the module after the optimization pipeline
-    module: llvm.ModuleRef  # kept (with its target machine) for assembly listings
-    tm: llvm.TargetMachine
+    module: llvm.ModuleRef | None  # kept (with its target machine) for assembly listings;
+    tm: llvm.TargetMachine | None  # None for a GEMM routine read from the disk cache
 
 
 def _unlocked(name: str) -> Callable[..., Any]:
@@ -109,12 +112,76 @@ def submit(text: str) -> Future[CompiledObject]:
 
 def routine_object(routine: Routine) -> Future[CompiledObject]:
     """The object defining GEMM routine `routine`: compiled on first request, then shared by
-    every engine of the process (its code does not depend on the caller)."""
+    every engine of the process (its code does not depend on the caller), and kept in the
+    disk cache for later processes on this machine."""
     _executor()  # resets the cache in a forked child
     with _lock:
         future = _routines.get(routine)
     if future is None:
-        future = submit(str(routine_module(routine)))
+        text = str(routine_module(routine))
+        path = _cached_path(routine, text)
+        data = _read(path)
+        if data is not None:
+            future = Future()
+            future.set_result(CompiledObject(data, "", None, None))
+        else:
+            future = submit(text)
+            if path is not None:
+                future.add_done_callback(lambda done: _write(path, done))
         with _lock:
             future = _routines.setdefault(routine, future)
     return future
+
+
+# The GEMM routines are our own library code, the same for every function: like a BLAS they
+# are compiled once per machine, not once per process (that cost 30 ms of the first product
+# a process compiles). The key covers everything the object depends on: the routine's IR, the
+# LLVM version, and the host CPU and its features. JITC_CACHE_DIR moves the cache; "off"
+# turns it off. User functions are never cached on disk.
+def _cache_dir() -> str | None:
+    configured = os.environ.get("JITC_CACHE_DIR")
+    if configured == "off":
+        return None
+    if configured:
+        return configured
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "jitc")
+
+
+def _cached_path(routine: Routine, text: str) -> str | None:
+    folder = _cache_dir()
+    if folder is None:
+        return None
+    key = "\n".join([text, repr(llvm.llvm_version_info), llvmlite.__version__,
+                     llvm.get_host_cpu_name(), llvm.get_host_cpu_features().flatten()])
+    digest = hashlib.sha256(key.encode()).hexdigest()[:24]
+    return os.path.join(folder, "routines", f"{routine.name}-{digest}.o")
+
+
+def _read(path: str | None) -> bytes | None:
+    if path is None:
+        return None
+    try:
+        with open(path, "rb") as f:
+            stored = f.read()
+    except OSError:
+        return None
+    # The object is followed by its SHA-256: a damaged file is recompiled, never linked.
+    data, check = stored[:-32], stored[-32:]
+    return data if len(stored) > 32 and hashlib.sha256(data).digest() == check else None
+
+
+def _write(path: str, done: Future[CompiledObject]) -> None:
+    """Write atomically (another process may be writing the same routine); a cache that
+    cannot be written is only a missed saving."""
+    if done.exception() is not None:
+        return
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        fd, temporary = tempfile.mkstemp(dir=os.path.dirname(path), suffix=".tmp")
+        with os.fdopen(fd, "wb") as f:
+            data = done.result().data
+            f.write(data + hashlib.sha256(data).digest())
+        os.replace(temporary, path)
+    except OSError:
+        pass
