@@ -7,8 +7,8 @@ Environment variables are read here and nowhere else:
 - `JITC_NUM_THREADS`: threads the CPU backend may use (default: the number of CPUs).
 - `JITC_COMPILE_THREADS`: threads the CPU backend compiles LLVM modules on (default: the
   number of CPUs, at most 4); not part of the cache key, the machine code is the same.
-- `JITC_CACHE_DIR`: where the GEMM routines' objects are cached (default ~/.cache/jitc; "off"
-  turns the cache off); read in jitc/backends/cpu/objects.py.
+- `JITC_CACHE_DIR`: where the GEMM routines' objects are cached (default
+  $XDG_CACHE_HOME/jitc or ~/.cache/jitc; "off" turns the cache off).
 - `JITC_RESULT_CACHE_MB`: read by the C runtime at import: how much freed result memory it
   keeps for reuse (default 256; 0 turns reuse off).
 - `JITC_VERIFY`: when set to 1, verify the IR after every pass (the tests set it).
@@ -45,3 +45,14 @@ def compile_threads() -> int:
     if configured:
         return max(1, int(configured))
     return max(1, min(os.cpu_count() or 1, 4))
+
+
+def cache_dir() -> str | None:
+    """JITC_CACHE_DIR, else $XDG_CACHE_HOME/jitc or ~/.cache/jitc; None when it is "off"."""
+    configured = os.environ.get("JITC_CACHE_DIR")
+    if configured == "off":
+        return None
+    if configured:
+        return configured
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "jitc")

@@ -31,7 +31,7 @@ import llvmlite.binding as llvm
 
 from jitc.backends.cpu.gemm_routines import Routine, routine_module
 from jitc.backends.llvm import target
-from jitc.options import compile_threads
+from jitc.options import cache_dir, compile_threads
 
 
 @dataclass
@@ -136,20 +136,10 @@ def routine_object(routine: Routine) -> Future[CompiledObject]:
 # The GEMM routines are our own library code, the same for every function: like a BLAS they
 # are compiled once per machine, not once per process (that cost 30 ms of the first product
 # a process compiles). The key covers everything the object depends on: the routine's IR, the
-# LLVM version, and the host CPU and its features. JITC_CACHE_DIR moves the cache; "off"
-# turns it off. User functions are never cached on disk.
-def _cache_dir() -> str | None:
-    configured = os.environ.get("JITC_CACHE_DIR")
-    if configured == "off":
-        return None
-    if configured:
-        return configured
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return os.path.join(base, "jitc")
-
-
+# LLVM version, and the host CPU and its features (options.cache_dir says where). User
+# functions are never cached on disk.
 def _cached_path(routine: Routine, text: str) -> str | None:
-    folder = _cache_dir()
+    folder = cache_dir()
     if folder is None:
         return None
     key = "\n".join([text, repr(llvm.llvm_version_info), llvmlite.__version__,
