@@ -17,6 +17,10 @@
  * chunks still running. The spin is short on purpose: a pool that kept spinning would steal
  * the core from whatever else the process runs between calls (numpy's BLAS threads, say).
  */
+#ifdef __linux__
+#define _GNU_SOURCE  /* sched_getcpu, CPU_SET */
+#include <sched.h>
+#endif
 #include "jitc_runtime.h"
 
 #include <pthread.h>
@@ -42,6 +46,8 @@ static atomic_int caller_sleeping;
 static _Atomic(jitc_task) current_task;
 static _Atomic(void *) current_frame;
 static _Atomic int64_t current_n, current_chunks;
+static pthread_t worker_threads[JITC_MAX_THREADS];
+static atomic_int worker_cpu[JITC_MAX_THREADS];  /* where each worker last ran (-1: unknown) */
 
 static void relax(void) {
 #if defined(__x86_64__) || defined(__i386__)
@@ -55,6 +61,14 @@ static int64_t now_ns(void) {
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
     return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
+}
+
+static int current_cpu(void) {
+#ifdef __linux__
+    return sched_getcpu();
+#else
+    return -1;
+#endif
 }
 
 static uint64_t phase_of(uint64_t t) { return t >> CHUNK_BITS; }
@@ -87,16 +101,22 @@ static void run_chunks(uint64_t phase) {
     }
 }
 
-/* The phase of the next published section after `seen`: spins SPIN_NS, then sleeps. */
-static uint64_t next_section(uint64_t seen) {
+/* The phase of the next published section after `seen`: spins until SPIN_NS after the
+ * current section is over (a worker that found every chunk taken must still be awake when the
+ * caller, busy with the last ones, publishes the next section), then sleeps. */
+static uint64_t next_section(uint64_t seen, int id) {
     int64_t deadline = 0;
     for (unsigned i = 0;; i++) {
         uint64_t phase = phase_of(atomic_load_explicit(&ticket, memory_order_acquire));
         if (phase != seen && phase % 2 == 0)
             return phase;
         if ((i & 63) == 0) {
+            atomic_store_explicit(&worker_cpu[id], current_cpu(), memory_order_relaxed);
             int64_t t = now_ns();
-            if (deadline == 0)
+            int running = phase == seen &&
+                atomic_load_explicit(&chunks_done, memory_order_relaxed) <
+                    atomic_load_explicit(&current_chunks, memory_order_relaxed);
+            if (deadline == 0 || running)
                 deadline = t + SPIN_NS;
             else if (t > deadline)
                 break;
@@ -105,6 +125,7 @@ static uint64_t next_section(uint64_t seen) {
     }
     pthread_mutex_lock(&lock);
     sleepers++;
+    atomic_store_explicit(&worker_cpu[id], -1, memory_order_relaxed);  /* asleep: anywhere */
     uint64_t phase;
     while ((phase = phase_of(atomic_load_explicit(&ticket, memory_order_acquire))) == seen ||
            phase % 2 != 0)
@@ -114,11 +135,32 @@ static uint64_t next_section(uint64_t seen) {
     return phase;
 }
 
+/* A spinning worker is sometimes queued on the caller's CPU while another CPU idles, and Linux
+ * can take milliseconds to move it (seen in VMs): it then runs only when the caller blocks,
+ * and a section takes as long as on one thread. The caller moves such a worker away at once
+ * by narrowing its affinity to the other CPUs for a moment, then restores it. */
+static void move_off(int w, int cpu) {
+#ifdef __linux__
+    cpu_set_t allowed, elsewhere;
+    if (pthread_getaffinity_np(worker_threads[w], sizeof allowed, &allowed) != 0)
+        return;
+    elsewhere = allowed;
+    CPU_CLR(cpu, &elsewhere);
+    if (CPU_COUNT(&elsewhere) == 0)
+        return;
+    if (pthread_setaffinity_np(worker_threads[w], sizeof elsewhere, &elsewhere) == 0)
+        pthread_setaffinity_np(worker_threads[w], sizeof allowed, &allowed);
+#else
+    (void)w;
+    (void)cpu;
+#endif
+}
+
 static void *worker_main(void *arg) {
-    (void)arg;
+    int id = (int)(intptr_t)arg;
     uint64_t seen = 0;
     for (;;) {
-        seen = next_section(seen);
+        seen = next_section(seen, id);
         run_chunks(seen);
     }
     return NULL;
@@ -130,10 +172,12 @@ static void ensure_workers(int64_t wanted) {
         pthread_attr_t attr;
         pthread_attr_init(&attr);
         pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-        int failed = pthread_create(&thread, &attr, worker_main, NULL);
+        atomic_store_explicit(&worker_cpu[workers], -1, memory_order_relaxed);
+        int failed = pthread_create(&thread, &attr, worker_main, (void *)(intptr_t)workers);
         pthread_attr_destroy(&attr);
         if (failed)
             break;
+        worker_threads[workers] = thread;
         workers++;
     }
 }
@@ -164,12 +208,17 @@ void jitc_parallel_for(jitc_task task, void *frame, int64_t n, int64_t threads) 
     atomic_store_explicit(&current_frame, frame, memory_order_release);
     atomic_store_explicit(&current_n, n, memory_order_release);
     atomic_store_explicit(&current_chunks, threads, memory_order_release);
+
     atomic_store_explicit(&chunks_done, 0, memory_order_relaxed);
     atomic_store_explicit(&ticket, (phase + 1) << CHUNK_BITS, memory_order_release);
     pthread_mutex_lock(&lock);
     if (sleepers > 0)
         pthread_cond_broadcast(&work_ready);
     pthread_mutex_unlock(&lock);
+    int here = current_cpu();
+    for (int64_t w = 0; here >= 0 && w < threads - 1; w++)
+        if (atomic_load_explicit(&worker_cpu[w], memory_order_relaxed) == here)
+            move_off((int)w, here);
     run_chunks(phase + 1);
     int64_t deadline = 0;
     for (unsigned i = 0; atomic_load_explicit(&chunks_done, memory_order_acquire) < threads;
