@@ -2,6 +2,7 @@
 
 from jitc.passes.cse import cse
 from jitc.passes.dce import dce
+from jitc.passes.dot_merger import dot_merger
 from jitc.passes.fold import fold
 from jitc.passes.fusion import fusion
 from jitc.passes.layout import contractions_read_strided, features_minor, layout_assignment
@@ -14,9 +15,10 @@ SIMPLIFICATION = FixedPoint("simplification", [simplify, fold, cse, dce], max_it
 # What the reference interpreter runs: the traced program, simplified, broadcasts explicit.
 DEFAULT_PASSES = (legalize_broadcast, SIMPLIFICATION, dce)
 # What code generators run: the same, then layouts chosen and ops grouped into fused kernels.
-KERNEL_PASSES = (legalize_broadcast, SIMPLIFICATION, dce,
+KERNEL_PASSES = (legalize_broadcast, SIMPLIFICATION, dce, dot_merger,
                  layout_assignment(contractions_read_strided, features_minor), fusion, dce)
 
-__all__ = ["cse", "dce", "fold", "fusion", "layout_assignment", "legalize_broadcast", "simplify",
+__all__ = ["cse", "dce", "dot_merger", "fold", "fusion", "layout_assignment", "legalize_broadcast",
+           "simplify",
            "FixedPoint", "Pass", "Pipeline", "module_pass", "run_passes", "SIMPLIFICATION",
            "DEFAULT_PASSES", "KERNEL_PASSES"]

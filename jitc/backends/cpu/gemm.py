@@ -51,11 +51,12 @@ from jitc.ir.core import Instruction, Value
 # a microsecond, not worth compiling the shared GEMM routines for.
 MIN_WORK = 1 << 15
 # A kernel's cost is counted in the element operations of an elementwise loop, which the
-# threading decision (codegen.PARALLEL_GRAIN per thread) is calibrated for. Waking the pool
-# costs about 5 us here and a core does some 125 multiply-adds per ns, so a product is split
-# from about 2M multiply-adds up: 32x128x128 takes 5 us on one thread and 7.7 us on two,
-# 64x256x256 35 us and 23 us.
-FMAS_PER_OPERATION = 32
+# threading decision (codegen.PARALLEL_GRAIN per thread) is calibrated for. With the pool's
+# workers spinning between the kernels of a call, a parallel section costs about a microsecond
+# and a core does some 100 multiply-adds per ns, so a product is split from about 512K
+# multiply-adds up: 32x128x128 (+ tanh) takes 5.3 us on one thread and 4.4 us on two,
+# 128x128x128 20 us and 13 us.
+FMAS_PER_OPERATION = 8
 # Products with at most this many rows read a row-major rhs in place instead of packing it.
 DIRECT_ROWS = 128
 

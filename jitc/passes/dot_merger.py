@@ -1,0 +1,145 @@
+"""Dot merging: independent products of several row blocks by one matrix become one product.
+
+An unrolled recurrence multiplies every step's input by the same weights, `x[t] @ w`, and none
+of those products depends on another: they are one product of the stacked inputs,
+`concatenate(x[0], ..., x[T-1]) @ w`, whose row blocks are sliced back out. One large product
+runs at the machine's full rate where T small ones pay T times the fixed costs of a kernel
+(XLA has the same rewrite, DotMerger).
+
+A group is the dot_generals that share their rhs value and attributes, with a rank-2 lhs
+contracted on its last dimension and no batch dimensions. A member joins only if its lhs does
+not depend on an earlier member's result (the steps' `h @ w_h`, each needing the previous
+step, stay apart). The merged product sits where the group's first member was; whatever the
+other members' lhs need is computed before it, which any order respecting the data flow
+allows.
+"""
+
+from __future__ import annotations
+
+from jitc.ir import ops
+from jitc.ir.core import Builder, Function, Instruction, Module, Value
+from jitc.passes.pipeline import module_pass
+from jitc.passes.rewrite import copy_instruction
+
+# Merging pays for products too small to use the machine well; a large one gains nothing
+# and its stacked operand would cost a copy.
+MAX_MERGED_ROWS = 256
+
+
+def _key(inst: Instruction) -> tuple | None:
+    if inst.op is not ops.DOT_GENERAL:
+        return None
+    lhs, rhs = inst.operands
+    attrs = inst.attrs
+    if attrs["lhs_batch"] or attrs["rhs_batch"] or lhs.type.rank != 2 or \
+            list(attrs["lhs_contract"]) != [1] or lhs.type.dtype is not rhs.type.dtype or \
+            lhs.type.shape[0] > MAX_MERGED_ROWS:  # type: ignore[arg-type]
+        return None
+    return (id(rhs), tuple(attrs["rhs_contract"]), lhs.type.dtype)  # type: ignore[arg-type]
+
+
+def _groups(fn: Function) -> list[list[Instruction]]:
+    """Groups of two or more mergeable products, each in program order."""
+    candidates: dict[tuple, list[Instruction]] = {}
+    for inst in fn.body:
+        key = _key(inst)
+        if key is not None:
+            candidates.setdefault(key, []).append(inst)
+    groups = []
+    for members in candidates.values():
+        if len(members) < 2:
+            continue
+        # reach[v]: bit i set when member i's result flows into v.
+        index = {id(m): i for i, m in enumerate(members)}
+        reach: dict[int, int] = {}
+        kept: list[Instruction] = []
+        kept_bits = 0
+        for inst in fn.body:
+            bits = 0
+            for v in inst.operands:
+                bits |= reach.get(id(v), 0)
+            if id(inst) in index:
+                if not reach.get(id(inst.operands[0]), 0) & kept_bits:
+                    kept.append(inst)
+                    kept_bits |= 1 << index[id(inst)]
+                bits |= 1 << index[id(inst)]
+            for v in inst.results:
+                reach[id(v)] = bits
+        if len(kept) > 1:
+            groups.append(kept)
+    return groups
+
+
+def _reads(inst: Instruction, first: dict[int, list[Instruction]]) -> list[Value]:
+    """What `inst` needs computed before it: for a group's first member, every member's lhs
+    and the shared rhs."""
+    group = first.get(id(inst))
+    if group is None:
+        return list(inst.operands)
+    return [m.operands[0] for m in group] + [group[0].operands[1]]
+
+
+@module_pass("dot_merger")
+def dot_merger(module: Module) -> Module:
+    fn = module.entry
+    groups = _groups(fn)
+    if not groups:
+        return module
+    first = {id(g[0]): g for g in groups}
+    merged_away = {id(m) for g in groups for m in g}
+    producers = {id(v): inst for inst in fn.body for v in inst.results}
+    new_fn = Function(fn.name)
+    builder = Builder(new_fn)
+    mapping: dict[int, Value] = {}
+    emitted: set[int] = set()
+
+    def emit(target: Instruction) -> None:
+        """`target` after everything it reads, which is pulled forward if need be (depth
+        first, without recursion: a pulled chain can be long)."""
+        stack = [target]
+        while stack:
+            inst = stack[-1]
+            if id(inst) in emitted:
+                stack.pop()
+                continue
+            needed = [producers[id(v)] for v in _reads(inst, first)
+                      if id(v) not in mapping and id(producers[id(v)]) not in emitted]
+            if needed:
+                stack.extend(reversed(needed))
+                continue
+            stack.pop()
+            emitted.add(id(inst))
+            if id(inst) in first:
+                merge(first[id(inst)])
+            elif id(inst) not in merged_away:  # else its group's product computes it
+                for old, new in zip(inst.results, copy_instruction(
+                        builder, inst, [mapping[id(v)] for v in inst.operands])):
+                    mapping[id(old)] = new
+
+    def merge(group: list[Instruction]) -> None:
+        rhs = group[0].operands[1]
+        builder.loc = group[0].loc
+        stacked = builder.emit(ops.CONCATENATE, [mapping[id(m.operands[0])] for m in group],
+                               {"dimension": 0})
+        product = builder.emit(ops.DOT_GENERAL, [stacked, mapping[id(rhs)]],
+                               dict(group[0].attrs))
+        row = 0
+        for member in group:
+            emitted.add(id(member))
+            out = member.results[0]
+            rows = member.operands[0].type.shape[0]
+            builder.loc = member.loc
+            mapping[id(out)] = builder.emit(
+                ops.SLICE, [product], {"start": [row, 0], "limit": [row + rows,
+                                                                   out.type.shape[1]]},
+                name_hint=out.name_hint)
+            row += rows
+
+    for inst in fn.body:
+        emit(inst)
+    new_fn.outputs = [mapping[id(v)] for v in fn.outputs]
+    others = [f for name, f in module.functions.items() if name != fn.name]
+    return Module([new_fn, *others], module.entry_name)
+
+
+__all__ = ["dot_merger"]
