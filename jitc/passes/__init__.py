@@ -9,16 +9,17 @@ from jitc.passes.layout import contractions_read_strided, features_minor, layout
 from jitc.passes.legalize_broadcast import legalize_broadcast
 from jitc.passes.pipeline import FixedPoint, Pass, Pipeline, module_pass, run_passes
 from jitc.passes.simplify import simplify
+from jitc.passes.split_reductions import split_reductions
 
 # Algebraic simplification, constant folding, CSE and DCE, repeated until nothing changes.
 SIMPLIFICATION = FixedPoint("simplification", [simplify, fold, cse, dce], max_iterations=8)
 # What the reference interpreter runs: the traced program, simplified, broadcasts explicit.
 DEFAULT_PASSES = (legalize_broadcast, SIMPLIFICATION, dce)
 # What code generators run: the same, then layouts chosen and ops grouped into fused kernels.
-KERNEL_PASSES = (legalize_broadcast, SIMPLIFICATION, dce, dot_merger,
+KERNEL_PASSES = (legalize_broadcast, SIMPLIFICATION, dce, split_reductions, dot_merger,
                  layout_assignment(contractions_read_strided, features_minor), fusion, dce)
 
 __all__ = ["cse", "dce", "dot_merger", "fold", "fusion", "layout_assignment", "legalize_broadcast",
-           "simplify",
+           "simplify", "split_reductions",
            "FixedPoint", "Pass", "Pipeline", "module_pass", "run_passes", "SIMPLIFICATION",
            "DEFAULT_PASSES", "KERNEL_PASSES"]
