@@ -12,11 +12,12 @@ from llvmlite import ir
 
 from jitc.backends.cpu import kernels
 from jitc.backends.cpu.kernels import Kernel, KernelContext
-from jitc.backends.cpu.lanes import Lanes, accumulator_dtype, lane_count, reduction_loops
+from jitc.backends.cpu.lanes import Lanes, lane_count, reduction_loops
 from jitc.backends.cpu.plan import BufferPlan
 from jitc.backends.llvm import indexing
 from jitc.backends.llvm.elemental import convert_value
 from jitc.backends.llvm.loops import loop_nest
+from jitc.backends.llvm.reductions import accumulator_dtype
 from jitc.backends.llvm.types import I32, I64, PTR, memory_type
 from jitc.ir import ops
 from jitc.ir.core import Function, Instruction, Module, Value

@@ -14,11 +14,12 @@ from dataclasses import dataclass
 
 from llvmlite import ir
 
-from jitc.backends.cpu.lanes import Lanes, accumulator_dtype, combine, lane_count, reduction_loops
+from jitc.backends.cpu.lanes import Lanes, lane_count, reduction_loops
 from jitc.backends.cpu.plan import BufferPlan, is_inline_constant
 from jitc.backends.llvm import indexing
 from jitc.backends.llvm.elemental import RULES, ElementalEmitter, convert_value
 from jitc.backends.llvm.loops import for_range, loop_nest
+from jitc.backends.llvm.reductions import accumulator_dtype, combine
 from jitc.backends.llvm.types import FLOAT, I64, PTR, VOID, constant, value_type
 from jitc.ir import dtypes
 from jitc.ir.core import Instruction, Value

@@ -15,8 +15,8 @@ from collections.abc import Callable, Sequence
 
 from llvmlite import ir
 
-from jitc.backends.llvm.elemental import _extremum
 from jitc.backends.llvm.loops import for_range, loop_nest
+from jitc.backends.llvm.reductions import combine
 from jitc.backends.llvm.types import I32, I64, constant, value_type
 from jitc.ir import dtypes
 from jitc.ir.ops.reduce import reduce_identity
@@ -27,26 +27,9 @@ LANE_BYTES = 256
 MAX_LANES = 64
 
 
-def accumulator_dtype(dtype: dtypes.DType) -> dtypes.DType:
-    return dtypes.float32 if dtype is dtypes.float16 else dtype
-
-
 def lane_count(types: Sequence[dtypes.DType]) -> int:
     widest = max((t.itemsize for t in types), default=4)
     return min(MAX_LANES, LANE_BYTES // widest)
-
-
-def combine(b: ir.IRBuilder, kind: str, dtype: dtypes.DType, acc: ir.Value,
-            x: ir.Value) -> ir.Value:
-    if kind == "sum":
-        return b.fadd(acc, x) if dtype.is_float else b.add(acc, x)
-    if kind == "prod":
-        return b.fmul(acc, x) if dtype.is_float else b.mul(acc, x)
-    if kind == "and":
-        return b.and_(acc, x)
-    if kind == "or":
-        return b.or_(acc, x)
-    return _extremum(b, acc, x, dtype.kind, larger=(kind == "max"))
 
 
 class Lanes:

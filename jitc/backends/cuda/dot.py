@@ -19,7 +19,7 @@ from llvmlite import ir
 
 from jitc.backends.cpu.plan import BufferPlan
 from jitc.backends.cuda import launch as launches
-from jitc.backends.cuda.elementwise import accumulator_dtype, delinearize, multiply_add
+from jitc.backends.cuda.elementwise import delinearize, multiply_add
 from jitc.backends.cuda.kernel import (
     KernelBuilder,
     KernelSpec,
@@ -31,6 +31,7 @@ from jitc.backends.cuda.kernel import (
 from jitc.backends.llvm import indexing
 from jitc.backends.llvm.elemental import convert_value
 from jitc.backends.llvm.loops import for_range
+from jitc.backends.llvm.reductions import accumulator_dtype
 from jitc.backends.llvm.types import I64, constant, value_type
 from jitc.ir.core import Instruction, Value
 from jitc.ir.dtypes import DType

@@ -18,6 +18,7 @@ from jitc.backends.cuda.kernel import KernelBuilder, KernelSpec, PhaseContext
 from jitc.backends.llvm import indexing
 from jitc.backends.llvm.elemental import convert_value
 from jitc.backends.llvm.loops import for_range, loop_nest
+from jitc.backends.llvm.reductions import accumulator_dtype
 from jitc.backends.llvm.types import I1, I32, I64, constant, value_type
 from jitc.ir import dtypes
 from jitc.ir.core import Instruction, Value
@@ -31,11 +32,6 @@ Generate = Callable[[PhaseContext, list[ir.Value]], list[ir.Value]]
 def physical_order(t: TensorType) -> list[int]:
     """Dimensions from the most major to the most minor."""
     return list(reversed(t.layout))
-
-
-def accumulator_dtype(dtype: dtypes.DType) -> dtypes.DType:
-    """float16 sums and products accumulate in float32, as on the CPU."""
-    return dtypes.float32 if dtype is dtypes.float16 else dtype
 
 
 def delinearize(b: ir.IRBuilder, linear: ir.Value, shape: Sequence[int],

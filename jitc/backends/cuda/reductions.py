@@ -25,11 +25,12 @@ from llvmlite import ir
 
 from jitc.backends.cpu.plan import BufferPlan
 from jitc.backends.cuda import launch as launches
-from jitc.backends.cuda.elementwise import accumulator_dtype, delinearize, physical_order
+from jitc.backends.cuda.elementwise import delinearize, physical_order
 from jitc.backends.cuda.kernel import KernelBuilder, KernelSpec, PhaseContext, StateSlot
 from jitc.backends.llvm import indexing
-from jitc.backends.llvm.elemental import _extremum, _is_nan, convert_value
+from jitc.backends.llvm.elemental import _is_nan, convert_value
 from jitc.backends.llvm.loops import for_range
+from jitc.backends.llvm.reductions import accumulator_dtype, combine
 from jitc.backends.llvm.types import I1, I64, constant, value_type
 from jitc.ir import dtypes, ops
 from jitc.ir.core import Function, Instruction, Value
@@ -75,7 +76,7 @@ class Reduction:
 
     def combine(self, b: ir.IRBuilder, x: list[ir.Value], y: list[ir.Value]) -> list[ir.Value]:
         if not self.is_arg:
-            return [_combine(b, self.kind, d, p, q) for d, p, q in zip(self.accs, x, y)]
+            return [combine(b, self.kind, d, p, q) for d, p, q in zip(self.accs, x, y)]
         (xv, xi), (yv, yi) = x, y
         kind = self.input.dtype.kind
         larger = self.kind == "argmax"
@@ -126,19 +127,6 @@ class Reduction:
     def partial_bytes(self) -> int:
         """Shared memory for one partial result, with room to align each component."""
         return 8 * len(self.types)
-
-
-def _combine(b: ir.IRBuilder, kind: str, dtype: dtypes.DType, x: ir.Value,
-             y: ir.Value) -> ir.Value:
-    if kind == "sum":
-        return b.fadd(x, y) if dtype.is_float else b.add(x, y)
-    if kind == "prod":
-        return b.fmul(x, y) if dtype.is_float else b.mul(x, y)
-    if kind == "and":
-        return b.and_(x, y)
-    if kind == "or":
-        return b.or_(x, y)
-    return _extremum(b, x, y, dtype.kind, larger=(kind == "max"))
 
 
 def reduces_minor(t: TensorType, dims: Sequence[int]) -> bool:
