@@ -135,24 +135,37 @@ static uint64_t next_section(uint64_t seen, int id) {
     return phase;
 }
 
-/* A spinning worker is sometimes queued on the caller's CPU while another CPU idles, and Linux
- * can take milliseconds to move it (seen in VMs): it then runs only when the caller blocks,
- * and a section takes as long as on one thread. The caller moves such a worker away at once
- * by narrowing its affinity to the other CPUs for a moment, then restores it. */
-static void move_off(int w, int cpu) {
+/* A worker is sometimes queued on the caller's CPU while another CPU idles, and Linux can take
+ * milliseconds to move it (seen in VMs): it then runs only when the caller blocks, and a
+ * section takes as long as on one thread (or a scheduler tick longer, when the worker holds a
+ * chunk). So the caller keeps its workers off its own CPU: a worker seen spinning there, and
+ * every sleeping worker it is about to wake (it cannot know where the kernel will queue it),
+ * gets an affinity without that CPU, which moves it at once; the worker restores its own
+ * affinity as soon as it runs. */
 #ifdef __linux__
-    cpu_set_t allowed, elsewhere;
-    if (pthread_getaffinity_np(worker_threads[w], sizeof allowed, &allowed) != 0)
-        return;
-    elsewhere = allowed;
+static cpu_set_t allowed_cpus;              /* the process's affinity when the pool started */
+static atomic_int narrowed[JITC_MAX_THREADS];
+#endif
+
+static void keep_off(int w, int cpu) {
+#ifdef __linux__
+    cpu_set_t elsewhere = allowed_cpus;
     CPU_CLR(cpu, &elsewhere);
-    if (CPU_COUNT(&elsewhere) == 0)
-        return;
-    if (pthread_setaffinity_np(worker_threads[w], sizeof elsewhere, &elsewhere) == 0)
-        pthread_setaffinity_np(worker_threads[w], sizeof allowed, &allowed);
+    if (CPU_COUNT(&elsewhere) > 0 &&
+        pthread_setaffinity_np(worker_threads[w], sizeof elsewhere, &elsewhere) == 0)
+        atomic_store_explicit(&narrowed[w], 1, memory_order_release);
 #else
     (void)w;
     (void)cpu;
+#endif
+}
+
+static void restore_affinity(int id) {
+#ifdef __linux__
+    if (atomic_exchange_explicit(&narrowed[id], 0, memory_order_acquire))
+        sched_setaffinity(0, sizeof allowed_cpus, &allowed_cpus);
+#else
+    (void)id;
 #endif
 }
 
@@ -161,12 +174,18 @@ static void *worker_main(void *arg) {
     uint64_t seen = 0;
     for (;;) {
         seen = next_section(seen, id);
+        restore_affinity(id);
+        atomic_store_explicit(&worker_cpu[id], current_cpu(), memory_order_relaxed);
         run_chunks(seen);
     }
     return NULL;
 }
 
 static void ensure_workers(int64_t wanted) {
+#ifdef __linux__
+    if (workers == 0 && sched_getaffinity(0, sizeof allowed_cpus, &allowed_cpus) != 0)
+        CPU_ZERO(&allowed_cpus);  /* then workers are never narrowed */
+#endif
     while (workers < wanted && workers < JITC_MAX_THREADS - 1) {
         pthread_t thread;
         pthread_attr_t attr;
@@ -208,17 +227,18 @@ void jitc_parallel_for(jitc_task task, void *frame, int64_t n, int64_t threads) 
     atomic_store_explicit(&current_frame, frame, memory_order_release);
     atomic_store_explicit(&current_n, n, memory_order_release);
     atomic_store_explicit(&current_chunks, threads, memory_order_release);
-
     atomic_store_explicit(&chunks_done, 0, memory_order_relaxed);
+    int here = current_cpu();
+    for (int64_t w = 0; here >= 0 && w < threads - 1; w++) {
+        int at = atomic_load_explicit(&worker_cpu[w], memory_order_relaxed);
+        if (at == here || at < 0)  /* spinning on this CPU, or asleep */
+            keep_off((int)w, here);
+    }
     atomic_store_explicit(&ticket, (phase + 1) << CHUNK_BITS, memory_order_release);
     pthread_mutex_lock(&lock);
     if (sleepers > 0)
         pthread_cond_broadcast(&work_ready);
     pthread_mutex_unlock(&lock);
-    int here = current_cpu();
-    for (int64_t w = 0; here >= 0 && w < threads - 1; w++)
-        if (atomic_load_explicit(&worker_cpu[w], memory_order_relaxed) == here)
-            move_off((int)w, here);
     run_chunks(phase + 1);
     int64_t deadline = 0;
     for (unsigned i = 0; atomic_load_explicit(&chunks_done, memory_order_acquire) < threads;
