@@ -7,11 +7,14 @@ arguments.
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import gc
 import inspect
 import re
+import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -197,6 +200,37 @@ class CompileStats:
         return self.trace_seconds + self.optimize_seconds + self.codegen_seconds
 
 
+_collector_lock = threading.Lock()
+_collector_depth = 0       # compiles in progress, on any thread
+_collector_paused = False  # whether the outermost of them turned the collector off
+
+
+@contextlib.contextmanager
+def collector_paused() -> Iterator[None]:
+    """Python's cyclic garbage collector off while compiling (as it was, after).
+
+    A compile allocates tens of thousands of short-lived objects (IR, llvmlite values), and
+    every few hundred allocations start a collection; now and then that is a full one, which
+    walks every object of the process: 20 to 30 ms, landing in whichever compile is running,
+    once JAX or torch is imported. What a compile leaves behind is freed by reference counting
+    or by the first collection after it.
+    """
+    global _collector_depth, _collector_paused
+    with _collector_lock:
+        _collector_depth += 1
+        if _collector_depth == 1 and gc.isenabled():
+            gc.disable()
+            _collector_paused = True
+    try:
+        yield
+    finally:
+        with _collector_lock:
+            _collector_depth -= 1
+            if _collector_depth == 0 and _collector_paused:
+                _collector_paused = False
+                gc.enable()
+
+
 class Compiled:
     """An executable for one call signature; call it with arrays of exactly that signature."""
 
@@ -292,10 +326,11 @@ class Lowered:
     def compile(self) -> Compiled:
         backend = get_backend(self.options.backend)
         start = time.perf_counter()
-        pipeline = self.pipeline()
-        optimized = pipeline.run(self.module)
-        middle = time.perf_counter()
-        executable = backend.compile(optimized, self.options)
+        with collector_paused():
+            pipeline = self.pipeline()
+            optimized = pipeline.run(self.module)
+            middle = time.perf_counter()
+            executable = backend.compile(optimized, self.options)
         end = time.perf_counter()
         stats = CompileStats(self.trace_seconds, middle - start, end - middle,
                              tuple(pipeline.records))
@@ -368,7 +403,8 @@ class Jitted:
         key = (tuple(dynamic), treedef, specs, static)
         compiled = self._cache.get(key)
         if compiled is None:
-            compiled = self._lower(dynamic, static, treedef, specs).compile()
+            with collector_paused():
+                compiled = self._lower(dynamic, static, treedef, specs).compile()
             self._cache[key] = compiled
         self._fast = self._fast_path(compiled)
         return compiled.call_flat(leaves)

@@ -70,6 +70,33 @@ def test_as_text_gives_optimized_llvm_ir_and_assembly() -> None:
     assert "jitc_entry:" in assembly
 
 
+def test_a_kernel_called_once_is_compiled_once() -> None:
+    # The kernel is internal: LLVM inlines it into the entry and drops it, instead of also
+    # compiling an external copy that nothing calls.
+    x = RNG.standard_normal(1000).astype(np.float32)
+    text = jitc.jit(lambda x: np.tanh(x) * 2).lower(x).compile().as_text()
+    assert [line.split("(")[0] for line in text.splitlines() if line.startswith("define")] \
+        == ["define void @jitc_entry"]
+
+
+def test_the_garbage_collector_is_paused_while_compiling_and_restored() -> None:
+    import gc
+    seen = []
+    f = jitc.jit(lambda x: seen.append(gc.isenabled()) or x * 2)
+    assert gc.isenabled()
+    f(np.ones(3, np.float32))
+    assert seen == [False] and gc.isenabled()
+    gc.disable()
+    try:
+        f(np.ones(4, np.float32))  # a user who turned it off keeps it off
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+    with pytest.raises(ZeroDivisionError):
+        jitc.jit(lambda x: 1 / 0)(np.ones(3, np.float32))
+    assert gc.isenabled()
+
+
 def test_compile_stats_are_reported_per_signature() -> None:
     f = jitc.jit(lambda x: x * 2 + 1)
     f(np.ones(3, np.float32))

@@ -177,7 +177,10 @@ def lower_module(module: Module, num_threads: int = 1, name: str = "jitc",
     for kernel in emitted:
         if home[kernel.name] != 0:
             ir.Function(llvm_module, ir.FunctionType(VOID, [PTR, I64, I64]), kernel.name)
-        elif linkage.internal:
+        else:
+            # Only the entry refers to a kernel of its own module. Were the kernel external,
+            # LLVM would inline it into the entry (one call, constant bounds) and still compile
+            # the external copy nobody calls: twice the work for a small function.
             llvm_module.get_global(kernel.name).linkage = "internal"
     entry = _emit_entry(llvm_module, plan, emitted, num_threads, linkage)
     used = [part for p, part in enumerate(parts) if p == 0 or load[p] > 0]

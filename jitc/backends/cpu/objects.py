@@ -17,7 +17,9 @@ objects linked into every engine that calls them.
 from __future__ import annotations
 
 import ctypes
+import functools
 import hashlib
+import inspect
 import os
 import tempfile
 import threading
@@ -118,14 +120,13 @@ def routine_object(routine: Routine) -> Future[CompiledObject]:
     with _lock:
         future = _routines.get(routine)
     if future is None:
-        text = str(routine_module(routine))
-        path = _cached_path(routine, text)
+        path = _cached_path(routine)
         data = _read(path)
         if data is not None:
             future = Future()
             future.set_result(CompiledObject(data, "", None, None))
         else:
-            future = submit(text)
+            future = submit(str(routine_module(routine)))
             if path is not None:
                 future.add_done_callback(lambda done: _write(path, done))
         with _lock:
@@ -135,15 +136,26 @@ def routine_object(routine: Routine) -> Future[CompiledObject]:
 
 # The GEMM routines are our own library code, the same for every function: like a BLAS they
 # are compiled once per machine, not once per process (that cost 30 ms of the first product
-# a process compiles). The key covers everything the object depends on: the routine's IR, the
-# LLVM version, and the host CPU and its features (options.cache_dir says where). User
+# a process compiles). The key covers everything the object depends on: the routine's
+# parameters and the code generating it, the LLVM version, and the host CPU and its features
+# (options.cache_dir says where). User
 # functions are never cached on disk.
-def _cached_path(routine: Routine, text: str) -> str | None:
+@functools.cache
+def _generator_source() -> str:
+    """The code that generates the routines' IR: part of their cache key, so that a changed
+    generator never links an old object (hashing the routine's IR instead means building it,
+    13 ms of the first product of a process)."""
+    from jitc.backends.cpu import gemm_routines
+    from jitc.backends.llvm import loops, types
+    return "".join(inspect.getsource(m) for m in (gemm_routines, loops, types, target))
+
+
+def _cached_path(routine: Routine) -> str | None:
     folder = cache_dir()
     if folder is None:
         return None
-    key = "\n".join([text, repr(llvm.llvm_version_info), llvmlite.__version__,
-                     llvm.get_host_cpu_name(), llvm.get_host_cpu_features().flatten()])
+    key = "\n".join([repr(routine), _generator_source(), repr(llvm.llvm_version_info),
+                     llvmlite.__version__, *target.host_cpu()])
     digest = hashlib.sha256(key.encode()).hexdigest()[:24]
     return os.path.join(folder, "routines", f"{routine.name}-{digest}.o")
 

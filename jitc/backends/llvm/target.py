@@ -30,9 +30,16 @@ def host_target_machine(reloc: str = "default", codemodel: str = "jitdefault"
     """
     initialize_native()
     target = llvm.Target.from_default_triple()
-    return target.create_target_machine(cpu=llvm.get_host_cpu_name(),
-                                        features=llvm.get_host_cpu_features().flatten(),
-                                        opt=3, reloc=reloc, codemodel=codemodel)
+    cpu, features = host_cpu()
+    return target.create_target_machine(cpu=cpu, features=features, opt=3, reloc=reloc,
+                                        codemodel=codemodel)
+
+
+@functools.cache
+def host_cpu() -> tuple[str, str]:
+    """The host CPU's name and its features as LLVM spells them (asking LLVM takes longer
+    than making the target machine, and every compile makes one or two)."""
+    return llvm.get_host_cpu_name(), llvm.get_host_cpu_features().flatten()
 
 
 def tuning_options(speed_level: int = 3) -> llvm.PipelineTuningOptions:
