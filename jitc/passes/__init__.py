@@ -4,7 +4,7 @@ from jitc.passes.cse import cse
 from jitc.passes.dce import dce
 from jitc.passes.dot_merger import dot_merger
 from jitc.passes.fold import fold
-from jitc.passes.fusion import fusion
+from jitc.passes.fusion import fusion, fusion_keeping_views
 from jitc.passes.layout import contractions_read_strided, features_minor, layout_assignment
 from jitc.passes.legalize_broadcast import legalize_broadcast
 from jitc.passes.pipeline import FixedPoint, Pass, Pipeline, module_pass, run_passes
@@ -17,7 +17,8 @@ SIMPLIFICATION = FixedPoint("simplification", [simplify, fold, cse, dce], max_it
 DEFAULT_PASSES = (legalize_broadcast, SIMPLIFICATION, dce)
 # What code generators run: the same, then layouts chosen and ops grouped into fused kernels.
 KERNEL_PASSES = (legalize_broadcast, SIMPLIFICATION, dce, split_reductions, dot_merger,
-                 layout_assignment(contractions_read_strided, features_minor), fusion, dce)
+                 layout_assignment(contractions_read_strided, features_minor),
+                 fusion_keeping_views, dce)
 
 __all__ = ["cse", "dce", "dot_merger", "fold", "fusion", "layout_assignment", "legalize_broadcast",
            "simplify", "split_reductions",

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from jitc.ir import ops
 from jitc.ir.core import Builder, Function, Instruction, Module, Value
 from jitc.ir.opdef import OpDef, Trait
+from jitc.ir.views import slice_view_offset
 from jitc.passes.pipeline import module_pass
 from jitc.passes.rewrite import copy_instruction
 
@@ -75,8 +76,12 @@ class Group:
 
 
 class _Fuser:
-    def __init__(self, fn: Function) -> None:
+    def __init__(self, fn: Function, views: bool = False) -> None:
         self.fn = fn
+        # The backend reads a slice that is a contiguous block of its operand in place (a
+        # view): such a slice stays an instruction of its own instead of joining a kernel, so
+        # kernels that differ only in which block they read stay one shared body.
+        self.views = views
         self.users: dict[int, list[Instruction]] = {}
         for inst in fn.body:
             for v in inst.operands:
@@ -169,9 +174,12 @@ class _Fuser:
                 and self._reads_pointwise(group, producer) else None
         return None
 
+    def _is_view(self, inst: Instruction) -> bool:
+        return self.views and slice_view_offset(inst) is not None
+
     def _pull(self, group: Group, producer: Instruction) -> bool:
         if producer.op is ops.PARAMETER or id(producer) in self.group_of \
-                or group.has(producer):
+                or group.has(producer) or self._is_view(producer):
             return False
         if producer.op is ops.CONSTANT and not is_scalar_constant(producer.results[0]):
             return False  # array constants stay kernel inputs, passed by pointer
@@ -207,7 +215,7 @@ class _Fuser:
                         changed = True
 
     def _seed(self, inst: Instruction) -> Group | None:
-        if len(inst.results) != 1:
+        if len(inst.results) != 1 or self._is_view(inst):
             return None
         result = inst.results[0].type
         if inst.op in CONTRACTIONS:
@@ -395,4 +403,11 @@ def fusion(module: Module) -> Module:
     return _build(module, fn, _Fuser(fn).groups())
 
 
-__all__ = ["fusion", "ELEMENTAL", "CHEAP"]
+@module_pass("fusion")
+def fusion_keeping_views(module: Module) -> Module:
+    """fusion for a backend that reads contiguous slices in place (jitc.ir.views)."""
+    fn = module.entry
+    return _build(module, fn, _Fuser(fn, views=True).groups())
+
+
+__all__ = ["fusion", "fusion_keeping_views", "ELEMENTAL", "CHEAP"]

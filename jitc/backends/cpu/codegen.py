@@ -122,7 +122,7 @@ def lower_module(module: Module, num_threads: int = 1, name: str = "jitc",
     defined when `external_routines`."""
     assert partitions == 1 or not linkage.internal, "internal kernels must share one module"
     fn = module.entry
-    plan = plan_buffers(fn, donated, module)
+    plan = plan_buffers(fn, donated, module, views=True)
     parts = [ir.Module(name=name if p == 0 else f"{name}.{p}") for p in range(partitions)]
     if external_routines:
         for part in parts:
@@ -223,6 +223,10 @@ def _emit_entry(module: ir.Module, plan: BufferPlan, emitted: list[kernels.Kerne
     workspace = b.load(b.gep(buffers, [ir.Constant(I64, passed)], source_etype=PTR), typ=PTR)
     for slot, offset in plan.temp_offsets.items():
         pointer = b.gep(workspace, [ir.Constant(I64, offset)], source_etype=I8)
+        b.store(pointer, b.gep(frame, [ir.Constant(I64, slot)], source_etype=PTR))
+    for slot, (owner, offset) in sorted(plan.views.items()):
+        base = b.load(b.gep(frame, [ir.Constant(I64, owner)], source_etype=PTR), typ=PTR)
+        pointer = b.gep(base, [ir.Constant(I64, offset)], source_etype=I8)
         b.store(pointer, b.gep(frame, [ir.Constant(I64, slot)], source_etype=PTR))
     parallel_for = None
     for kernel in emitted:

@@ -14,6 +14,7 @@ import numpy as np
 
 from jitc.ir.core import Function, Instruction, Module, Value
 from jitc.ir.opdef import Trait
+from jitc.ir.views import slice_view_offset
 
 ALIGNMENT = 64
 
@@ -33,10 +34,13 @@ class BufferPlan:
     copies: list[tuple[Value, int]] = field(default_factory=list)  # (source, output slot)
     aliases: dict[int, Value] = field(default_factory=dict)  # id(bitcast value) -> its operand
     donations: dict[int, int] = field(default_factory=dict)  # result index -> argument index
+    # Views: frame slot -> (slot of the buffer it lies in, byte offset); see plan_buffers.
+    views: dict[int, tuple[int, int]] = field(default_factory=dict)
 
     @property
     def num_slots(self) -> int:
-        return self.num_args + self.num_outputs + len(self.constants) + len(self.temp_offsets)
+        return (self.num_args + self.num_outputs + len(self.constants) + len(self.temp_offsets)
+                + len(self.views))
 
     def slot(self, value: Value) -> int | None:
         return self.slots.get(id(value))
@@ -106,7 +110,7 @@ def _interval_overlaps(a: tuple[int, int], b: tuple[int, int]) -> bool:
 
 
 def plan_buffers(fn: Function, donated: frozenset[int] = frozenset(),
-                 program: Module | None = None) -> BufferPlan:
+                 program: Module | None = None, views: bool = False) -> BufferPlan:
     """Where every value lives: caller buffers for arguments and results, pointers for array
     constants, and offsets into one workspace for the rest.
 
@@ -114,7 +118,9 @@ def plan_buffers(fn: Function, donated: frozenset[int] = frozenset(),
     that only change the layout) share their operand's buffer. Temporaries whose lifetimes do
     not overlap share workspace bytes, and an elementwise op may write over an operand of the
     same type that dies there (in-place update). A result may be computed in place in a
-    donated argument's buffer when that is safe (see `_donation`).
+    donated argument's buffer when that is safe (see `_donation`). With `views`, a slice that
+    is a contiguous block of its operand (jitc.ir.views) is a pointer into the operand's buffer:
+    a frame slot of its own, set by the entry function to the operand's address plus an offset.
     """
     params = fn.parameters
     plan = BufferPlan(len(params), len(fn.outputs))
@@ -142,9 +148,15 @@ def plan_buffers(fn: Function, donated: frozenset[int] = frozenset(),
             plan.slots[id(inst.result)] = next_slot
             next_slot += 1
     # A bitcast aliases its operand's buffer (unless it is a result: results are fresh arrays).
+    offsets: dict[int, int] = {}  # id(view) -> byte offset into its operand
     for inst in fn.body:
-        if is_bitcast(inst) and id(inst.result) not in plan.slots:
+        if id(inst.results[0]) in plan.slots:
+            continue
+        view = slice_view_offset(inst) if views else None
+        if is_bitcast(inst) or view is not None:
             plan.aliases[id(inst.result)] = inst.operands[0]
+            if view:
+                offsets[id(inst.result)] = view * inst.result.type.dtype.itemsize
     def owner(v: Value) -> Value:
         while id(v) in plan.aliases:
             v = plan.aliases[id(v)]
@@ -165,12 +177,12 @@ def plan_buffers(fn: Function, donated: frozenset[int] = frozenset(),
                 continue
             start = position[id(inst)]
             temps.append((value, (start, last_use.get(id(value), start))))
-    offsets = _assign_offsets(fn, temps, plan, owner)
+    placed = _assign_offsets(fn, temps, plan, owner)
     for value, _ in temps:
         plan.slots[id(value)] = next_slot
-        plan.temp_offsets[next_slot] = offsets[id(value)]
+        plan.temp_offsets[next_slot] = placed[id(value)]
         next_slot += 1
-    return _resolve_aliases(plan, owner, fn)
+    return _resolve_aliases(plan, owner, fn, offsets, next_slot)
 
 
 def _assign_offsets(fn: Function, temps: list[tuple[Value, tuple[int, int]]],
@@ -227,10 +239,26 @@ def _in_place_pairs(fn: Function, intervals: dict[int, tuple[int, int]],
     return pairs
 
 
-def _resolve_aliases(plan: BufferPlan, owner: Callable[[Value], Value],
-                     fn: Function) -> BufferPlan:
+def _resolve_aliases(plan: BufferPlan, owner: Callable[[Value], Value], fn: Function,
+                     offsets: dict[int, int], next_slot: int) -> BufferPlan:
+    """Aliases take their owner's slot; one at an offset (a view, or a bitcast of one) gets a
+    slot of its own pointing into the owner's buffer (shared by every alias at that offset)."""
+    at_offset: dict[tuple[int, int], int] = {}
     for inst in fn.body:
         for value in inst.results:
-            if id(value) in plan.aliases:
-                plan.slots[id(value)] = plan.slots[id(owner(value))]
+            if id(value) not in plan.aliases:
+                continue
+            offset, v = 0, value
+            while id(v) in plan.aliases:
+                offset += offsets.get(id(v), 0)
+                v = plan.aliases[id(v)]
+            if offset == 0:
+                plan.slots[id(value)] = plan.slots[id(v)]
+            else:
+                place = (plan.slots[id(v)], offset)
+                if place not in at_offset:
+                    at_offset[place] = next_slot
+                    plan.views[next_slot] = place
+                    next_slot += 1
+                plan.slots[id(value)] = at_offset[place]
     return plan
