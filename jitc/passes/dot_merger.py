@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from jitc.ir import ops
 from jitc.ir.core import Builder, Function, Instruction, Module, Value
+from jitc.ir.views import slice_view_offset
 from jitc.passes.pipeline import module_pass
 from jitc.passes.rewrite import copy_instruction
 
@@ -70,6 +71,24 @@ def _groups(fn: Function) -> list[list[Instruction]]:
     return groups
 
 
+def _tiles(lhs: list[Value]) -> Value | None:
+    """The array whose consecutive contiguous blocks the lhs are, in order and covering it
+    all (an unrolled loop's x[0], x[1], ...), or None."""
+    whole, expected = None, 0
+    for v in lhs:
+        inst = v.producer
+        if inst.op is ops.RESHAPE and inst.operands[0].type.is_row_major and \
+                v.type.is_row_major:
+            inst = inst.operands[0].producer
+        offset = slice_view_offset(inst)
+        if offset is None or offset != expected or \
+                (whole is not None and inst.operands[0] is not whole):
+            return None
+        whole = inst.operands[0]
+        expected += v.type.size
+    return whole if whole is not None and expected == whole.type.size else None
+
+
 def _reads(inst: Instruction, first: dict[int, list[Instruction]]) -> list[Value]:
     """What `inst` needs computed before it: for a group's first member, every member's lhs
     and the shared rhs."""
@@ -119,8 +138,16 @@ def dot_merger(module: Module) -> Module:
     def merge(group: list[Instruction]) -> None:
         rhs = group[0].operands[1]
         builder.loc = group[0].loc
-        stacked = builder.emit(ops.CONCATENATE, [mapping[id(m.operands[0])] for m in group],
-                               {"dimension": 0})
+        lhs = [m.operands[0] for m in group]
+        rows_total = sum(v.type.shape[0] for v in lhs)
+        whole = _tiles(lhs)
+        if whole is not None:
+            # x[0], x[1], ... stacked is x itself, as rows: no copy.
+            stacked = builder.emit(ops.RESHAPE, [mapping[id(whole)]], {},
+                                   whole.type.with_shape((rows_total, lhs[0].type.shape[1])))
+        else:
+            stacked = builder.emit(ops.CONCATENATE, [mapping[id(v)] for v in lhs],
+                                   {"dimension": 0})
         product = builder.emit(ops.DOT_GENERAL, [stacked, mapping[id(rhs)]],
                                dict(group[0].attrs))
         row = 0
