@@ -32,7 +32,7 @@ def _key(inst: Instruction) -> tuple | None:
         return None
     lhs, rhs = inst.operands
     attrs = inst.attrs
-    if attrs["lhs_batch"] or attrs["rhs_batch"] or lhs.type.rank != 2 or \
+    if attrs["lhs_batch"] or attrs["rhs_batch"] or lhs.type.rank != 2 or rhs.type.rank != 2 or \
             list(attrs["lhs_contract"]) != [1] or lhs.type.dtype is not rhs.type.dtype or \
             lhs.type.shape[0] > MAX_MERGED_ROWS:  # type: ignore[arg-type]
         return None
@@ -100,12 +100,20 @@ def _reads(inst: Instruction, first: dict[int, list[Instruction]]) -> list[Value
 
 @module_pass("dot_merger")
 def dot_merger(module: Module) -> Module:
+    """Merges one group at a time, finding groups again after each merge: groups may depend
+    on one another (a member of one reading a member of another), and only a fresh look at
+    the merged program says which products are still independent."""
+    while True:
+        groups = _groups(module.entry)
+        if not groups:
+            return module
+        module = _merge(module, groups[0])
+
+
+def _merge(module: Module, group: list[Instruction]) -> Module:
     fn = module.entry
-    groups = _groups(fn)
-    if not groups:
-        return module
-    first = {id(g[0]): g for g in groups}
-    merged_away = {id(m) for g in groups for m in g}
+    first = {id(group[0]): group}
+    merged_away = {id(m) for m in group}
     producers = {id(v): inst for inst in fn.body for v in inst.results}
     new_fn = Function(fn.name)
     builder = Builder(new_fn)

@@ -62,3 +62,24 @@ def test_views_take_no_kernel_and_no_workspace() -> None:
     assert not any("slice" in k.name or "loop" in k.name for k in lowering.kernels)
     for got, want in zip(compiled(x, w), steps(x, w), strict=True):
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
+def read_after_overwrite(p):
+    s = p[4:8]           # a view of p, read after p * 2 could have been written over p
+    y = p * 2.0
+    return y, s * 3.0 + 1.0
+
+
+@pytest.mark.parametrize("fn", [
+    read_after_overwrite,
+    lambda p: p * p[0:1],                   # the producer reads a view of p besides p
+    lambda p: p * p[7:8],                   # ... at an offset, from several threads
+    lambda p: (p * 2.0, p.T.sum(axis=0)),   # a bitcast of p read after p's last direct use
+], ids=["view-read-later", "view-in-producer", "view-at-offset", "bitcast-read-later"])
+def test_a_donated_argument_is_not_overwritten_while_a_view_of_it_is_read(fn) -> None:
+    x = np.arange(1.0, 1.0 + 8 * 4096).reshape(8, 4096)
+    want = fn(x.copy())
+    got = jitc.jit(fn, donate_argnums=0, num_threads=2)(x.copy())
+    for g, w in zip(got if isinstance(got, tuple) else (got,),
+                    want if isinstance(want, tuple) else (want,), strict=True):
+        np.testing.assert_array_equal(g, w)

@@ -133,3 +133,39 @@ def test_an_unrolled_rnn_makes_one_input_product_and_matches_numpy() -> None:
         # x[0], ..., x[6] stacked is x itself: a reshape, not a copy.
         assert top[0].operands[0].producer.op is ops.RESHAPE
         np.testing.assert_allclose(f(*typed), rnn(*typed), rtol=tol, atol=tol)
+
+
+def _random(*shape: int) -> np.ndarray:
+    return np.random.default_rng(sum(shape)).standard_normal(shape).astype(np.float32)
+
+
+def crossing(x1, y1, y2, wa, wb):
+    """Two groups, one reading a member of the other."""
+    a1 = x1 @ wa
+    b1 = y1 @ wb
+    b2 = y2 @ wb
+    a2 = np.tanh(b2) @ wa
+    return a1, b1, a2
+
+
+def interlocked(x1, y2, wa, wb):
+    """Each group needs a member of the other: at most one of them can merge."""
+    a1 = x1 @ wa
+    b2 = y2 @ wb
+    b1 = np.tanh(a1) @ wb
+    a2 = np.tanh(b2) @ wa
+    return a1, b1, b2, a2
+
+
+def three_dimensional_rhs(a, b, w):
+    return np.tensordot(a, w, 1), np.tensordot(b, w, 1)
+
+
+def test_groups_that_depend_on_each_other_and_other_ranks_compile_and_match() -> None:
+    cases = [(crossing, (_random(4, 8), _random(4, 8), _random(4, 8), _random(8, 8),
+                         _random(8, 8))),
+             (interlocked, (_random(4, 8), _random(4, 8), _random(8, 8), _random(8, 8))),
+             (three_dimensional_rhs, (_random(4, 8), _random(4, 8), _random(8, 3, 2)))]
+    for fn, args in cases:
+        for got, want in zip(jitc.jit(fn)(*args), fn(*args), strict=True):
+            np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)

@@ -62,11 +62,18 @@ def is_bitcast(inst: Instruction) -> bool:
     return [perm[d] for d in result.layout] == list(operand.layout)  # type: ignore[index]
 
 
+def _is_alias(inst: Instruction, views: bool) -> bool:
+    """Whether `inst` only names (part of) its operand's buffer: a bitcast, or a view."""
+    return is_bitcast(inst) or (views and slice_view_offset(inst) is not None)
+
+
 def _donation(fn: Function, value: Value, donated: frozenset[int] | set[int],
-              program: Module | None) -> int | None:
+              program: Module | None, views: bool) -> int | None:
     """A donated argument whose buffer can hold `value`: same type, row-major, read for the
     last time by the kernel that computes `value`, and read by it only at the element it
-    writes (so writing element i never clobbers an element still to be read)."""
+    writes (so writing element i never clobbers an element still to be read). Reads through
+    a bitcast or a view of the argument count as reads of it, where their kernel runs; the
+    producer may read the argument only directly."""
     producer = value.producer
     params = fn.parameters
     position = {id(inst): n for n, inst in enumerate(fn.body)}
@@ -76,7 +83,15 @@ def _donation(fn: Function, value: Value, donated: frozenset[int] | set[int],
         p = params[index]
         if p.type != value.type or not p.type.is_row_major or any(v is p for v in fn.outputs):
             continue
-        users = [inst for inst in fn.body if any(v is p for v in inst.operands)]
+        names = {id(p)}  # p and every alias of (part of) its buffer
+        for inst in fn.body:
+            if _is_alias(inst, views) and id(inst.operands[0]) in names:
+                names.add(id(inst.results[0]))
+        if any(id(v) in names and v is not p for v in fn.outputs) or \
+                any(id(v) in names and v is not p for v in producer.operands):
+            continue
+        users = [inst for inst in fn.body if not _is_alias(inst, views) and
+                 any(id(v) in names for v in inst.operands)]
         if not users or max(position[id(u)] for u in users) != position[id(producer)]:
             continue
         if _reads_in_step(producer, [n for n, v in enumerate(producer.operands) if v is p],
@@ -134,7 +149,7 @@ def plan_buffers(fn: Function, donated: frozenset[int] = frozenset(),
         if id(value) in plan.slots or producer in ("parameter", "constant"):
             plan.copies.append((value, slot))
             continue
-        donor = _donation(fn, value, donated - taken, program)
+        donor = _donation(fn, value, donated - taken, program, views)
         if donor is not None:
             taken.add(donor)
             plan.donations[n] = donor
