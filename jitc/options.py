@@ -4,7 +4,8 @@ Environment variables are read here and nowhere else:
 - `JITC_DUMP_DIR`: write the IR after every pass of every compilation to this folder
   (one subfolder per compiled function).
 - `JITC_BACKEND`: the default backend when `jitc.jit` is not given one.
-- `JITC_NUM_THREADS`: threads the CPU backend may use (default: the number of CPUs).
+- `JITC_NUM_THREADS`: threads the CPU backend may use (default: the CPUs this process may run
+  on).
 - `JITC_COMPILE_THREADS`: threads the CPU backend compiles LLVM modules on (default: the
   number of CPUs, at most 4); not part of the cache key, the machine code is the same.
 - `JITC_CACHE_DIR`: where the GEMM routines' objects are cached (default
@@ -32,7 +33,7 @@ class Options:
     # Argument positions (flattened array arguments) whose buffers results may reuse.
     donated: frozenset[int] = frozenset()
     num_threads: int = field(default_factory=lambda: int(os.environ.get("JITC_NUM_THREADS")
-                                                         or os.cpu_count() or 1))
+                                                         or usable_cpus()))
 
     def with_(self, **changes: object) -> Options:
         return replace(self, **changes)  # type: ignore[arg-type]
@@ -56,3 +57,12 @@ def cache_dir() -> str | None:
         return configured
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return os.path.join(base, "jitc")
+
+
+def usable_cpus() -> int:
+    """The CPUs this process may run on (taskset, cgroups' cpusets), not all the machine has:
+    more threads than that only queue behind each other."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):  # no sched_getaffinity on this platform
+        return os.cpu_count() or 1

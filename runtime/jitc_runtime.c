@@ -143,13 +143,18 @@ static uint64_t next_section(uint64_t seen, int id) {
  * gets an affinity without that CPU, which moves it at once; the worker restores its own
  * affinity as soon as it runs. */
 #ifdef __linux__
-static cpu_set_t allowed_cpus;              /* the process's affinity when the pool started */
+static cpu_set_t saved_cpus[JITC_MAX_THREADS];  /* a narrowed worker's own affinity before */
 static atomic_int narrowed[JITC_MAX_THREADS];
 #endif
 
 static void keep_off(int w, int cpu) {
 #ifdef __linux__
-    cpu_set_t elsewhere = allowed_cpus;
+    if (atomic_load_explicit(&narrowed[w], memory_order_acquire))
+        return;  /* already kept off a CPU, not yet run since */
+    cpu_set_t elsewhere;
+    if (pthread_getaffinity_np(worker_threads[w], sizeof elsewhere, &elsewhere) != 0)
+        return;
+    saved_cpus[w] = elsewhere;
     CPU_CLR(cpu, &elsewhere);
     if (CPU_COUNT(&elsewhere) > 0 &&
         pthread_setaffinity_np(worker_threads[w], sizeof elsewhere, &elsewhere) == 0)
@@ -162,11 +167,39 @@ static void keep_off(int w, int cpu) {
 
 static void restore_affinity(int id) {
 #ifdef __linux__
-    if (atomic_exchange_explicit(&narrowed[id], 0, memory_order_acquire))
-        sched_setaffinity(0, sizeof allowed_cpus, &allowed_cpus);
+    if (atomic_load_explicit(&narrowed[id], memory_order_acquire)) {
+        sched_setaffinity(0, sizeof saved_cpus[id], &saved_cpus[id]);
+        atomic_store_explicit(&narrowed[id], 0, memory_order_release);
+    }
 #else
     (void)id;
 #endif
+}
+
+/* A forked child has none of the parent's threads, and its copies of the locks may be held by
+ * threads that no longer exist: it starts an empty pool. */
+static void reset_in_child(void) {
+    pthread_mutex_init(&section_lock, NULL);
+    pthread_mutex_init(&lock, NULL);
+    pthread_cond_init(&work_ready, NULL);
+    pthread_cond_init(&work_done, NULL);
+    workers = 0;
+    sleepers = 0;
+    atomic_store_explicit(&ticket, 0, memory_order_relaxed);  /* new workers wait past phase 0 */
+    atomic_store_explicit(&chunks_done, 0, memory_order_relaxed);
+    atomic_store_explicit(&caller_sleeping, 0, memory_order_relaxed);
+    for (int w = 0; w < JITC_MAX_THREADS; w++) {
+        atomic_store_explicit(&worker_cpu[w], -1, memory_order_relaxed);
+#ifdef __linux__
+        atomic_store_explicit(&narrowed[w], 0, memory_order_relaxed);
+#endif
+    }
+}
+
+static pthread_once_t fork_handler_once = PTHREAD_ONCE_INIT;
+
+static void register_fork_handler(void) {
+    pthread_atfork(NULL, NULL, reset_in_child);
 }
 
 static void *worker_main(void *arg) {
@@ -182,10 +215,6 @@ static void *worker_main(void *arg) {
 }
 
 static void ensure_workers(int64_t wanted) {
-#ifdef __linux__
-    if (workers == 0 && sched_getaffinity(0, sizeof allowed_cpus, &allowed_cpus) != 0)
-        CPU_ZERO(&allowed_cpus);  /* then workers are never narrowed */
-#endif
     while (workers < wanted && workers < JITC_MAX_THREADS - 1) {
         pthread_t thread;
         pthread_attr_t attr;
@@ -211,6 +240,7 @@ void jitc_parallel_for(jitc_task task, void *frame, int64_t n, int64_t threads) 
             task(frame, 0, n);
         return;
     }
+    pthread_once(&fork_handler_once, register_fork_handler);
     pthread_mutex_lock(&section_lock);
     pthread_mutex_lock(&lock);
     ensure_workers(threads - 1);

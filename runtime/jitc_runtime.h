@@ -11,9 +11,10 @@ extern "C" {
 /* A kernel computes the part of its output whose outermost index is in [begin, end). */
 typedef void (*jitc_task)(void *frame, int64_t begin, int64_t end);
 
-/* Run task over [0, n) split into `threads` contiguous chunks, one per thread, and return when
- * all are done. The calling thread runs the first chunk. Safe to call from several threads at
- * once (parallel sections are then serialised). */
+/* Run task over [0, n) split into `threads` contiguous chunks and return when all are done.
+ * The chunk boundaries depend only on n and `threads`; the calling thread and the pool's
+ * workers claim chunks until none is left. Safe to call from several threads at once
+ * (parallel sections are then serialised), and in a child after fork (it starts a new pool). */
 void jitc_parallel_for(jitc_task task, void *frame, int64_t n, int64_t threads);
 
 /* Number of worker threads started so far (the pool grows on demand, never shrinks). */

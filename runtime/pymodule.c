@@ -175,6 +175,11 @@ static int read_specs(PyObject *seq, ArraySpec **out, Py_ssize_t *count) {
     Py_ssize_t n = PySequence_Fast_GET_SIZE(fast);
     *out = calloc(n ? n : 1, sizeof(ArraySpec));
     *count = n;
+    if (!*out) {
+        Py_DECREF(fast);
+        PyErr_NoMemory();
+        return -1;
+    }
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *item = PySequence_Fast_GET_ITEM(fast, i);
         PyObject *shape;
@@ -229,6 +234,10 @@ static int Dispatcher_init(Dispatcher *self, PyObject *args, PyObject *kwds) {
     self->const_refs = PySequence_Tuple(fast);
     Py_DECREF(fast);
     self->donated_from = malloc((self->nouts ? self->nouts : 1) * sizeof(Py_ssize_t));
+    if (!self->donated_from) {
+        PyErr_NoMemory();
+        return -1;
+    }
     for (Py_ssize_t i = 0; i < self->nouts; i++) self->donated_from[i] = -1;
     if (donations && donations != Py_None) {
         PyObject *items = PySequence_Fast(donations, "donations must be a sequence");
@@ -237,6 +246,12 @@ static int Dispatcher_init(Dispatcher *self, PyObject *args, PyObject *kwds) {
             self->donated_from[i] = PyLong_AsSsize_t(PySequence_Fast_GET_ITEM(items, i));
         Py_DECREF(items);
         if (PyErr_Occurred()) return -1;
+        for (Py_ssize_t i = 0; i < self->nouts; i++) {
+            if (self->donated_from[i] >= self->nargs) {
+                PyErr_SetString(PyExc_ValueError, "a donation names no argument");
+                return -1;
+            }
+        }
     }
     for (Py_ssize_t i = 0; i < self->nouts; i++)
         if (self->donated_from[i] < 0 && spec_bytes(&self->outs[i]) >= RECYCLE_MIN_BYTES)
@@ -338,8 +353,9 @@ static PyObject *Dispatcher_call(Dispatcher *self, PyObject *call_args, PyObject
     }
     if (previous_handler) {
         PyObject *ours = PyDataMem_SetHandler(previous_handler);
-        Py_XDECREF(ours);
         Py_DECREF(previous_handler);
+        if (!ours) goto fail;
+        Py_DECREF(ours);
     }
     for (Py_ssize_t i = 0; i < self->nouts; i++)
         if (!PyTuple_GET_ITEM(results, i)) goto fail;

@@ -266,3 +266,27 @@ def test_gemm_routines_are_cached_on_disk_and_a_damaged_entry_is_recompiled(
     monkeypatch.setenv("JITC_CACHE_DIR", "off")
     np.testing.assert_allclose(fresh_product(), a @ b, rtol=1e-5, atol=1e-5)
     objects._routines.clear()
+
+
+def test_a_forked_child_gets_a_pool_of_its_own() -> None:
+    """The parent's workers do not exist in a child: it must start its own, with its
+    affinity left alone, and compute correctly."""
+    import subprocess
+    import sys
+    import textwrap
+
+    script = textwrap.dedent("""
+        import os, numpy as np, jitc
+        f = jitc.jit(lambda x: np.exp(x) * 2.0 + 1.0, num_threads=2)
+        x = np.ones((512, 1024), np.float32)
+        f(x)
+        before = os.sched_getaffinity(0)
+        pid = os.fork()
+        if pid == 0:
+            ok = all(np.allclose(f(x), np.exp(x) * 2 + 1) for _ in range(5))
+            os._exit(0 if ok and os.sched_getaffinity(0) == before else 1)
+        _, status = os.waitpid(pid, 0)
+        raise SystemExit(os.waitstatus_to_exitcode(status))
+        """)
+    done = subprocess.run([sys.executable, "-c", script], timeout=120)
+    assert done.returncode == 0
