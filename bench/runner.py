@@ -20,7 +20,7 @@ import numpy as np
 
 from bench.workloads import Workload
 
-ROUNDS = 3          # interleaved measurement rounds per workload
+ROUNDS = 5          # interleaved measurement rounds per workload
 QUIET_STEP = 0.01   # seconds per idle probe
 QUIET_MAX = 1.0     # give up waiting for a quiet process after this long
 WARM_UP_BELOW = 0.05  # calls faster than this get an untimed warm-up call in every round
