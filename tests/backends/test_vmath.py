@@ -23,6 +23,8 @@ from hypothesis import strategies as st
 from llvmlite import ir
 
 from jitc.backends.llvm import vmath
+from jitc.backends.llvm.target import host_has
+from jitc.backends.llvm.vmath_base import scale_with_ldexp
 
 F32, F64 = np.float32, np.float64
 UNARY = ["exp", "expm1", "log", "log1p", "tanh", "logistic", "sin", "cos"]
@@ -92,9 +94,13 @@ def parse_for(module: ir.Module, tm: llvm.TargetMachine) -> llvm.ModuleRef:
 class Kernel:
     """A JIT-compiled elementwise loop; keeps its execution engine alive."""
 
-    def __init__(self, name: str, dtype: type, optimize: bool = True) -> None:
+    def __init__(self, name: str, dtype: type, optimize: bool = True,
+                 native_ldexp: bool | None = None) -> None:
         self.dtype = dtype
         module = ir.Module(name=f"test_{name}")
+        # Like the CPU backend: scaling by llvm.ldexp where the host has vscalef.
+        if host_has("avx512f") if native_ldexp is None else native_ldexp:
+            scale_with_ldexp(module)
         build_loop(module, "kernel", name, _ir_type(dtype))
         tm = host_target_machine(3 if optimize else 0)
         mod = parse_for(module, tm)
@@ -117,8 +123,9 @@ class Kernel:
 
 
 @cache
-def kernel(name: str, dtype: type, optimize: bool = True) -> Kernel:
-    return Kernel(name, dtype, optimize)
+def kernel(name: str, dtype: type, optimize: bool = True,
+           native_ldexp: bool | None = None) -> Kernel:
+    return Kernel(name, dtype, optimize, native_ldexp)
 
 
 # -- references and ulp errors -------------------------------------------------------
@@ -642,3 +649,24 @@ def test_docstring_table_matches_bounds() -> None:
         assert row is not None, f"{name} missing from the table"
         numbers = [float(v) for v in re.findall(r"<= ([\d.]+)", row)]
         assert numbers[:2] == [b32, b64], f"{name}: table says {numbers}, tests use {b32, b64}"
+
+
+@pytest.mark.skipif(not host_has("avx512f"), reason="the host has no AVX-512 (vscalef)")
+@pytest.mark.parametrize("name", ["exp", "tanh", "logistic", "pow"])
+@pytest.mark.parametrize("dtype", [F32, F64])
+def test_scaling_by_ldexp_gives_the_same_bits(name: str, dtype: type) -> None:
+    """scale() as llvm.ldexp (one vscalef) against two exact half-size multiplications:
+    both round p * 2**n once, so every result, subnormal and overflowing ones included,
+    must be identical."""
+    rng = np.random.default_rng(7)
+    fi = np.finfo(dtype)
+    top = 750.0 if dtype is F64 else 105.0
+    x = np.concatenate([rng.uniform(-top, top, 200_000), rng.standard_normal(50_000),
+                        np.array([0.0, -0.0, np.inf, -np.inf, np.nan, fi.max, -fi.max,
+                                  fi.tiny, -fi.tiny])]).astype(dtype)
+    with np.errstate(invalid="ignore"):  # inf % 4 is nan: a case like any other
+        args = (x,) if name != "pow" else (np.abs(x) % 4, rng.uniform(-200, 200, x.size))
+    native = kernel(name, dtype, native_ldexp=True)(*args)
+    portable = kernel(name, dtype, native_ldexp=False)(*args)
+    np.testing.assert_array_equal(native.view(f"u{dtype().itemsize}"),
+                                  portable.view(f"u{dtype().itemsize}"))

@@ -87,7 +87,8 @@ class CpuBackend:
         # they call are compiled once per process (objects.py). Neither changes the code of
         # any function: only where it is compiled.
         lowering = lower_module(module, threads, donated=options.donated,
-                                partitions=compile_threads(), external_routines=True)
+                                partitions=compile_threads(), external_routines=True,
+                                native_ldexp=target.host_has("avx512f"))
         routines = {r for part in lowering.parts for r in declared_routines(part)}
         if len(lowering.parts) == 1 and not routines:
             return self._compile_whole(module, lowering)

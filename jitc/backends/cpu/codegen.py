@@ -29,6 +29,7 @@ from jitc.backends.cpu.fusions import emit_fusion, fusion_buffers
 from jitc.backends.cpu.plan import ALIGNMENT, BufferPlan, plan_buffers
 from jitc.backends.llvm.elemental import RULES
 from jitc.backends.llvm.types import I8, I64, PTR, VOID
+from jitc.backends.llvm.vmath_base import scale_with_ldexp
 from jitc.ir.core import Instruction, Module
 from jitc.ir.ops import FUSION
 from jitc.ir.printer import print_module
@@ -116,7 +117,8 @@ def _strip_locations(text: str) -> str:
 
 def lower_module(module: Module, num_threads: int = 1, name: str = "jitc",
                  linkage: Linkage = Linkage(), donated: frozenset[int] = frozenset(),
-                 partitions: int = 1, external_routines: bool = False) -> Lowering:
+                 partitions: int = 1, external_routines: bool = False,
+                 native_ldexp: bool = False) -> Lowering:
     """The LLVM IR of `module`: its kernels spread over up to `partitions` modules (each new
     kernel goes to the one with the least code so far), the GEMM routines declared rather than
     defined when `external_routines`."""
@@ -124,6 +126,9 @@ def lower_module(module: Module, num_threads: int = 1, name: str = "jitc",
     fn = module.entry
     plan = plan_buffers(fn, donated, module, views=True)
     parts = [ir.Module(name=name if p == 0 else f"{name}.{p}") for p in range(partitions)]
+    if native_ldexp:  # the target scales vectors by powers of two in one instruction
+        for part in parts:
+            scale_with_ldexp(part)
     if external_routines:
         for part in parts:
             gemm_routines.declare_externally(part)

@@ -42,6 +42,11 @@ def host_cpu() -> tuple[str, str]:
     return llvm.get_host_cpu_name(), llvm.get_host_cpu_features().flatten()
 
 
+def host_has(feature: str) -> bool:
+    """Whether the host CPU has `feature` (LLVM's name, e.g. "avx512f")."""
+    return f"+{feature}" in host_cpu()[1].split(",")
+
+
 def tuning_options(speed_level: int = 3) -> llvm.PipelineTuningOptions:
     """-O3 with loop and SLP vectorization.
 

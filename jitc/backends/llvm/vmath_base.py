@@ -12,6 +12,7 @@ f64, and vectors for free.
 from __future__ import annotations
 
 import struct
+import weakref
 from collections.abc import Callable, Sequence
 
 from llvmlite import ir
@@ -52,6 +53,17 @@ def round_to(value: float, is_f64: bool) -> float:
     return struct.unpack("<f", struct.pack("<f", value))[0]
 
 
+# Modules compiled for a target whose vectors scale by powers of two in one instruction
+# (AVX-512's vscalef): there `scale` is llvm.ldexp. Elsewhere LLVM would expand a vector ldexp
+# into calls of libm's ldexpf, so the portable form stays the default.
+_NATIVE_LDEXP: weakref.WeakSet[ir.Module] = weakref.WeakSet()
+
+
+def scale_with_ldexp(module: ir.Module) -> None:
+    """Let the math emitted into `module` scale with llvm.ldexp (see _NATIVE_LDEXP)."""
+    _NATIVE_LDEXP.add(module)
+
+
 class MathBuilder:
     """An ``ir.IRBuilder`` bound to one float type, with the vocabulary kernels need.
 
@@ -73,6 +85,7 @@ class MathBuilder:
         # Exponent arithmetic is done in i32 even for doubles: f64 -> i32 conversion
         # vectorizes on every x86 level, f64 -> i64 needs AVX-512DQ.
         self.i32 = self.shaped(ir.IntType(32))
+        self.native_ldexp = builder.module in _NATIVE_LDEXP
 
     # -- types and constants -------------------------------------------------------
 
@@ -130,8 +143,11 @@ class MathBuilder:
         Kernels clamp before ``fptosi`` so that NaN or huge inputs cannot create poison;
         the NaN itself is restored by a final select.
         """
-        x = self.intrinsic("maxnum", x, self.const(lo))
-        return self.intrinsic("minnum", x, self.const(hi))
+        # Ordered compares and selects, not maxnum/minnum: NaN goes to `lo` either way, but
+        # these are one vmaxps/vminps each on x86, where maxnum costs three instructions.
+        low, high = self.const(lo), self.const(hi)
+        x = self.b.select(self.b.fcmp_ordered(">", x, low), x, low)
+        return self.b.select(self.b.fcmp_ordered("<", x, high), x, high)
 
     # -- arithmetic and comparisons ---------------------------------------------------
 
@@ -215,6 +231,13 @@ class MathBuilder:
         ``p * 2**(n//2)`` is exact, results that land in the subnormal range are rounded
         only once.
         """
+        if self.native_ldexp:
+            # One rounding of the exact p * 2**n, as below: the same bits, one instruction.
+            exponent = f"v{self.lanes}i32" if self.lanes else "i32"
+            name = f"llvm.ldexp.{type_tag(self.ty)}.{exponent}"
+            fn = self.b.module.globals.get(name) or ir.Function(
+                self.b.module, ir.FunctionType(self.ty, [self.ty, self.i32]), name)
+            return self.b.call(fn, [p, n])
         half = self.b.ashr(n, self.iconst(1, self.i32))
         rest = self.b.sub(n, half)
         return self.mul(self.mul(p, self.pow2(half)), self.pow2(rest))
