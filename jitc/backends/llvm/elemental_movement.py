@@ -1,0 +1,184 @@
+"""Elemental rules for data movement: broadcasts, reshapes, transposes, slices, padding,
+concatenation, reversal, dynamic slices and gathers. Each computes which operand element an
+output element comes from; importing this module registers them in elemental.RULES."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from llvmlite import ir
+
+from jitc.backends.llvm.elemental import ElementalEmitter, Index, rule
+from jitc.backends.llvm.types import I1, I64
+from jitc.ir.core import Instruction, Value
+
+# -- data movement ---------------------------------------------------------------------------
+
+@rule("broadcast_in_dim")
+def _broadcast(e: ElementalEmitter, inst: Instruction, index: Index) -> ir.Value:
+    operand, result = inst.operands[0].type, inst.results[0].type
+    zero = e.index_const(0)
+    mapped = [zero if operand.shape[i] == 1 and result.shape[d] != 1 else index[d]
+              for i, d in enumerate(inst.attrs["dims"])]  # type: ignore[arg-type]
+    return e.operand(inst, 0, mapped)
+
+
+def delinearize(b: ir.IRBuilder, linear: ir.Value, shape: Sequence[int]) -> Index:
+    """Row-major multi-index of a linear position."""
+    out: Index = []
+    for d in reversed(shape):
+        if d == 1:
+            out.append(ir.Constant(I64, 0))
+            continue
+        size = ir.Constant(I64, d)
+        out.append(b.urem(linear, size))
+        linear = b.udiv(linear, size)
+    return out[::-1]
+
+
+def linearize(b: ir.IRBuilder, index: Index, shape: Sequence[int]) -> ir.Value:
+    linear: ir.Value = ir.Constant(I64, 0)
+    for i, d in zip(index, shape):
+        linear = b.add(b.mul(linear, ir.Constant(I64, d)), i)
+    return linear
+
+
+@rule("reshape")
+def _reshape(e: ElementalEmitter, inst: Instruction, index: Index) -> ir.Value:
+    operand, result = inst.operands[0].type, inst.results[0].type
+    # Only inserting or removing size-1 dimensions needs no arithmetic.
+    if [d for d in operand.shape if d != 1] == [d for d in result.shape if d != 1]:
+        kept = [i for i, d in zip(index, result.shape) if d != 1]
+        it = iter(kept)
+        mapped = [e.index_const(0) if d == 1 else next(it) for d in operand.shape]
+        return e.operand(inst, 0, mapped)
+    linear = linearize(e.builder, index, result.shape)
+    return e.operand(inst, 0, delinearize(e.builder, linear, operand.shape))
+
+
+@rule("transpose")
+def _transpose(e: ElementalEmitter, inst: Instruction, index: Index) -> ir.Value:
+    perm = inst.attrs["permutation"]
+    mapped: Index = [e.index_const(0)] * len(perm)  # type: ignore[arg-type]
+    for i, p in enumerate(perm):  # type: ignore[arg-type]
+        mapped[p] = index[i]
+    return e.operand(inst, 0, mapped)
+
+
+@rule("slice")
+def _slice(e: ElementalEmitter, inst: Instruction, index: Index) -> ir.Value:
+    b = e.builder
+    stride = inst.attrs["stride"] or (1,) * len(index)  # type: ignore[operator]
+    mapped = []
+    for i, start, step in zip(index, inst.attrs["start"], stride):  # type: ignore[arg-type]
+        v = i if step == 1 else b.mul(i, e.index_const(step))
+        mapped.append(v if start == 0 else b.add(v, e.index_const(start)))
+    return e.operand(inst, 0, mapped)
+
+
+@rule("reverse")
+def _reverse(e: ElementalEmitter, inst: Instruction, index: Index) -> ir.Value:
+    shape = inst.results[0].type.shape
+    dims = set(inst.attrs["dims"])  # type: ignore[arg-type]
+    b = e.builder
+    mapped = [b.sub(e.index_const(shape[a] - 1), i) if a in dims else i
+              for a, i in enumerate(index)]
+    return e.operand(inst, 0, mapped)
+
+
+@rule("pad")
+def _pad(e: ElementalEmitter, inst: Instruction, index: Index) -> ir.Value:
+    b = e.builder
+    operand = inst.operands[0].type
+    fill = e.scalar(inst.operands[1])
+    if operand.size == 0:
+        return fill
+    interior = inst.attrs["interior"] or (0,) * operand.rank  # type: ignore[operator]
+    inside: ir.Value = ir.Constant(I1, 1)
+    mapped = []
+    for a, i in enumerate(index):
+        low, gap, size = inst.attrs["low"][a], interior[a] + 1, operand.shape[a]  # type: ignore
+        shifted = b.sub(i, e.index_const(low))
+        position = b.sdiv(shifted, e.index_const(gap)) if gap > 1 else shifted
+        ok = b.and_(b.icmp_signed(">=", shifted, e.index_const(0)),
+                    b.icmp_signed("<", position, e.index_const(size)))
+        if gap > 1:
+            ok = b.and_(ok, b.icmp_signed("==", b.srem(shifted, e.index_const(gap)),
+                                          e.index_const(0)))
+        inside = b.and_(inside, ok)
+        mapped.append(e.clamp_index(position, 0, size - 1))
+    # The load uses a clamped index, so it stays in bounds whether or not it is selected.
+    return b.select(inside, e.operand(inst, 0, mapped), fill)
+
+
+@rule("concatenate")
+def _concatenate(e: ElementalEmitter, inst: Instruction, index: Index) -> ir.Value:
+    b = e.builder
+    axis = inst.attrs["dimension"]
+    position = index[axis]  # type: ignore[index]
+    result: ir.Value | None = None
+    start = 0
+    pieces = []
+    for n, v in enumerate(inst.operands):
+        size = v.type.shape[axis]  # type: ignore[index]
+        if size:
+            pieces.append((n, start, size))
+        start += size
+    for n, begin, size in reversed(pieces):
+        local = e.clamp_index(b.sub(position, e.index_const(begin)), 0, size - 1)
+        mapped = list(index)
+        mapped[axis] = local  # type: ignore[index]
+        value = e.operand(inst, n, mapped)
+        if result is None:
+            result = value
+        else:
+            result = b.select(b.icmp_signed("<", position, e.index_const(begin + size)),
+                              value, result)
+    assert result is not None, "concatenate of empty operands has no elements"
+    return result
+
+
+def _clamped_starts(e: ElementalEmitter, starts: Sequence[Value], shape: Sequence[int],
+                    sizes: Sequence[int]) -> Index:
+    out = []
+    for v, dim, size in zip(starts, shape, sizes):
+        raw = e.to_index(e.scalar(v), v.type.dtype)
+        out.append(e.clamp_index(raw, 0, dim - size))
+    return out
+
+
+@rule("dynamic_slice")
+def _dynamic_slice(e: ElementalEmitter, inst: Instruction, index: Index) -> ir.Value:
+    operand = inst.operands[0].type
+    starts = _clamped_starts(e, inst.operands[1:], operand.shape,
+                             inst.attrs["sizes"])  # type: ignore[arg-type]
+    b = e.builder
+    return e.operand(inst, 0, [b.add(s, i) for s, i in zip(starts, index)])
+
+
+@rule("dynamic_update_slice")
+def _dynamic_update_slice(e: ElementalEmitter, inst: Instruction, index: Index) -> ir.Value:
+    operand, update = inst.operands[0].type, inst.operands[1].type
+    if update.size == 0:
+        return e.operand(inst, 0, index)
+    starts = _clamped_starts(e, inst.operands[2:], operand.shape, update.shape)
+    b = e.builder
+    inside: ir.Value = ir.Constant(I1, 1)
+    local = []
+    for i, s, size in zip(index, starts, update.shape):
+        offset = b.sub(i, s)
+        inside = b.and_(inside, b.icmp_unsigned("<", offset, e.index_const(size)))
+        local.append(e.clamp_index(offset, 0, size - 1))
+    return b.select(inside, e.operand(inst, 1, local), e.operand(inst, 0, index))
+
+
+@rule("gather")
+def _gather(e: ElementalEmitter, inst: Instruction, index: Index) -> ir.Value:
+    operand, indices = inst.operands[0].type, inst.operands[1].type
+    axis = inst.attrs["axis"]
+    k = indices.rank
+    raw = e.value_at(inst.operands[1], index[axis:axis + k])  # type: ignore[misc]
+    position = e.clamp_index(e.to_index(raw, indices.dtype), 0,
+                             operand.shape[axis] - 1)  # type: ignore[index]
+    mapped = index[:axis] + [position] + index[axis + k:]  # type: ignore[operator]
+    return e.operand(inst, 0, mapped)
