@@ -64,9 +64,11 @@ def emit_fusion(module: ir.Module, plan: BufferPlan, name: str, inst: Instructio
 
 
 def _row_kernel(ctx: KernelContext, body: Function, inst: Instruction) -> Kernel:
-    """One row at a time: each reduction of the row accumulates into registers (in program
-    order, so later reductions can use earlier results, as layernorm's variance uses its
-    mean), then the row's outputs are computed from the input and those registers."""
+    """One row at a time: each reduction of the row accumulates in lanes (lanes.py), in
+    program order, so later reductions can use earlier results (layernorm's variance uses its
+    mean); a reduced transcendental that the outputs also need is kept in a row buffer on the
+    stack (`_worth_keeping`), and the last reduction pass prefetches the next row. Then the
+    row's outputs are computed from the input, the reduced values and the row buffers."""
     b = ctx.builder
     reduces = [i for i in body.body if i.op is ops.REDUCE]
     full = reduces[0].operands[0].type
