@@ -12,7 +12,9 @@ import os
 import platform
 import sys
 import time
+from pathlib import Path
 
+RESULTS = Path(__file__).resolve().parent / "results.json"
 ERROR_NOTE = 1e-4  # output errors above this are listed under the table
 NOISY = 1.5  # a time whose slowest round is this much over its fastest is marked ~
 
@@ -98,16 +100,21 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
     parser.add_argument("--quick", action="store_true", help="small sizes (a smoke test)")
     parser.add_argument("--only", default="", help="run workloads whose name contains this")
-    parser.add_argument("--json", default="bench/results.json", help="where to write results")
+    parser.add_argument("--json", default=str(RESULTS), help="where to write results")
     parser.add_argument("--min-seconds", type=float, default=0.5,
                         help="time spent measuring each workload and implementation")
-    args = parser.parse_args(argv)
+    arguments = sys.argv[1:] if argv is None else list(argv)
+    args = parser.parse_args(arguments)
     if os.environ.get("OPENBLAS_CORETYPE") or os.environ.get("OPENBLAS_L2_SIZE"):
         # numpy's baseline with this machine's OpenBLAS overrides runs a slower kernel:
         # measure in a child process without them (tests and CI leave them alone).
         env = {k: v for k, v in os.environ.items()
                if k not in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")}
-        os.execve(sys.executable, [sys.executable, "-m", "bench", *sys.argv[1:]], env)
+        # The child finds this package from anywhere (`jitc bench` may run outside the
+        # checkout).
+        root = str(Path(__file__).resolve().parent.parent)
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
+        os.execve(sys.executable, [sys.executable, "-m", "bench", *arguments], env)
     from bench.runner import ROUNDS, run
     from bench.workloads import WORKLOADS
     selected = [w for w in WORKLOADS if args.only.lower() in w.name.lower()]

@@ -45,16 +45,38 @@ def _demo(args: argparse.Namespace) -> int:
     return 0
 
 
+def _bench(arguments: list[str]) -> int:
+    """`python -m bench` of the checkout this package was installed from."""
+    from pathlib import Path
+
+    import jitc
+    root = Path(jitc.__file__).resolve().parent.parent
+    if not (root / "bench" / "__main__.py").is_file():
+        print("jitc bench: the suite lives in bench/ beside jitc/ in a source checkout; install "
+              "with `pip install -e .` from one (and `.[bench]` for JAX and numba)",
+              file=sys.stderr)
+        return 2
+    sys.path.insert(0, str(root))
+    from bench.__main__ import main as bench_main
+    return bench_main(arguments)
+
+
 def main(argv: list[str] | None = None) -> int:
+    arguments = sys.argv[1:] if argv is None else list(argv)
+    if arguments[:1] == ["bench"]:  # the suite parses its own options
+        return _bench(arguments[1:])
     parser = argparse.ArgumentParser(prog="jitc", description="jitc: a tracing JIT compiler "
                                      "for numpy-style code")
     sub = parser.add_subparsers(dest="command", required=True)
     demo = sub.add_parser("demo", help="trace, show and run a small numpy model")
     demo.add_argument("--backend", default=None, help="backend to run on")
     sub.add_parser("version", help="print the version")
+    sub.add_parser("bench", add_help=False,
+                   help="the benchmark suite against numpy, JAX and numba (from a source "
+                        "checkout; `jitc bench --help` for its options)")
     from jitc.aot import cli as aot_cli
     aot_cli.add_parser(sub)
-    args = parser.parse_args(argv)
+    args = parser.parse_args(arguments)
     if args.command == "version":
         import jitc
         print(jitc.__version__)

@@ -1,0 +1,36 @@
+"""The `jitc` command line: demo, version and the benchmark entry point."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from jitc.cli import main
+
+
+def test_version_and_demo_run(capsys) -> None:
+    assert main(["version"]) == 0
+    assert capsys.readouterr().out.strip()
+    assert main(["demo", "--backend", "interpreter"]) == 0
+    assert "max |jitc - numpy|" in capsys.readouterr().out
+
+
+def test_bench_takes_the_suites_own_options(capsys) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        main(["bench", "--help"])
+    assert exit_.value.code == 0
+    assert "--min-seconds" in capsys.readouterr().out
+
+
+def test_bench_runs_one_small_workload(tmp_path, capsys, monkeypatch) -> None:
+    # The suite re-executes itself to measure numpy without this machine's OpenBLAS
+    # overrides; keep this test in-process.
+    monkeypatch.delenv("OPENBLAS_CORETYPE", raising=False)
+    monkeypatch.delenv("OPENBLAS_L2_SIZE", raising=False)
+    out = tmp_path / "results.json"
+    assert main(["bench", "--quick", "--only", "dispatch", "--min-seconds", "0.01",
+                 "--json", str(out)]) == 0
+    row = json.loads(out.read_text())["rows"][0]
+    assert row["workload"].startswith("dispatch") and row["results"]["jitc"]["seconds"] > 0
+    assert "dispatch" in capsys.readouterr().out
