@@ -17,6 +17,7 @@ from llvmlite import ir
 from jitc.backends.cpu.lanes import Lanes, lane_count, reduction_loops
 from jitc.backends.cpu.plan import BufferPlan, is_inline_constant
 from jitc.backends.llvm import indexing
+from jitc.backends.llvm.convolution import convolution_element, window_size
 from jitc.backends.llvm.elemental import RULES, ElementalEmitter, convert_value
 from jitc.backends.llvm.loops import for_range, loop_nest
 from jitc.backends.llvm.reductions import accumulator_dtype, combine
@@ -24,7 +25,6 @@ from jitc.backends.llvm.types import FLOAT, I64, PTR, VOID, constant, value_type
 from jitc.ir import dtypes
 from jitc.ir.core import Instruction, Value
 from jitc.ir.dtypes import Kind
-from jitc.ir.ops import linalg as linalg_ops
 from jitc.ir.ops.reduce import reduce_identity
 from jitc.ir.types import TensorType
 
@@ -526,72 +526,25 @@ def emit_convolution(module: ir.Module, plan: BufferPlan, name: str,
 
 def convolution_into(ctx: KernelContext, inst: Instruction,
                      epilogue: Value | None = None) -> Kernel:
-    """Direct convolution: each output element sums over its group's input features and the
-    kernel window; taps that fall into padding or between dilated inputs contribute nothing
-    (their loads use clamped indices and are masked out)."""
-    attrs = inst.attrs
-    lhs, rhs = inst.operands
-    out = inst.results[0]
-    dims = linalg_ops.parse_dim_labels(attrs["dim_labels"])  # type: ignore[arg-type]
-    spatial = len(dims.lhs_spatial)
-    strides, padding, lhs_dil, rhs_dil = linalg_ops._conv_window(attrs, spatial)
-    groups = attrs["feature_group_count"]
-    in_per_group = rhs.type.shape[dims.rhs_in]
-    out_per_group = rhs.type.shape[dims.rhs_out] // groups  # type: ignore[operator]
+    """Direct convolution (backends/llvm/convolution.py), one output element at a time, each
+    product and sum rounded separately."""
     b = ctx.builder
-    dtype = out.type.dtype
-    acc = accumulator_dtype(dtype)
-    window = [rhs.type.shape[d] for d in dims.rhs_spatial]
+    out = inst.results[0]
 
     def element(counters: list[ir.Value]) -> None:
         out_index = _logical(physical_order(out.type), counters)
-        o = out_index[dims.out_feature]
-        group = b.udiv(o, ir.Constant(I64, out_per_group))
-        with b.goto_entry_block():
-            slot = b.alloca(value_type(acc))
-        b.store(constant(acc, 0), slot)
-
-        def tap(counters_: list[ir.Value]) -> None:
-            c, taps = counters_[0], counters_[1:]
-            lhs_index: list[ir.Value] = [ir.Constant(I64, 0)] * lhs.type.rank
-            rhs_index: list[ir.Value] = [ir.Constant(I64, 0)] * rhs.type.rank
-            lhs_index[dims.lhs_batch] = out_index[dims.out_batch]
-            lhs_index[dims.lhs_feature] = b.add(b.mul(group, ir.Constant(I64, in_per_group)), c)
-            rhs_index[dims.rhs_out] = o
-            rhs_index[dims.rhs_in] = c
-            valid: ir.Value = ir.Constant(ir.IntType(1), 1)
-            for s in range(spatial):
-                rhs_index[dims.rhs_spatial[s]] = taps[s]
-                # Position in the dilated, padded input.
-                position = b.add(b.mul(out_index[dims.out_spatial[s]],
-                                       ir.Constant(I64, strides[s])),
-                                 b.mul(taps[s], ir.Constant(I64, rhs_dil[s])))
-                position = b.sub(position, ir.Constant(I64, padding[s][0]))
-                size = lhs.type.shape[dims.lhs_spatial[s]]
-                source = b.sdiv(position, ir.Constant(I64, lhs_dil[s])) if lhs_dil[s] > 1 \
-                    else position
-                ok = b.and_(b.icmp_signed(">=", position, ir.Constant(I64, 0)),
-                            b.icmp_signed("<", source, ir.Constant(I64, size)))
-                if lhs_dil[s] > 1:
-                    ok = b.and_(ok, b.icmp_signed("==", b.srem(position, ir.Constant(
-                        I64, lhs_dil[s])), ir.Constant(I64, 0)))
-                valid = b.and_(valid, ok)
-                lhs_index[dims.lhs_spatial[s]] = ctx.emitter.clamp_index(source, 0,
-                                                                         max(size - 1, 0))
-            x = convert_value(b, ctx.emitter.value_at(lhs, lhs_index), dtype, acc)
-            w = convert_value(b, ctx.emitter.value_at(rhs, rhs_index), dtype, acc)
-            term = b.fmul(x, w) if acc.is_float else b.mul(x, w)
-            term = b.select(valid, term, constant(acc, 0))
-            current = b.load(slot)
-            b.store(b.fadd(current, term) if acc.is_float else b.add(current, term), slot)
-
-        if lhs.type.size and in_per_group:
-            loop_nest(b, [(0, in_per_group)] + [(0, k) for k in window], tap, name="t")
-        value = convert_value(b, b.load(slot), acc, dtype)
+        value = convolution_element(ctx.emitter, inst, out_index, _multiply_then_add)
         indexing.store(b, value, ctx.pointer(out), out.type, out_index)
         _apply_epilogue(ctx, epilogue, ctx.pointer(out), out.type, out_index)
 
     loop_nest(b, _outer_bounds(ctx, out.type), element)
     ctx.finish()
-    cost = max(out.type.size, 1) * max(1, in_per_group * _product(window))
+    cost = max(out.type.size, 1) * max(1, window_size(inst))
     return Kernel(ctx.name, _outer_extent(out.type), cost)
+
+
+def _multiply_then_add(b: ir.IRBuilder, current: ir.Value, x: ir.Value, w: ir.Value,
+                       valid: ir.Value, acc: dtypes.DType) -> ir.Value:
+    term = b.fmul(x, w) if acc.is_float else b.mul(x, w)
+    term = b.select(valid, term, constant(acc, 0))
+    return b.fadd(current, term) if acc.is_float else b.add(current, term)

@@ -16,13 +16,11 @@ from jitc.backends.cpu.plan import BufferPlan
 from jitc.backends.cuda import launch as launches
 from jitc.backends.cuda.kernel import KernelBuilder, KernelSpec, PhaseContext
 from jitc.backends.llvm import indexing
-from jitc.backends.llvm.elemental import convert_value
-from jitc.backends.llvm.loops import for_range, loop_nest
-from jitc.backends.llvm.reductions import accumulator_dtype
-from jitc.backends.llvm.types import I1, I32, I64, constant, value_type
+from jitc.backends.llvm.convolution import convolution_element as shared_convolution_element
+from jitc.backends.llvm.loops import for_range
+from jitc.backends.llvm.types import I32, I64
 from jitc.ir import dtypes
 from jitc.ir.core import Instruction, Value
-from jitc.ir.ops import linalg as linalg_ops
 from jitc.ir.types import TensorType
 
 _FLOAT_NAMES = {ir.HalfType: "f16", ir.FloatType: "f32", ir.DoubleType: "f64"}
@@ -99,61 +97,14 @@ def elementwise_kernel(module: ir.Module, plan: BufferPlan, name: str, values: S
 
 def convolution_element(ctx: PhaseContext, inst: Instruction,
                         out_index: list[ir.Value]) -> ir.Value:
-    """One output element of a direct convolution: the sum over its group's input features and
-    the kernel window. Taps in the padding or between dilated inputs contribute nothing; their
-    loads use clamped indices and are masked out."""
-    attrs = inst.attrs
-    lhs, rhs = inst.operands
-    out = inst.results[0]
-    dims = linalg_ops.parse_dim_labels(attrs["dim_labels"])  # type: ignore[arg-type]
-    spatial = len(dims.lhs_spatial)
-    strides, padding, lhs_dil, rhs_dil = linalg_ops._conv_window(attrs, spatial)
-    groups: int = attrs["feature_group_count"]  # type: ignore[assignment]
-    in_per_group = rhs.type.shape[dims.rhs_in]
-    out_per_group = rhs.type.shape[dims.rhs_out] // groups
-    b, e = ctx.builder, ctx.emitter
-    dtype = out.type.dtype
-    acc = accumulator_dtype(dtype)
-    window = [rhs.type.shape[d] for d in dims.rhs_spatial]
-    o = out_index[dims.out_feature]
-    group = b.udiv(o, ir.Constant(I64, out_per_group))
-    with b.goto_entry_block():
-        slot = b.alloca(value_type(acc))
-    b.store(constant(acc, 0), slot)
+    """One output element of a direct convolution (backends/llvm/convolution.py), each
+    product added with one rounding (fma), on the GPU and in the simulator alike."""
+    return shared_convolution_element(ctx.emitter, inst, out_index, _fused_step)
 
-    def tap(counters: list[ir.Value]) -> None:
-        c, taps = counters[0], counters[1:]
-        lhs_index: list[ir.Value] = [ir.Constant(I64, 0)] * lhs.type.rank
-        rhs_index: list[ir.Value] = [ir.Constant(I64, 0)] * rhs.type.rank
-        lhs_index[dims.lhs_batch] = out_index[dims.out_batch]
-        lhs_index[dims.lhs_feature] = b.add(b.mul(group, ir.Constant(I64, in_per_group)), c)
-        rhs_index[dims.rhs_out] = o
-        rhs_index[dims.rhs_in] = c
-        valid: ir.Value = ir.Constant(I1, 1)
-        for s in range(spatial):
-            rhs_index[dims.rhs_spatial[s]] = taps[s]
-            position = b.add(b.mul(out_index[dims.out_spatial[s]], ir.Constant(I64, strides[s])),
-                             b.mul(taps[s], ir.Constant(I64, rhs_dil[s])))
-            position = b.sub(position, ir.Constant(I64, padding[s][0]))
-            size = lhs.type.shape[dims.lhs_spatial[s]]
-            source = b.sdiv(position, ir.Constant(I64, lhs_dil[s])) if lhs_dil[s] > 1 \
-                else position
-            ok = b.and_(b.icmp_signed(">=", position, ir.Constant(I64, 0)),
-                        b.icmp_signed("<", source, ir.Constant(I64, size)))
-            if lhs_dil[s] > 1:
-                ok = b.and_(ok, b.icmp_signed("==", b.srem(position, ir.Constant(
-                    I64, lhs_dil[s])), ir.Constant(I64, 0)))
-            valid = b.and_(valid, ok)
-            lhs_index[dims.lhs_spatial[s]] = e.clamp_index(source, 0, max(size - 1, 0))
-        x = convert_value(b, e.value_at(lhs, lhs_index), dtype, acc)
-        w = convert_value(b, e.value_at(rhs, rhs_index), dtype, acc)
-        current = b.load(slot)
-        updated = multiply_add(b, x, w, current, acc)
-        b.store(b.select(valid, updated, current), slot)
 
-    if lhs.type.size and in_per_group:
-        loop_nest(b, [(0, in_per_group)] + [(0, k) for k in window], tap, name="t")
-    return convert_value(b, b.load(slot), acc, dtype)
+def _fused_step(b: ir.IRBuilder, current: ir.Value, x: ir.Value, w: ir.Value,
+                valid: ir.Value, acc: dtypes.DType) -> ir.Value:
+    return b.select(valid, multiply_add(b, x, w, current, acc), current)
 
 
 def multiply_add(b: ir.IRBuilder, x: ir.Value, y: ir.Value, acc: ir.Value,
