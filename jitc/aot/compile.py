@@ -133,8 +133,7 @@ def resolve_target(triple: str | None, cpu: str | None, source: Path) -> Target:
         if not is_host:
             raise AotError(f"{source}: --target-cpu host describes this machine, not "
                            f"{triple}")
-        return Target(triple, llvm.get_host_cpu_name(),
-                      llvm.get_host_cpu_features().flatten(), True)
+        return Target(triple, *target.host_cpu(), True)
     return Target(triple, cpu or BASELINE_CPU.get(arch, "generic"), "", is_host)
 
 

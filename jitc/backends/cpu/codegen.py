@@ -119,9 +119,10 @@ def lower_module(module: Module, num_threads: int = 1, name: str = "jitc",
                  linkage: Linkage = Linkage(), donated: frozenset[int] = frozenset(),
                  partitions: int = 1, external_routines: bool = False,
                  native_ldexp: bool = False) -> Lowering:
-    """The LLVM IR of `module`: its kernels spread over up to `partitions` modules (each new
-    kernel goes to the one with the least code so far), the GEMM routines declared rather than
-    defined when `external_routines`."""
+    """The LLVM IR of `module`: its kernels spread over up to `partitions` modules (the first
+    until it holds SPLIT_INSTRUCTIONS instructions, then whichever holds the least code), the
+    GEMM routines declared rather than defined when `external_routines`, and the vector math
+    scaling with llvm.ldexp when `native_ldexp`."""
     assert partitions == 1 or not linkage.internal, "internal kernels must share one module"
     fn = module.entry
     plan = plan_buffers(fn, donated, module, views=True)

@@ -23,11 +23,10 @@ import functools
 import weakref
 from dataclasses import dataclass
 
-import llvmlite.binding as llvm
 from llvmlite import ir
 
 from jitc.backends.llvm.loops import for_range
-from jitc.backends.llvm.target import initialize_native
+from jitc.backends.llvm.target import host_has
 from jitc.backends.llvm.types import I1, I32, I64, PTR, VOID, memory_type
 from jitc.ir.dtypes import DType
 
@@ -55,11 +54,9 @@ RHS_BLOCK_BYTES = 512 << 10
 @functools.cache
 def host_vector_bytes() -> int:
     """The widest vector register of the host: 64 with AVX-512, 32 with AVX, else 16."""
-    initialize_native()
-    features = llvm.get_host_cpu_features()
-    if features.get("avx512f"):
+    if host_has("avx512f"):
         return 64
-    if features.get("avx"):
+    if host_has("avx"):
         return 32
     return 16
 

@@ -39,6 +39,7 @@ def host_target_machine(reloc: str = "default", codemodel: str = "jitdefault"
 def host_cpu() -> tuple[str, str]:
     """The host CPU's name and its features as LLVM spells them (asking LLVM takes longer
     than making the target machine, and every compile makes one or two)."""
+    initialize_native()
     return llvm.get_host_cpu_name(), llvm.get_host_cpu_features().flatten()
 
 
