@@ -17,7 +17,7 @@ from llvmlite import ir
 
 from jitc.aot import abi
 from jitc.aot.abi import FunctionABI, LibraryABI
-from jitc.backends.llvm.types import I8, I32, I64, PTR, VOID
+from jitc.backends.llvm.types import I8, I32, I64, PTR, VOID, declare
 
 I1 = ir.IntType(1)
 
@@ -105,8 +105,8 @@ def emit_export(module: ir.Module, fn: FunctionABI, entry_name: str, internal_pr
     if not fn.workspace_bytes:
         b.ret(b.call(checked, [*plain.args, ir.Constant(PTR, None)]))
         return
-    aligned_alloc = _declare(module, "aligned_alloc", ir.FunctionType(PTR, [I64, I64]))
-    free = _declare(module, "free", ir.FunctionType(VOID, [PTR]))
+    aligned_alloc = declare(module, "aligned_alloc", ir.FunctionType(PTR, [I64, I64]))
+    free = declare(module, "free", ir.FunctionType(VOID, [PTR]))
     # workspace_bytes is a multiple of the alignment, as C11's aligned_alloc requires.
     workspace = b.call(aligned_alloc, [ir.Constant(I64, abi.WORKSPACE_ALIGNMENT),
                                        ir.Constant(I64, fn.workspace_bytes)])
@@ -115,11 +115,6 @@ def emit_export(module: ir.Module, fn: FunctionABI, entry_name: str, internal_pr
     status = b.call(checked, [*plain.args, workspace])
     b.call(free, [workspace])
     b.ret(status)
-
-
-def _declare(module: ir.Module, name: str, type_: ir.FunctionType) -> ir.Function:
-    existing = module.globals.get(name)
-    return existing if existing is not None else ir.Function(module, type_, name)
 
 
 def _string(module: ir.Module, name: str, text: str) -> ir.GlobalVariable:

@@ -18,7 +18,7 @@ from jitc.backends.llvm import indexing
 from jitc.backends.llvm.elemental import convert_value
 from jitc.backends.llvm.loops import loop_nest
 from jitc.backends.llvm.reductions import accumulator_dtype
-from jitc.backends.llvm.types import I32, I64, PTR, memory_type
+from jitc.backends.llvm.types import I32, I64, PTR, declare, memory_type
 from jitc.ir import ops
 from jitc.ir.core import Function, Instruction, Module, Value
 from jitc.ir.opdef import Trait
@@ -163,9 +163,7 @@ def _prefetch_next_row(ctx: KernelContext, inst: Instruction, full: TensorType,
 
 
 def _prefetch_intrinsic(module: ir.Module) -> ir.Function:
-    existing = module.globals.get("llvm.prefetch.p0")
-    return existing or ir.Function(module, ir.FunctionType(
-        ir.VoidType(), [PTR, I32, I32, I32]), "llvm.prefetch.p0")
+    return declare(module, "llvm.prefetch.p0", ir.FunctionType(ir.VoidType(), [PTR, I32, I32, I32]))
 
 
 def _worth_keeping(body: Function, reduces: list[Instruction], row_size: int) -> list[Value]:

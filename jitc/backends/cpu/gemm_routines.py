@@ -27,7 +27,7 @@ from llvmlite import ir
 
 from jitc.backends.llvm.loops import for_range
 from jitc.backends.llvm.target import host_has
-from jitc.backends.llvm.types import I1, I32, I64, PTR, VOID, memory_type
+from jitc.backends.llvm.types import I1, I32, I64, PTR, VOID, declare, memory_type
 from jitc.ir.dtypes import DType
 
 
@@ -258,8 +258,7 @@ class _Code:
         return fn, ir.IRBuilder(fn.append_basic_block("entry"))
 
     def _intrinsic(self, name: str, ret: ir.Type, args: list[ir.Type]) -> ir.Function:
-        existing = self.module.globals.get(name)
-        return existing or ir.Function(self.module, ir.FunctionType(ret, args), name)
+        return declare(self.module, name, ir.FunctionType(ret, args))
 
     def _masked(self, b: ir.IRBuilder, vec: ir.VectorType, count: ir.Value) -> ir.Value:
         """The mask of the first `count` lanes of `vec`."""

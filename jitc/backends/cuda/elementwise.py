@@ -18,7 +18,7 @@ from jitc.backends.cuda.kernel import KernelBuilder, KernelSpec, PhaseContext
 from jitc.backends.llvm import indexing
 from jitc.backends.llvm.convolution import convolution_element as shared_convolution_element
 from jitc.backends.llvm.loops import for_range
-from jitc.backends.llvm.types import I32, I64
+from jitc.backends.llvm.types import I32, I64, declare
 from jitc.ir import dtypes
 from jitc.ir.core import Instruction, Value
 from jitc.ir.types import TensorType
@@ -113,7 +113,6 @@ def multiply_add(b: ir.IRBuilder, x: ir.Value, y: ir.Value, acc: ir.Value,
     if dtype.is_float:
         name = f"llvm.fma.{_FLOAT_NAMES[type(x.type)]}"
         # Declared by hand: llvmlite's declare_intrinsic gets fma's parameter count wrong.
-        fma = b.module.globals.get(name) or ir.Function(
-            b.module, ir.FunctionType(x.type, [x.type] * 3), name)
+        fma = declare(b.module, name, ir.FunctionType(x.type, [x.type] * 3))
         return b.call(fma, [x, y, acc])
     return b.add(acc, b.mul(x, y))

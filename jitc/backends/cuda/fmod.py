@@ -13,7 +13,7 @@ from __future__ import annotations
 from llvmlite import ir
 
 from jitc.backends.llvm.loops import for_range
-from jitc.backends.llvm.types import FLOAT, HALF, I64
+from jitc.backends.llvm.types import FLOAT, HALF, I64, declare
 
 _FORMATS = {32: (23, 8), 64: (52, 11)}  # bits: (significand bits, exponent bits)
 
@@ -55,8 +55,7 @@ def _define(fn: ir.Function, width: int) -> None:
                     b.or_(b.icmp_unsigned(">", ay, c(infinity)),
                           b.icmp_unsigned(">=", ax, c(infinity))))
     # Declared by hand: llvmlite's declare_intrinsic gives ctlz one parameter, not two.
-    ctlz = b.module.globals.get(f"llvm.ctlz.i{width}") or ir.Function(
-        b.module, ir.FunctionType(t, [t, ir.IntType(1)]), f"llvm.ctlz.i{width}")
+    ctlz = declare(b.module, f"llvm.ctlz.i{width}", ir.FunctionType(t, [t, ir.IntType(1)]))
 
     def normalized(a: ir.Value) -> tuple[ir.Value, ir.Value]:
         """(significand with its leading one at bit `significand`, unbiased-by-one exponent);

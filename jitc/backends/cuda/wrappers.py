@@ -25,18 +25,13 @@ from jitc.backends.cuda.kernel import (
     Step,
 )
 from jitc.backends.llvm.loops import for_range
-from jitc.backends.llvm.types import I8, I32, I64, PTR, VOID
+from jitc.backends.llvm.types import I8, I32, I64, PTR, VOID, declare
 
 SIM_ENTRY = "jitc_sim_entry"
 SHARED_ALIGN = 16
 
 # (thread, block, block size, grid size, iteration) -> the phase call's first five arguments.
 Indices = tuple[ir.Value, ir.Value, ir.Value, ir.Value, ir.Value]
-
-
-def _declare(module: ir.Module, name: str, fnty: ir.FunctionType) -> ir.Function:
-    existing = module.globals.get(name)
-    return existing if existing is not None else ir.Function(module, fnty, name)
 
 
 def _run_steps(b: ir.IRBuilder, steps: Sequence[Step], iteration: ir.Value,
@@ -66,7 +61,7 @@ def nvptx_wrappers(specs: Sequence[KernelSpec]) -> ir.Module:
 
 
 def _special(b: ir.IRBuilder, register: str) -> ir.Value:
-    fn = _declare(b.module, f"llvm.nvvm.read.ptx.sreg.{register}", ir.FunctionType(I32, []))
+    fn = declare(b.module, f"llvm.nvvm.read.ptx.sreg.{register}", ir.FunctionType(I32, []))
     return b.call(fn, [])
 
 
@@ -97,10 +92,10 @@ def _nvptx_kernel(module: ir.Module, spec: KernelSpec) -> None:
         array.align = SHARED_ALIGN
         array.initializer = ir.Constant(array.value_type, ir.Undefined)
         shared = array
-    barrier_fn = _declare(module, "llvm.nvvm.barrier0", ir.FunctionType(VOID, []))
+    barrier_fn = declare(module, "llvm.nvvm.barrier0", ir.FunctionType(VOID, []))
 
     def phase(name: str, iteration: ir.Value) -> None:
-        fn = _declare(module, name, spec.phase_type)
+        fn = declare(module, name, spec.phase_type)
         b.call(fn, [tid, bid, bdim, gdim, iteration, shared, state, *kernel.args])
 
     def barrier() -> None:
@@ -120,7 +115,7 @@ def _slot_pointer(b: ir.IRBuilder, state: ir.Value, slot: StateSlot) -> ir.Value
 
 def _shuffle_xor(b: ir.IRBuilder, value: ir.Value, mask: int) -> ir.Value:
     """`shfl.sync.bfly` of any scalar: moved as one or two 32-bit words."""
-    fn = _declare(b.module, "llvm.nvvm.shfl.sync.bfly.i32",
+    fn = declare(b.module, "llvm.nvvm.shfl.sync.bfly.i32",
                   ir.FunctionType(I32, [I32, I32, I32, I32]))
 
     def word(w: ir.Value) -> ir.Value:
@@ -188,7 +183,7 @@ def _sim_launcher(module: ir.Module, spec: KernelSpec) -> ir.Function:
         bid = b.trunc(block, I32)
 
         def phase(name: str, iteration: ir.Value) -> None:
-            callee = _declare(module, name, spec.phase_type)
+            callee = declare(module, name, spec.phase_type)
             with for_range(b, 0, launch.block, name="thread") as thread:
                 b.call(callee, [b.trunc(thread, I32), bid, bdim, gdim, iteration, shared,
                                 thread_state(thread), *buffers])

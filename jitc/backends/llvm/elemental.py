@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping
 from llvmlite import ir
 
 from jitc.backends.llvm import indexing
-from jitc.backends.llvm.types import FLOAT, I1, I64, constant, value_type
+from jitc.backends.llvm.types import FLOAT, I1, I64, constant, declare, value_type
 from jitc.ir.core import Instruction, Value
 from jitc.ir.dtypes import DType, Kind
 from jitc.ir.types import TensorType
@@ -415,8 +415,7 @@ def convert_value(b: ir.IRBuilder, x: ir.Value, source: DType, target: DType) ->
         # The saturating conversions give exactly the IR's semantics, nan included.
         base = "llvm.fptosi.sat" if target.kind is Kind.SIGNED else "llvm.fptoui.sat"
         name = f"{base}.i{to.width}.{_FLOAT_SUFFIX[source.bits]}"
-        fn = b.module.globals.get(name) or ir.Function(b.module, ir.FunctionType(to, [x.type]),
-                                                       name)
+        fn = declare(b.module, name, ir.FunctionType(to, [x.type]))
         return b.call(fn, [x])
     if target.kind is Kind.FLOAT:
         return b.sitofp(x, to) if source.kind is Kind.SIGNED else b.uitofp(x, to)

@@ -44,3 +44,11 @@ def constant(dtype: DType, value: object) -> ir.Constant:
         return ir.Constant(t, float(value))  # type: ignore[arg-type]
     bits = dtype.bits
     return ir.Constant(t, int(value) & ((1 << bits) - 1))  # type: ignore[call-overload]
+
+
+def declare(module: ir.Module, name: str, type_: ir.FunctionType) -> ir.Function:
+    """Function `name` of `module`, declared with `type_` unless it is there already (how
+    intrinsics are declared here: llvmlite's declare_intrinsic mangles vector and some
+    multi-parameter overloads wrongly)."""
+    existing = module.globals.get(name)
+    return existing if existing is not None else ir.Function(module, type_, name)

@@ -17,6 +17,8 @@ from collections.abc import Callable, Sequence
 
 from llvmlite import ir
 
+from jitc.backends.llvm.types import declare
+
 Value = ir.Value
 KernelBody = Callable[..., Value]
 
@@ -115,11 +117,8 @@ class MathBuilder:
         Declared by hand because llvmlite's ``declare_intrinsic`` cannot mangle vector
         types.
         """
-        module = self.b.module
-        full = f"llvm.{name}.{type_tag(self.ty)}"
-        fn = module.globals.get(full)
-        if fn is None:
-            fn = ir.Function(module, ir.FunctionType(self.ty, [self.ty] * len(args)), full)
+        fn = declare(self.b.module, f"llvm.{name}.{type_tag(self.ty)}",
+                     ir.FunctionType(self.ty, [self.ty] * len(args)))
         return self.b.call(fn, list(args))
 
     def fma(self, a: Value, b: Value, c: Value) -> Value:
@@ -235,8 +234,7 @@ class MathBuilder:
             # One rounding of the exact p * 2**n, as below: the same bits, one instruction.
             exponent = f"v{self.lanes}i32" if self.lanes else "i32"
             name = f"llvm.ldexp.{type_tag(self.ty)}.{exponent}"
-            fn = self.b.module.globals.get(name) or ir.Function(
-                self.b.module, ir.FunctionType(self.ty, [self.ty, self.i32]), name)
+            fn = declare(self.b.module, name, ir.FunctionType(self.ty, [self.ty, self.i32]))
             return self.b.call(fn, [p, n])
         half = self.b.ashr(n, self.iconst(1, self.i32))
         rest = self.b.sub(n, half)
