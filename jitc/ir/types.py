@@ -43,6 +43,17 @@ class TensorType:
         return self.size * self.dtype.itemsize
 
     @property
+    def strides(self) -> tuple[int, ...]:
+        """Element strides of each logical dimension in a dense buffer of this layout (the
+        first dimension of `layout` varies fastest)."""
+        result = [0] * self.rank
+        step = 1
+        for dim in self.layout:
+            result[dim] = step
+            step *= self.shape[dim]
+        return tuple(result)
+
+    @property
     def is_row_major(self) -> bool:
         return self.layout == row_major(self.rank)
 

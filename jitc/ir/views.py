@@ -29,11 +29,7 @@ def slice_view_offset(inst: Instruction) -> int | None:
     partial = [d for d in range(operand.rank) if result.shape[d] != operand.shape[d]]
     if partial and any(result.shape[d] != 1 for d in range(partial[-1])):
         return None
-    offset, step = 0, 1
-    for d in reversed(range(operand.rank)):
-        offset += start[d] * step  # type: ignore[index]
-        step *= operand.shape[d]
-    return offset
+    return sum(s * t for s, t in zip(start, operand.strides))  # type: ignore[arg-type]
 
 
 __all__ = ["slice_view_offset"]

@@ -110,20 +110,10 @@ def c_identifier(ir_name: str) -> str:
     return ir_name
 
 
-def strides(t: TensorType) -> list[int]:
-    """Element strides of each logical dimension under the type's layout."""
-    result = [0] * t.rank
-    step = 1
-    for dim in t.layout:
-        result[dim] = step
-        step *= t.shape[dim]
-    return result
-
-
 def offset(t: TensorType, index: Sequence[str]) -> str:
     """The element offset of a logical index (atoms: names or integer literals)."""
     terms = []
-    for i, stride in zip(index, strides(t)):
+    for i, stride in zip(index, t.strides):
         if i == "0" or stride == 0:
             continue
         terms.append(i if stride == 1 else f"{i} * {stride}")

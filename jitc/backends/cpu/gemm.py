@@ -119,7 +119,7 @@ def analyse(inst: Instruction, lhs: Value, rhs: Value) -> Form | None:
     lc, rc = list(attrs["lhs_contract"]), list(attrs["rhs_contract"])  # type: ignore[arg-type]
     lf = [d for d in range(lhs.type.rank) if d not in lb and d not in lc]
     rf = [d for d in range(rhs.type.rank) if d not in rb and d not in rc]
-    sl, sr, so = indexing.strides(lhs.type), indexing.strides(rhs.type), indexing.strides(out)
+    sl, sr, so = lhs.type.strides, rhs.type.strides, out.strides
     nb, nlf = len(lb), len(lf)
     rows = _collapse([lhs.type.shape[d] for d in lf],
                      ([so[nb + j] for j in range(nlf)], [sl[d] for d in lf]),

@@ -15,19 +15,9 @@ from jitc.backends.llvm.types import I1, I64, memory_type, value_type
 from jitc.ir.types import TensorType
 
 
-def strides(t: TensorType) -> list[int]:
-    """Element strides of each logical dimension under the type's layout."""
-    result = [0] * t.rank
-    step = 1
-    for dim in t.layout:
-        result[dim] = step
-        step *= t.shape[dim]
-    return result
-
-
 def linear_offset(builder: ir.IRBuilder, t: TensorType, index: Sequence[ir.Value]) -> ir.Value:
     offset: ir.Value = ir.Constant(I64, 0)
-    for i, stride in zip(index, strides(t)):
+    for i, stride in zip(index, t.strides):
         if stride == 0 or (isinstance(i, ir.Constant) and i.constant == 0):
             continue
         term = i if stride == 1 else builder.mul(i, ir.Constant(I64, stride), flags=["nsw"])
