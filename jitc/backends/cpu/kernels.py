@@ -168,26 +168,26 @@ def multi_output_loop(ctx: KernelContext, t: TensorType,
                       targets: Sequence[tuple[Value, ir.Value]]) -> Kernel:
     """One loop over the shared shape `t` storing each (value, buffer) pair: sibling outputs
     computed from the same inputs in one pass over memory."""
-    def body(counters: list[ir.Value]) -> None:
-        index = _logical(physical_order(t), counters)
+    def store(index: list[ir.Value]) -> None:
         for value, target in targets:
             indexing.store(ctx.builder, ctx.emitter.value_at(value, index), target,
                            value.type, index)
-
-    if t.rank == 0:
-        with ctx.builder.if_then(ctx.builder.icmp_signed("<", ctx.begin, ctx.end)):
-            body([])
-    else:
-        loop_nest(ctx.builder, _outer_bounds(ctx, t), body)
-    ctx.finish()
-    return Kernel(ctx.name, _outer_extent(t), max(t.size, 1) * len(targets))
+    return _each_element(ctx, t, store, len(targets))
 
 
 def _elementwise_loop(ctx: KernelContext, t: TensorType, target: ir.Value,
                       generate: Callable[[list[ir.Value]], ir.Value]) -> Kernel:
-    def body(counters: list[ir.Value]) -> None:
-        index = _logical(physical_order(t), counters)
+    def store(index: list[ir.Value]) -> None:
         indexing.store(ctx.builder, generate(index), target, t, index)
+    return _each_element(ctx, t, store, 1)
+
+
+def _each_element(ctx: KernelContext, t: TensorType, store: Callable[[list[ir.Value]], None],
+                  outputs: int) -> Kernel:
+    """The kernel running store(index) for every element of `t` in physical order (a rank-0
+    `t` has one element, run by the thread whose range is not empty)."""
+    def body(counters: list[ir.Value]) -> None:
+        store(_logical(physical_order(t), counters))
 
     if t.rank == 0:
         with ctx.builder.if_then(ctx.builder.icmp_signed("<", ctx.begin, ctx.end)):
@@ -195,7 +195,7 @@ def _elementwise_loop(ctx: KernelContext, t: TensorType, target: ir.Value,
     else:
         loop_nest(ctx.builder, _outer_bounds(ctx, t), body)
     ctx.finish()
-    return Kernel(ctx.name, _outer_extent(t), max(t.size, 1))
+    return Kernel(ctx.name, _outer_extent(t), max(t.size, 1) * outputs)
 
 
 # -- reductions ------------------------------------------------------------------------------
