@@ -7,7 +7,7 @@ Environment variables are read here and nowhere else:
 - `JITC_NUM_THREADS`: threads the CPU backend may use (default: the CPUs this process may run
   on).
 - `JITC_COMPILE_THREADS`: threads the CPU backend compiles LLVM modules on (default: the
-  number of CPUs, at most 4); not part of the cache key, the machine code is the same.
+  CPUs this process may run on, at most 4); not part of the cache key, the machine code is the same.
 - `JITC_CACHE_DIR`: where the GEMM routines' objects are cached (default
   $XDG_CACHE_HOME/jitc or ~/.cache/jitc; "off" turns the cache off).
 - `JITC_RESULT_CACHE_MB`: read by the C runtime at import: how much freed result memory it
@@ -40,12 +40,12 @@ class Options:
 
 
 def compile_threads() -> int:
-    """JITC_COMPILE_THREADS, default the number of CPUs up to 4: a function rarely has enough
-    independent kernels to keep more threads busy."""
+    """JITC_COMPILE_THREADS, default the CPUs this process may run on, up to 4: a function
+    rarely has enough independent kernels to keep more threads busy."""
     configured = os.environ.get("JITC_COMPILE_THREADS")
     if configured:
         return max(1, int(configured))
-    return max(1, min(os.cpu_count() or 1, 4))
+    return min(usable_cpus(), 4)
 
 
 def cache_dir() -> str | None:
