@@ -27,7 +27,7 @@ from llvmlite import ir
 
 from jitc.backends.llvm.loops import for_range
 from jitc.backends.llvm.target import host_has
-from jitc.backends.llvm.types import I1, I32, I64, PTR, VOID, declare, memory_type
+from jitc.backends.llvm.types import I1, I32, I64, PTR, VOID, declare, memory_type, pointer_to
 from jitc.ir.dtypes import DType
 
 
@@ -98,12 +98,6 @@ def scaled(b: ir.IRBuilder, x: ir.Value, stride: int | ir.Value) -> ir.Value:
     if isinstance(stride, int):
         return x if stride == 1 else b.mul(x, const(stride), flags=["nsw"])
     return b.mul(x, stride, flags=["nsw"])
-
-
-def _as_vector(b: ir.IRBuilder, pointer: ir.Value, vec: ir.VectorType) -> ir.Value:
-    """`pointer` as a pointer to `vec`: a no-op in the IR, needed only to satisfy the
-    builder's type check on pointers derived from an alloca."""
-    return pointer if pointer.type.is_opaque else b.bitcast(pointer, vec.as_pointer())
 
 
 def _splat(b: ir.IRBuilder, x: ir.Value, vec: ir.VectorType) -> ir.Value:
@@ -327,7 +321,7 @@ class _Code:
         for i in range(t.mr):
             row = at(b, target, b.mul(const(i), stride), elem)
             for v in range(t.nv):
-                p = _as_vector(b, at(b, row, v * t.lanes, elem), vec)
+                p = pointer_to(b, at(b, row, v * t.lanes, elem), vec)
                 old = b.load(p, typ=vec, align=self.size)
                 b.store(b.select(merge, b.fadd(tile[i][v], old), tile[i][v]), p,
                         align=self.size)
@@ -338,7 +332,7 @@ class _Code:
                 partial = at(b, scratch, b.mul(i, const(t.nr)), elem)
                 for v in range(t.nv):
                     p = at(b, row, v * t.lanes, elem)
-                    x = b.load(_as_vector(b, at(b, partial, v * t.lanes, elem), vec), typ=vec,
+                    x = b.load(pointer_to(b, at(b, partial, v * t.lanes, elem), vec), typ=vec,
                                align=self.size)
                     old = self._masked_load(b, vec, p, masks[v])
                     self._masked_store(b, b.select(accumulate, b.fadd(x, old), x), p, masks[v])
@@ -385,7 +379,7 @@ class _Code:
             mask = self._masked(b, vec, count)
             with for_range(b, 0, kc, name="k") as k:
                 x = self._masked_load(b, vec, at(b, src, b.mul(k, s_k), elem), mask)
-                b.store(x, _as_vector(b, at(b, dest, b.mul(k, const(width)), elem), vec),
+                b.store(x, pointer_to(b, at(b, dest, b.mul(k, const(width)), elem), vec),
                         align=self.size)
         elif kind == "columns":
             self._transposed(b, dest, src, width, count, kc, s_p)
@@ -414,10 +408,10 @@ class _Code:
             out = at(b, dest, b.mul(k, const(width)), elem)
             with for_range(b, 0, full, name="p") as p:
                 x = b.load(at(b, row, b.mul(p, const(width)), elem), typ=vec, align=self.size)
-                b.store(x, _as_vector(b, at(b, out, b.mul(p, step), elem), vec), align=align)
+                b.store(x, pointer_to(b, at(b, out, b.mul(p, step), elem), vec), align=align)
             with b.if_then(b.icmp_signed(">", rest, const(0))):
                 x = self._masked_load(b, vec, at(b, row, b.mul(full, const(width)), elem), mask)
-                b.store(x, _as_vector(b, at(b, out, b.mul(full, step), elem), vec),
+                b.store(x, pointer_to(b, at(b, out, b.mul(full, step), elem), vec),
                         align=align)
 
     def _transposed(self, b: ir.IRBuilder, dest: ir.Value, src: ir.Value, width: int,
@@ -439,5 +433,5 @@ class _Code:
             for kk in range(lanes):
                 step = at(b, dest, b.mul(b.add(k0, const(kk)), const(width)), elem)
                 for g, columns in enumerate(groups):
-                    b.store(columns[kk], _as_vector(b, at(b, step, g * lanes, elem), vec),
+                    b.store(columns[kk], pointer_to(b, at(b, step, g * lanes, elem), vec),
                             align=self.size)

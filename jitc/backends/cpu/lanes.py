@@ -17,7 +17,7 @@ from llvmlite import ir
 
 from jitc.backends.llvm.loops import for_range, loop_nest
 from jitc.backends.llvm.reductions import combine
-from jitc.backends.llvm.types import I32, I64, constant, value_type
+from jitc.backends.llvm.types import I32, I64, constant, pointer_to, value_type
 from jitc.ir import dtypes
 from jitc.ir.ops.reduce import reduce_identity
 from jitc.ir.types import TensorType
@@ -56,9 +56,7 @@ class Lanes:
 
     def _whole(self) -> ir.Value:
         assert self.vector is not None
-        pointer = self.array
-        return pointer if pointer.type.is_opaque else self.b.bitcast(
-            pointer, self.vector.as_pointer())
+        return pointer_to(self.b, self.array, self.vector)
 
     def _slot(self, lane: ir.Value) -> ir.Value:
         return self.b.gep(self.array, [ir.Constant(I64, 0), lane], inbounds=True)

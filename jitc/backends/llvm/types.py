@@ -52,3 +52,9 @@ def declare(module: ir.Module, name: str, type_: ir.FunctionType) -> ir.Function
     multi-parameter overloads wrongly)."""
     existing = module.globals.get(name)
     return existing if existing is not None else ir.Function(module, type_, name)
+
+
+def pointer_to(b: ir.IRBuilder, pointer: ir.Value, pointee: ir.Type) -> ir.Value:
+    """`pointer` as a pointer to `pointee`: a no-op in the IR, needed only to satisfy the
+    builder's type check on (typed) pointers derived from an alloca."""
+    return pointer if pointer.type.is_opaque else b.bitcast(pointer, pointee.as_pointer())
