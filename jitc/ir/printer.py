@@ -56,6 +56,25 @@ def _use(names: dict[int, str], value: Value) -> str:
     return names.get(id(value), UNDEFINED)
 
 
+
+def value_names(fn: Function) -> dict[int, str]:
+    """id(value) -> the name the printer gives it without its `%`: its name hint when that is
+    an identifier not taken yet, else the lowest free number."""
+    names: dict[int, str] = {}
+    used: set[str] = set()
+    counter = 0
+    for v in (v for inst in fn.body for v in inst.results):
+        hint = v.name_hint
+        if hint and _IDENT.match(hint) and hint not in used:
+            chosen = hint
+        else:
+            while str(counter) in used:
+                counter += 1
+            chosen = str(counter)
+        used.add(chosen)
+        names[id(v)] = chosen
+    return names
+
 class _Printer:
     def __init__(self, module: Module, elide_constants: bool) -> None:
         self.module = module
@@ -91,19 +110,7 @@ class _Printer:
     def function(self, fn: Function) -> list[str]:
         # Every result is named before any instruction is printed, so that the verifier can
         # quote an instruction that uses a value before its definition.
-        names: dict[int, str] = {}
-        used: set[str] = set()
-        counter = 0
-        for v in (v for inst in fn.body for v in inst.results):
-            hint = v.name_hint
-            if hint and _IDENT.match(hint) and hint not in used:
-                chosen = hint
-            else:
-                while str(counter) in used:
-                    counter += 1
-                chosen = str(counter)
-            used.add(chosen)
-            names[id(v)] = "%" + chosen
+        names = {key: "%" + name for key, name in value_names(fn).items()}
 
         lines = [f"func @{fn.name} {{"]
         for inst in fn.body:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from jitc.backends.cpu.plan import ALIGNMENT, BufferPlan, is_inline_constant, plan_buffers
 from jitc.ir import ops
 from jitc.ir.core import Function, Instruction, Module, Value
-from jitc.ir.printer import print_module
+from jitc.ir.printer import print_module, value_names
 from jitc.ir.types import TensorType
 
 from .cgen import c_identifier
@@ -29,26 +29,7 @@ ENTRY = "jitc_entry"
 INCLUDES = ("math.h", "stdbool.h", "stdint.h", "string.h")
 _SPECIAL = {ops.REDUCE: _emit_reduce, ops.ARGMAX: emit_arg, ops.ARGMIN: emit_arg,
             ops.DOT_GENERAL: emit_dot, ops.CONVOLUTION: emit_convolution}
-_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _HELPER_CALL = re.compile(r"\bjitc_\w+")
-
-
-def ir_names(fn: Function) -> dict[int, str]:
-    """The name the IR printer gives each value (`x` for `%x`, `3` for `%3`)."""
-    names: dict[int, str] = {}
-    used: set[str] = set()
-    counter = 0
-    for v in (v for inst in fn.body for v in inst.results):
-        hint = v.name_hint
-        if hint and _IDENT.match(hint) and hint not in used:
-            chosen = hint
-        else:
-            while str(counter) in used:
-                counter += 1
-            chosen = str(counter)
-        used.add(chosen)
-        names[id(v)] = chosen
-    return names
 
 
 def instruction_texts(module: Module) -> dict[int, str]:
@@ -73,7 +54,7 @@ class Program:
         self.texts = instruction_texts(module)
         self.names: dict[int, str] = {}
         taken: set[str] = set()
-        for key, name in ir_names(fn).items():
+        for key, name in value_names(fn).items():
             self.names[key] = _unique(c_identifier(name), taken)
         self.slot_names = self._slot_names(fn, taken)
         self.scratch_offsets: list[tuple[int, int]] = []  # (offset, bytes) after the arena
