@@ -349,6 +349,11 @@ class Jitted:
         self.name = getattr(fun, "__name__", "function")
         self._cache: dict[tuple, Compiled] = {}
         self._fast: Callable | None = None
+        # One compile per signature however many threads ask for it at once: the others wait
+        # for it. Each signature has its own lock, so different signatures compile in parallel;
+        # reentrant, since tracing may call this function with concrete arrays.
+        self._lock = threading.Lock()
+        self._compiling: dict[tuple, threading.RLock] = {}
         functools.update_wrapper(self, fun)
 
     def _abstract_call(self, args: tuple, kwargs: dict[str, Any]):
@@ -403,11 +408,30 @@ class Jitted:
         key = (tuple(dynamic), treedef, specs, static)
         compiled = self._cache.get(key)
         if compiled is None:
-            with collector_paused():
-                compiled = self._lower(dynamic, static, treedef, specs).compile()
-            self._cache[key] = compiled
+            compiled = self._compile_once(key, dynamic, static, treedef, specs)
         self._fast = self._fast_path(compiled)
         return compiled.call_flat(leaves)
+
+    def _compile_once(self, key: tuple, dynamic: dict[str, Any], static: tuple,
+                      treedef: pytree.TreeDef, specs: tuple[ArgSpec, ...]) -> Compiled:
+        """The cached executable for `key`, compiled by exactly one of the threads that ask.
+
+        Replacing a cache entry while another thread runs the old one would free machine code
+        under it; here an entry, once made, stays until `clear_cache`.
+        """
+        with self._lock:
+            signature_lock = self._compiling.setdefault(key, threading.RLock())
+        try:
+            with signature_lock:
+                compiled = self._cache.get(key)
+                if compiled is None:
+                    with collector_paused():
+                        compiled = self._lower(dynamic, static, treedef, specs).compile()
+                    self._cache[key] = compiled
+                return compiled
+        finally:
+            with self._lock:
+                self._compiling.pop(key, None)
 
     def _fast_path(self, compiled: Compiled) -> Callable | None:
         """A C dispatcher for calls like this one, when the signature allows it: positional

@@ -40,6 +40,7 @@ typedef struct {
     ArraySpec *args, *outs;
     void **consts;
     PyObject *const_refs;
+    PyObject *owner;           /* keeps the machine code at `entry` alive */
     size_t workspace_bytes;
     void *cached_workspace;
     atomic_int workspace_busy;
@@ -211,10 +212,14 @@ static int Dispatcher_init(Dispatcher *self, PyObject *args, PyObject *kwds) {
     PyObject *arg_specs, *out_specs, *constants;
     Py_ssize_t workspace;
     int result_kind, release_gil;
-    PyObject *donations = NULL;
-    if (!PyArg_ParseTuple(args, "KOOOnii|O", &address, &arg_specs, &out_specs, &constants,
-                          &workspace, &result_kind, &release_gil, &donations))
+    PyObject *donations = NULL, *owner = NULL;
+    if (!PyArg_ParseTuple(args, "KOOOnii|OO", &address, &arg_specs, &out_specs, &constants,
+                          &workspace, &result_kind, &release_gil, &donations, &owner))
         return -1;
+    /* The machine code at `address` lives as long as its owner: holding it here lets a call
+       already running finish after the owner's last other reference is dropped. */
+    Py_XINCREF(owner);
+    Py_XSETREF(self->owner, owner);
     self->entry = (entry_fn)(uintptr_t)address;
     if (read_specs(arg_specs, &self->args, &self->nargs) < 0) return -1;
     if (read_specs(out_specs, &self->outs, &self->nouts) < 0) return -1;
@@ -270,6 +275,7 @@ static void Dispatcher_dealloc(Dispatcher *self) {
     free(self->donated_from);
     free(self->cached_workspace);
     Py_XDECREF(self->const_refs);
+    Py_XDECREF(self->owner);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
@@ -401,8 +407,9 @@ static PyTypeObject DispatcherType = {
     PyVarObject_HEAD_INIT(NULL, 0)
     .tp_name = "jitc._runtime.Dispatcher",
     .tp_doc = "Dispatcher(entry_address, arg_specs, out_specs, constants, workspace_bytes, "
-              "result_kind, release_gil, donations=None): call compiled code on arrays of "
-              "one signature; donations[i] names the argument result i is written into.",
+              "result_kind, release_gil, donations=None, owner=None): call compiled code on "
+              "arrays of one signature; donations[i] names the argument result i is written "
+              "into; owner keeps the machine code alive.",
     .tp_basicsize = sizeof(Dispatcher),
     .tp_flags = Py_TPFLAGS_DEFAULT,
     .tp_new = PyType_GenericNew,

@@ -1,0 +1,92 @@
+"""Threads: concurrent first calls compile once, and compiled code outlives the cache entry
+of a call that is still running."""
+
+from __future__ import annotations
+
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+
+import jitc
+
+THREADS = 8
+
+
+def run_together(count: int, work) -> list:
+    """`work(i)` on `count` threads released at once by a barrier; exceptions re-raised."""
+    barrier = threading.Barrier(count)
+    results: list = [None] * count
+    errors: list[BaseException] = []
+
+    def body(i: int) -> None:
+        try:
+            barrier.wait()
+            results[i] = work(i)
+        except BaseException as exc:  # re-raised on the main thread
+            errors.append(exc)
+
+    threads = [threading.Thread(target=body, args=(i,)) for i in range(count)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if errors:
+        raise errors[0]
+    return results
+
+
+def test_concurrent_first_calls_trace_and_compile_once() -> None:
+    traces = []
+
+    @jitc.jit
+    def f(x):
+        traces.append(1)
+        return np.tanh(x * 2.0 + 1.0).sum(axis=0)
+
+    x = np.linspace(-2, 2, 4096 * 8).reshape(4096, 8)
+    results = run_together(THREADS, lambda i: f(x))
+    assert len(traces) == 1
+    assert f.cache_size == 1
+    for r in results:
+        np.testing.assert_allclose(r, np.tanh(x * 2.0 + 1.0).sum(axis=0), rtol=1e-12)
+
+
+def test_thread_pool_map_over_batches_of_new_shapes() -> None:
+    traces = []
+
+    def g(x):
+        traces.append(x.shape)
+        return (x - x.mean(axis=-1, keepdims=True)) / (x.std(axis=-1, keepdims=True) + 1e-5)
+
+    jg = jitc.jit(g)
+    rng = np.random.default_rng(0)
+    batches = [rng.standard_normal((n % 3 + 1, 64 + n % 4)) for n in range(48)]
+    with ThreadPoolExecutor(THREADS) as pool:
+        results = list(pool.map(jg, batches))
+    assert sorted(traces) == sorted({b.shape for b in batches})
+    for b, r in zip(batches, results):
+        np.testing.assert_allclose(r, g(b), rtol=1e-12, atol=1e-12)
+
+
+def test_clear_cache_while_other_threads_call() -> None:
+    """Dropping the cache (and the fast path) must not free code another thread is running."""
+    f = jitc.jit(lambda x: np.sqrt(x * x + 1.0))
+    x = np.ones(1 << 16)
+    expected = np.sqrt(x * x + 1.0)
+    stop = threading.Event()
+
+    def clear() -> None:
+        while not stop.is_set():
+            f.clear_cache()
+
+    clearer = threading.Thread(target=clear)
+    clearer.start()
+    try:
+        results = run_together(4, lambda i: [f(x) for _ in range(20)])
+    finally:
+        stop.set()
+        clearer.join()
+    for per_thread in results:
+        for r in per_thread:
+            np.testing.assert_array_equal(r, expected)
