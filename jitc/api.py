@@ -14,6 +14,7 @@ import inspect
 import re
 import threading
 import time
+import types
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -28,8 +29,8 @@ from jitc.ir.printer import print_module
 from jitc.ir.types import TensorType
 from jitc.options import Options
 from jitc.passes.pipeline import PassRecord, Pipeline
-from jitc.tracing import pytree
-from jitc.tracing.errors import JitcError, TraceError
+from jitc.tracing import capture, effects, pytree
+from jitc.tracing.errors import JitcError, TraceError, located
 from jitc.tracing.state import TraceState, trace_stack
 from jitc.tracing.tracer import Tracer
 
@@ -41,11 +42,13 @@ class ArgSpec:
 
     type: TensorType
     weak: bool = False
+    array: bool = True  # an ndarray (writable in place), not a Python or numpy scalar
 
     def __str__(self) -> str:
         return self.type.short() + (" (Python scalar)" if self.weak else "")
 
 
+_NO_SELF = capture._MISSING  # no bound instance: a plain function call
 _WEAK_TYPES = {bool: dtypes.bool_, int: dtypes.int64, float: dtypes.float64}
 
 
@@ -58,9 +61,10 @@ def abstractify(leaf: object, where: str) -> ArgSpec:
             raise TypeError(f"{where}: {exc}") from None
     kind = type(leaf)
     if kind in _WEAK_TYPES:
-        return ArgSpec(TensorType(_WEAK_TYPES[kind], ()), weak=True)
+        return ArgSpec(TensorType(_WEAK_TYPES[kind], ()), weak=True, array=False)
     if isinstance(leaf, np.generic):
-        return abstractify(np.asarray(leaf), where)
+        spec = abstractify(np.asarray(leaf), where)
+        return ArgSpec(spec.type, array=False)
     raise TypeError(f"{where}: jitc.jit arguments must be numpy arrays, Python or numpy "
                     f"scalars, or tuples/lists/dicts of them; got {kind.__name__}. Mark "
                     "non-array arguments static with static_argnums/static_argnames.")
@@ -151,29 +155,73 @@ def _is_leaf(x: object) -> bool:
         getattr(type(x), "__jitc_array__", False)
 
 
+@dataclass(frozen=True)
+class SideEffects:
+    """What a traced call does to its arguments beyond returning values.
+
+    `written`: flat indices of the array arguments the function writes; their final values
+    are the module's last outputs, copied back into the caller's arrays after each call.
+    `returned`: output position -> (argument index, view steps) for outputs that are an
+    argument itself or a view of it, returned as numpy would: that very array, or a view of it.
+    """
+
+    written: tuple[int, ...] = ()
+    returned: tuple[tuple[int, int, tuple[effects.Step, ...]], ...] = ()
+    rebound: tuple[capture.WriteBack, ...] = ()  # captured state the function rebinds
+    captured: tuple[capture.Path, ...] = ()  # paths of the implicit (captured) array arguments
+
+    def __bool__(self) -> bool:
+        return bool(self.written or self.returned or self.rebound or self.captured)
+
+
 def trace_function(fun: Callable, signature: _Signature, dynamic: dict[str, Any], static: tuple,
-                   specs: Sequence[ArgSpec], treedef: pytree.TreeDef
-                   ) -> tuple[Module, pytree.TreeDef]:
-    """Run `fun` on tracers and record what it does as a Module."""
+                   specs: Sequence[ArgSpec], treedef: pytree.TreeDef,
+                   captured: capture.Captured | None = None, instance: object = _NO_SELF,
+                   self_name: str = "self") -> tuple[Module, pytree.TreeDef, SideEffects]:
+    """Run `fun` on tracers and record what it does as a Module.
+
+    With `captured` (see jitc.tracing.capture), `fun` runs on a shadow of the state it reads
+    (globals, closure cells, `self`): the captured arrays are parameters after the arguments'
+    leaves, and what the function writes or rebinds there becomes extra outputs."""
     name = getattr(fun, "__name__", "function")
     state = TraceState(_ir_name(name), name)
-    paths = _leaf_names(dynamic)
+    captured = captured or capture.Captured([], [])
+    paths = _leaf_names(dynamic) + [capture.path_name(p) for p, _ in captured.arrays]
+    specs = list(specs) + [ArgSpec(TensorType(dtypes.from_numpy(a.dtype), a.shape))
+                           for _, a in captured.arrays]
     tracers = []
     for i, spec in enumerate(specs):
         hint = _ir_name(paths[i]) if i < len(paths) else None
         value = state.builder.emit(ops.PARAMETER, [], {"index": i}, spec.type, name_hint=hint)
-        tracers.append(Tracer(state, value, spec.weak))
-    traced_values = pytree.unflatten(treedef, tracers)
-    args, kwargs = signature.rebuild(dict(zip(dynamic, traced_values)), static)
+        tracer = Tracer(state, value, spec.weak)
+        tracer._array = spec.array
+        tracers.append(tracer)
+    argument_count = len(specs) - len(captured.arrays)
+    traced_values = pytree.unflatten(treedef, tracers[:argument_count])
+    shadow = capture.Shadow({p: t for (p, _), t in zip(captured.arrays,
+                                                         tracers[argument_count:])},
+                            captured.prefixes())
+    call_args = dict(zip(dynamic, traced_values))
+    shadow_self = _NO_SELF
+    if instance is not _NO_SELF:
+        shadow_self = call_args[self_name] = shadow.make(instance, (("self",),))
+    runnable = capture.shadow_function(fun, capture.code_global_names(fun), shadow) \
+        if isinstance(fun, types.FunctionType) else fun
+    args, kwargs = signature.rebuild(call_args, static)
     stack = trace_stack()
     stack.append(state)
     try:
-        out = fun(*args, **kwargs)
+        out = runnable(*args, **kwargs)
     finally:
         stack.pop()
+    _check_no_leaks(captured, shadow)
     leaves, out_tree = pytree.flatten(out, _is_leaf)
     outputs = []
+    returned = []
     for i, leaf in enumerate(leaves):
+        source = _argument_view(leaf, tracers)
+        if source is not None:
+            returned.append((i, *source))
         if isinstance(leaf, Tracer):
             if leaf.trace is not state:
                 raise TraceError(f"{name} returned a traced value from another trace (a tracer "
@@ -184,8 +232,99 @@ def trace_function(fun: Callable, signature: _Signature, dynamic: dict[str, Any]
         else:
             raise TraceError(f"{name} returned a {type(leaf).__name__} (output {i}); jitc "
                              "functions return arrays, scalars, or tuples/lists/dicts of them")
+    written = tuple(i for i, t in enumerate(tracers) if t._version > 0)
+    outputs += [tracers[i].value for i in written]
+    rebound = []
+    for path, value in _rebindings(captured, shadow, shadow_self):
+        if isinstance(value, Tracer):
+            rebound.append(capture.WriteBack(path, output=len(outputs),
+                                             scalar=not value._array))
+            outputs.append(value.value)
+        else:
+            rebound.append(capture.WriteBack(path, constant=value))
     state.function.outputs = outputs
-    return Module([state.function]), out_tree
+    return Module([state.function]), out_tree, SideEffects(
+        written, tuple(returned), tuple(rebound), tuple(p for p, _ in captured.arrays))
+
+
+def _check_no_leaks(captured: capture.Captured, shadow: capture.Shadow) -> None:
+    """A traced value stored into a real list or dict the trace did not copy would outlive the
+    trace: take it out again and say what to do instead."""
+    for path, container in captured.containers:
+        if id(container) in shadow.copies:
+            continue
+        items = list(container.items()) if isinstance(container, dict) else \
+            list(enumerate(container))
+        leaked = [key for key, value in items if isinstance(value, Tracer)]
+        if not leaked:
+            continue
+        if isinstance(container, dict):
+            for key in leaked:
+                del container[key]
+        else:
+            container[:] = [v for v in container if not isinstance(v, Tracer)]
+        raise TraceError(located(
+            f"the jitted function stored a traced array into {capture.path_name(path)}; jitc "
+            "replays writes into captured arrays and rebinding of names, not list appends or "
+            "new dict entries. Return the value instead (or pass the container as an "
+            "argument and return the new one)."))
+
+
+def _rebindings(captured: capture.Captured, shadow: capture.Shadow, shadow_self: object
+                ) -> Iterator[tuple[capture.Path, object]]:
+    """(path, new value) for each captured array or scalar that the trace rebound."""
+    for path, tracer in shadow.tracers.items():
+        now = capture.shadow_value(path, shadow, shadow_self)
+        if now is not tracer:
+            yield path, _checked_rebinding(path, now)
+    for path, original in captured.scalars:
+        now = capture.shadow_value(path, shadow, shadow_self)
+        if isinstance(original, np.ndarray):
+            continue  # a static array: the trace read it as a value
+        if now is not original and not (type(now) is type(original) and now == original):
+            yield path, _checked_rebinding(path, now)
+    for path, copy in shadow.shadows.items():
+        original = shadow.originals[path]
+        if isinstance(copy, list) and len(copy) != len(original):
+            raise TraceError(located(
+                f"the jitted function changed the length of the list "
+                f"{capture.path_name(path)}; jitc replays writes into captured arrays and "
+                "rebinding of names, not list appends. Pass the list as an argument and "
+                "return the new list instead."))
+        if isinstance(copy, dict) or capture._plain_object(original):
+            new = copy if isinstance(copy, dict) else vars(copy)
+            old = original if isinstance(original, dict) else vars(original)
+            kind = "item" if isinstance(copy, dict) else "attr"
+            for key, value in new.items():
+                if key not in old:
+                    yield path + ((kind, key),), _checked_rebinding(path, value)
+
+
+def _checked_rebinding(path: capture.Path, value: object) -> object:
+    if value is capture._MISSING:
+        raise TraceError(located(f"the jitted function deleted {capture.path_name(path)}; "
+                                 "jitc cannot replay deletions of captured state"))
+    if isinstance(value, np.ndarray):
+        return value.copy()
+    if isinstance(value, (Tracer, *capture.SCALARS)):
+        return value
+    raise TraceError(located(
+        f"the jitted function bound {capture.path_name(path)} to a "
+        f"{type(value).__name__}; jitc replays rebinding of captured state to arrays and "
+        "scalars only. Return the value instead."))
+
+
+def _argument_view(leaf: object, parameters: Sequence[Tracer]
+                   ) -> tuple[int, tuple[effects.Step, ...]] | None:
+    """(argument index, view steps) when `leaf` is an array argument or a current view of one."""
+    if not isinstance(leaf, Tracer):
+        return None
+    view = leaf._view
+    root, steps = (leaf, ()) if view is None else (view.root, view.steps)
+    for i, parameter in enumerate(parameters):
+        if parameter is root and parameter._array:
+            return i, steps
+    return None
 
 
 @dataclass
@@ -264,11 +403,28 @@ class Compiled:
         figures["intermediate_bytes"] = intermediate
         return figures
 
-    def call_flat(self, leaves: Sequence[object]) -> Any:
+    def call_flat(self, leaves: Sequence[object], fun: Callable | None = None,
+                  instance: object = _NO_SELF) -> Any:
+        """Run on the flat leaves: the arguments', then the captured arrays' (read by the
+        caller at call time); then replay the side effects on them and on `fun`'s state."""
+        low = self.lowered
         arrays = [np.asarray(x, dtype=s.type.dtype.numpy) if s.weak else x
-                  for x, s in zip(leaves, self.lowered.specs)]
-        outputs = self.executable(arrays)
-        return pytree.unflatten(self.lowered.out_tree, outputs)
+                  for x, s in zip(leaves, low.specs)]
+        effects_ = low.side_effects
+        if not effects_:
+            return pytree.unflatten(low.out_tree, self.executable(arrays))
+        if effects_.written:
+            _check_writable(low, leaves)
+        outputs = list(self.executable(arrays))
+        count = low.out_tree.num_leaves
+        for index, value in zip(effects_.written, outputs[count:]):
+            np.copyto(leaves[index], value, casting="no")
+        for write in effects_.rebound:
+            write.apply(outputs, fun, instance)
+        outputs = outputs[:count]
+        for position, index, steps in effects_.returned:
+            outputs[position] = effects.numpy_view(leaves[index], steps)
+        return pytree.unflatten(low.out_tree, outputs)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         low = self.lowered
@@ -288,13 +444,46 @@ class Compiled:
         return self.call_flat(leaves)
 
 
+def _check_writable(low: Lowered, leaves: Sequence[object]) -> None:
+    """Before a call that writes into arguments: each is writable, and shares no memory with
+    another argument (numpy would see a write through both names; compiled code reads the
+    arguments as they were before the call)."""
+    names = low.leaf_names
+    for index in low.side_effects.written:
+        target = leaves[index]
+        if not isinstance(target, np.ndarray):
+            raise TypeError(f"{low.name}: argument {names[index]!r} is written by the function, "
+                            f"but it is a {type(target).__name__}; pass a numpy array")
+        if not target.flags.writeable:
+            raise ValueError(f"{low.name}: argument {names[index]!r} is written by the function "
+                             "but is read-only (assignment destination is read-only)")
+        for other, leaf in enumerate(leaves):
+            if other == index or not isinstance(leaf, np.ndarray):
+                continue
+            try:
+                shared = np.shares_memory(target, leaf, max_work=10_000)
+            except np.exceptions.TooHardError:
+                shared = True
+            if shared:
+                raise ValueError(
+                    f"{low.name}: argument {names[index]!r} is written by the function and "
+                    f"shares memory with argument {names[other]!r}. numpy would see each write "
+                    "through both names; jitc compiles them as separate arrays and will not "
+                    f"guess. Pass a copy ({names[other]}.copy()) or one array once.")
+
+
 class Lowered:
     """A traced function for one call signature, not yet compiled."""
 
     def __init__(self, name: str, module: Module, signature: _Signature, static: tuple,
                  arg_names: tuple[str, ...], in_tree: pytree.TreeDef, specs: Sequence[ArgSpec],
-                 out_tree: pytree.TreeDef, options: Options, trace_seconds: float) -> None:
+                 out_tree: pytree.TreeDef, options: Options, trace_seconds: float,
+                 side_effects: SideEffects = SideEffects(),
+                 leaf_names: Sequence[str] = ()) -> None:
         self.name = name
+        self.side_effects = side_effects
+        self.guarded = False  # reads captured state, checked at each call (no C fast path)
+        self.leaf_names = tuple(leaf_names) or tuple(f"arg{i}" for i in range(len(specs)))
         self.module = module
         self.signature = signature
         self.static = static
@@ -342,6 +531,13 @@ class Jitted:
 
     def __init__(self, fun: Callable, options: Options, static_argnums: Sequence[int],
                  static_argnames: Sequence[str], donate_argnums: Sequence[int] = ()) -> None:
+        # A bound method (`jitc.jit(obj.step)`): its instance's state is captured like `self`'s
+        # in a method jitted in its class body.
+        self._instance = _NO_SELF
+        if isinstance(fun, types.MethodType):
+            self._instance, fun = fun.__self__, fun.__func__
+            static_argnums = tuple(n + 1 if n >= 0 else n for n in static_argnums)
+            donate_argnums = tuple(n + 1 for n in donate_argnums)
         self.fun = fun
         self.options = options
         self.signature = _Signature(fun, static_argnums, static_argnames)
@@ -354,10 +550,24 @@ class Jitted:
         # reentrant, since tracing may call this function with concrete arrays.
         self._lock = threading.Lock()
         self._compiling: dict[tuple, threading.RLock] = {}
+        self._global_names = capture.code_global_names(fun)
+        params = list(self.signature.sig.parameters) if self.signature.sig else []
+        self._self_name = params[0] if params else "self"
         functools.update_wrapper(self, fun)
 
-    def _abstract_call(self, args: tuple, kwargs: dict[str, Any]):
+    def __get__(self, instance: object, owner: type | None = None) -> Any:
+        """`@jitc.jit` on a method: `obj.method` is bound to `obj`, whose array state the
+        method reads and writes as captured state (jitc.tracing.capture)."""
+        if instance is None:
+            return self
+        return BoundJitted(self, instance)
+
+    def _abstract_call(self, args: tuple, kwargs: dict[str, Any], instance: object = _NO_SELF):
+        if instance is not _NO_SELF:
+            args = (instance, *args)
         dynamic, static = self.signature.split(args, kwargs)
+        if instance is not _NO_SELF:
+            dynamic.pop(self._self_name, None)
         leaves, treedef = _flatten_arguments(dynamic)
         paths = _leaf_names(dynamic)
         specs = tuple(abstractify(leaf, f"{self.name}: argument "
@@ -366,18 +576,30 @@ class Jitted:
         return dynamic, static, leaves, treedef, specs
 
     def lower(self, *args: Any, **kwargs: Any) -> Lowered:
-        dynamic, static, _, treedef, specs = self._abstract_call(args, kwargs)
-        return self._lower(dynamic, static, treedef, specs)
+        instance = self._instance
+        dynamic, static, _, treedef, specs = self._abstract_call(args, kwargs, instance)
+        return self._lower(dynamic, static, treedef, specs, self._captured(instance), instance)
 
-    def _lower(self, dynamic, static, treedef, specs) -> Lowered:
+    def _captured(self, instance: object) -> capture.Captured:
+        return capture.walk(self.fun, self._global_names, instance)
+
+    def _lower(self, dynamic, static, treedef, specs, captured: capture.Captured,
+               instance: object = _NO_SELF) -> Lowered:
         start = time.perf_counter()
-        module, out_tree = trace_function(self.fun, self.signature, dynamic, static, specs,
-                                          treedef)
+        module, out_tree, side_effects = trace_function(
+            self.fun, self.signature, dynamic, static, specs, treedef, captured, instance,
+            self._self_name)
         options = self.options
         if self.donate_argnums:
             options = options.with_(donated=self._donated_leaves(dynamic))
-        return Lowered(self.name, module, self.signature, static, tuple(dynamic), treedef,
-                       specs, out_tree, options, time.perf_counter() - start)
+        names = _leaf_names(dynamic) + [capture.path_name(p) for p, _ in captured.arrays]
+        specs = tuple(specs) + tuple(ArgSpec(TensorType(dtypes.from_numpy(a.dtype), a.shape))
+                                     for _, a in captured.arrays)
+        lowered = Lowered(self.name, module, self.signature, static, tuple(dynamic), treedef,
+                          specs, out_tree, options, time.perf_counter() - start, side_effects,
+                          names)
+        lowered.guarded = bool(captured)
+        return lowered
 
     def _donated_leaves(self, dynamic: dict[str, Any]) -> frozenset[int]:
         """Flat leaf indices of the donated positional arguments (each must be one array)."""
@@ -401,19 +623,28 @@ class Jitted:
             if result is not None:
                 return result
         if trace_stack() and _contains_tracer(args, kwargs):
+            if self._instance is not _NO_SELF:
+                return self.fun(self._instance, *args, **kwargs)
             return self.fun(*args, **kwargs)  # called from another traced function: inline
-        dynamic, static, leaves, treedef, specs = self._abstract_call(args, kwargs)
+        return self._call(args, kwargs, self._instance)
+
+    def _call(self, args: tuple, kwargs: dict[str, Any], instance: object) -> Any:
+        dynamic, static, leaves, treedef, specs = self._abstract_call(args, kwargs, instance)
+        captured = self._captured(instance)
         # The names matter: f(x, y=a) and f(x, z=a) have the same leaves but mean different
         # things when y and z have defaults.
-        key = (tuple(dynamic), treedef, specs, static)
+        key = (tuple(dynamic), treedef, specs, static, captured.key())
         compiled = self._cache.get(key)
         if compiled is None:
-            compiled = self._compile_once(key, dynamic, static, treedef, specs)
-        self._fast = self._fast_path(compiled)
-        return compiled.call_flat(leaves)
+            compiled = self._compile_once(key, dynamic, static, treedef, specs, captured,
+                                          instance)
+        if instance is _NO_SELF:
+            self._fast = self._fast_path(compiled)
+        return compiled.call_flat(leaves + [a for _, a in captured.arrays], self.fun, instance)
 
     def _compile_once(self, key: tuple, dynamic: dict[str, Any], static: tuple,
-                      treedef: pytree.TreeDef, specs: tuple[ArgSpec, ...]) -> Compiled:
+                      treedef: pytree.TreeDef, specs: tuple[ArgSpec, ...],
+                      captured: capture.Captured, instance: object) -> Compiled:
         """The cached executable for `key`, compiled by exactly one of the threads that ask.
 
         Replacing a cache entry while another thread runs the old one would free machine code
@@ -426,7 +657,8 @@ class Jitted:
                 compiled = self._cache.get(key)
                 if compiled is None:
                     with collector_paused():
-                        compiled = self._lower(dynamic, static, treedef, specs).compile()
+                        compiled = self._lower(dynamic, static, treedef, specs, captured,
+                                               instance).compile()
                     self._cache[key] = compiled
                 return compiled
         finally:
@@ -440,7 +672,7 @@ class Jitted:
         low = compiled.lowered
         flat = pytree.TreeDef("tuple", (pytree.LEAF,) * len(low.specs))
         if make is None or not self.signature.simple or low.in_tree != flat or \
-                any(s.weak for s in low.specs):
+                any(s.weak for s in low.specs) or low.side_effects or low.guarded:
             return None
         from jitc._runtime import RESULT_SINGLE, RESULT_TUPLE
         out = low.out_tree
@@ -473,6 +705,29 @@ class Jitted:
 
     def __repr__(self) -> str:
         return f"<jitc.jit {self.name} backend={self.options.backend}>"
+
+
+class BoundJitted:
+    """A jitted method bound to an instance (what `obj.method` gives)."""
+
+    def __init__(self, jitted: Jitted, instance: object) -> None:
+        self.jitted = jitted
+        self.instance = instance
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        jitted = self.jitted
+        if trace_stack() and _contains_tracer(args, kwargs):
+            return jitted.fun(self.instance, *args, **kwargs)
+        return jitted._call(args, kwargs, self.instance)
+
+    def lower(self, *args: Any, **kwargs: Any) -> Lowered:
+        jitted = self.jitted
+        dynamic, static, _, treedef, specs = jitted._abstract_call(args, kwargs, self.instance)
+        return jitted._lower(dynamic, static, treedef, specs,
+                             jitted._captured(self.instance), self.instance)
+
+    def __repr__(self) -> str:
+        return f"<bound {self.jitted!r} of {self.instance!r}>"
 
 
 def _contains_tracer(args: tuple, kwargs: dict[str, Any]) -> bool:

@@ -65,3 +65,84 @@ def asarray(a, dtype=None, order=None, *, copy=None, device=None, like=None):
 
 
 array = asarray
+
+
+# -- creation inside a traced function -----------------------------------------------------------
+# numpy's creation functions called with shapes alone never see a tracer, so they return plain
+# arrays, and a plain array cannot record `y[i] = traced_value`. Inside a trace the function's
+# `np` is a stand-in (jitc.tracing.capture) whose creation functions return traced arrays of the
+# same value: fresh arrays that later writes update, as numpy's are.
+
+
+def _traced(array: np.ndarray) -> Tracer:
+    traced = lift(array).copy_tracer()
+    if array.dtype.kind in "biu":
+        traced._known = array  # still static as an index until written
+    return traced
+
+
+def _filled(shape, value, dtype) -> Tracer:
+    fill = np.asarray(value, dtype=dtype if dtype is not None else np.asarray(value).dtype)
+    shape = (shape,) if isinstance(shape, (int, np.integer)) else tuple(shape)
+    return broadcast_to(lift(fill), shape).copy_tracer()
+
+
+def _traced_zeros(shape, dtype=float, order="C", *, device=None, like=None):
+    return _filled(shape, 0, dtype)
+
+
+def _traced_ones(shape, dtype=None, order="C", *, device=None, like=None):
+    return _filled(shape, 1, float if dtype is None else dtype)
+
+
+def _traced_full(shape, fill_value, dtype=None, order="C", *, device=None, like=None):
+    if isinstance(fill_value, Tracer):
+        return full(shape, fill_value, dtype).copy_tracer()
+    return _filled(shape, fill_value, dtype)
+
+
+def _traced_array(a, dtype=None, *args, copy=True, **kwargs):
+    if isinstance(a, Tracer):
+        result = a if dtype is None else lift(a, dtype)
+        return result.copy_tracer() if copy and result is a else result
+    if isinstance(a, (list, tuple)) and any(isinstance(v, Tracer) for v in a):
+        return asarray(a, dtype)
+    return _traced(np.array(a, dtype, *args, copy=True, **kwargs))
+
+
+def _traced_asarray(a, dtype=None, *args, **kwargs):
+    if isinstance(a, Tracer) or (isinstance(a, (list, tuple))
+                                 and any(isinstance(v, Tracer) for v in a)):
+        return asarray(a, dtype)
+    if isinstance(a, np.ndarray) and (dtype is None or a.dtype == dtype):
+        return a  # numpy's asarray is the array itself: writes must reach it
+    return _traced(np.asarray(a, dtype, *args, **kwargs))
+
+
+def _from_numpy(fn):
+    def traced(*args, **kwargs):
+        return _traced(fn(*args, **kwargs))
+    traced.__name__ = fn.__name__
+    return traced
+
+
+TRACED_CREATION = {
+    np.zeros: _traced_zeros, np.ones: _traced_ones, np.empty: _traced_zeros,
+    np.full: _traced_full, np.array: _traced_array, np.asarray: _traced_asarray,
+    **{fn: _from_numpy(fn) for fn in (np.arange, np.eye, np.identity, np.linspace, np.tri)},
+}
+
+
+class TracingNumpy:
+    """The numpy module as a traced function sees it: creation functions give traced arrays,
+    everything else is numpy's own."""
+
+    def __init__(self, module) -> None:
+        self._module = module
+
+    def __getattr__(self, name: str):
+        value = getattr(self._module, name)
+        return TRACED_CREATION.get(value, value) if callable(value) else value
+
+    def __repr__(self) -> str:
+        return f"<numpy as seen by a traced function ({self._module.__name__})>"

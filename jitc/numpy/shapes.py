@@ -24,6 +24,7 @@ from jitc.numpy._core import (
     result_type,
     unsupported,
 )
+from jitc.tracing import effects
 from jitc.tracing.errors import ShapeError, located
 from jitc.tracing.state import emit
 from jitc.tracing.tracer import Tracer
@@ -58,9 +59,8 @@ def reshape(a, shape=None, order="C", *, newshape=None, copy=None):
     if isinstance(shape, (int, np.integer, Tracer)):
         shape = (shape,)
     new = _resolve_shape(x.size, shape, x.aval.short())
-    if new == x.shape:
-        return x
-    return emit(ops.RESHAPE, [x], {}, _typed(x, new))
+    result = x if new == x.shape else emit(ops.RESHAPE, [x], {}, _typed(x, new))
+    return effects.derive(x, result, effects.Reshape(new))
 
 
 @implements(np.transpose)
@@ -73,9 +73,9 @@ def transpose(a, axes=None):
         if sorted(perm) != list(range(x.ndim)):
             raise ShapeError(located(f"transpose: axes {tuple(axes)} don't match an array of "
                                      f"dimension {x.ndim}"))
-    if perm == list(range(x.ndim)):
-        return x
-    return emit(ops.TRANSPOSE, [x], {"permutation": perm})
+    result = x if perm == list(range(x.ndim)) else emit(ops.TRANSPOSE, [x],
+                                                        {"permutation": perm})
+    return effects.derive(x, result, effects.Transpose(perm))
 
 
 @implements(np.matrix_transpose)
@@ -151,11 +151,23 @@ def flatten(a, order="C"):
 
 @implements(np.copy)
 def copy(a, order="K", subok=False):
-    return lift(a)
+    return lift(a).copy_tracer()
 
 
 def astype(a, dtype, order="K", casting="unsafe", subok=True, copy=True):
-    return convert(lift(a), dtype)
+    x = lift(a)
+    result = convert(x, dtype)
+    return result.copy_tracer() if result is x and copy else result
+
+
+@implements(np.copyto)
+def copyto(dst, src, casting="same_kind", where=True):
+    if not isinstance(dst, Tracer):
+        raise unsupported("numpy.copyto into an array that is not traced",
+                          "Pass the destination as an argument of the jitted function.")
+    if where is not True:
+        src = globals()["where"](where, src, dst)
+    effects.write_result(dst, src, "numpy.copyto")
 
 
 @implements(np.atleast_1d)

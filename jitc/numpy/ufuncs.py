@@ -450,6 +450,9 @@ def apply_ufunc(ufunc: np.ufunc, method: str, inputs: tuple, kwargs: dict[str, A
     if ufunc is np.matmul:
         from jitc.numpy.linalg import matmul
         return matmul(*inputs, **kwargs)
+    out = kwargs.pop("out", None)
+    if out is not None:
+        return _into_out(ufunc, inputs, kwargs, out)
     for key in _UNSUPPORTED_KWARGS:
         if kwargs.get(key) is not None and not (key == "where" and kwargs[key] is True):
             raise unsupported(f"{name}(..., {key}=...)",
@@ -459,6 +462,18 @@ def apply_ufunc(ufunc: np.ufunc, method: str, inputs: tuple, kwargs: dict[str, A
     if impl is None:
         raise unsupported(name)
     return call_ufunc(ufunc, impl, inputs, kwargs.get("dtype"))
+
+
+def _into_out(ufunc: np.ufunc, inputs: tuple, kwargs: dict[str, Any], out: Any) -> Any:
+    """`np.add(a, b, out=c)`: the result written into `c` (numpy's same_kind casting)."""
+    from jitc.tracing import effects
+    targets = out if isinstance(out, tuple) else (out,)
+    if len(targets) != 1 or not isinstance(targets[0], Tracer):
+        raise unsupported(f"numpy.{ufunc.__name__}(..., out=...) into an array that is not "
+                          "traced", "Pass the output array as an argument of the jitted "
+                          "function (or return the result instead).")
+    result = apply_ufunc(ufunc, "__call__", inputs, kwargs)
+    return effects.write_result(targets[0], result, f"numpy.{ufunc.__name__}(..., out=...)")
 
 
 def call_ufunc(ufunc: np.ufunc, impl: UfuncImpl, inputs: tuple, dtype: object = None) -> Any:

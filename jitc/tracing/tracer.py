@@ -13,6 +13,7 @@ import numpy as np
 
 from jitc.ir.core import Value
 from jitc.ir.types import TensorType
+from jitc.tracing import effects
 from jitc.tracing.errors import ConcretizationError, located, user_location, where
 from jitc.tracing.state import TraceState
 
@@ -24,15 +25,40 @@ def _numpy():
 
 
 class Tracer:
-    """A traced array value. `weak` marks a Python scalar argument (NEP 50 weak typing)."""
+    """A traced array value. `weak` marks a Python scalar argument (NEP 50 weak typing).
 
-    __slots__ = ("trace", "value", "weak")
+    A Tracer stands for an ndarray (`_array`: writes change it in place, as numpy's do) or for
+    a numpy or Python scalar (0-d results of operations: `s += 1` rebinds `s`). `_view` links a
+    view to the root array whose storage it shares (jitc.tracing.effects); `_version` counts
+    the writes into a root.
+    """
+
+    __slots__ = ("_array", "_known", "_shadow", "_value", "_version", "_view", "trace", "weak")
     __array_priority__ = 1000
 
     def __init__(self, trace: TraceState, value: Value, weak: bool = False) -> None:
         self.trace = trace
-        self.value = value
+        self._value = value
         self.weak = weak
+        self._view: effects.View | None = None
+        self._version = 0
+        self._array = value.type.rank > 0
+        self._shadow = None
+        # The numpy value of an integer or boolean array made from constants and not written
+        # since: indexing with it is static (bounds-checked, masks with known shapes).
+        self._known: np.ndarray | None = None
+
+    @property
+    def value(self) -> Value:
+        """The IR value this array has now (a view is recomputed after its root changed)."""
+        view = self._view
+        if view is not None and view.version != view.root._version:
+            effects.refresh(self)
+        return self._value
+
+    def copy_tracer(self) -> Tracer:
+        """A new array with this one's current value (numpy's copy)."""
+        return Tracer(self.trace, self.value, self.weak)
 
     # -- static properties -----------------------------------------------------------------
     @property
@@ -130,7 +156,7 @@ class Tracer:
         return _numpy().apply_operator(np.negative, (self,))
 
     def __pos__(self):
-        return self
+        return self.copy_tracer()
 
     def __abs__(self):
         return _numpy().apply_operator(np.absolute, (self,))
@@ -139,13 +165,16 @@ class Tracer:
         return _numpy().apply_operator(np.invert, (self,))
 
     def __getitem__(self, index: Any):
-        return _numpy().getitem(self, index)
+        index = _known_index(index)
+        result = _numpy().getitem(self, index)
+        if _is_basic_index(index):
+            return effects.derive(self, result, effects.Index(index))
+        return result if result is not self else self.copy_tracer()
 
     def __setitem__(self, index: Any, update: Any) -> None:
-        # numpy mutates in place; a tracer rebinds to the updated array. Views taken earlier
-        # do not see the update (see docs/jit.md).
-        result = _numpy().setitem(self, index, update)
-        self.value = result.value
+        # numpy writes in place: the functional update becomes this array's value, and its
+        # root's where it is a view (jitc.tracing.effects).
+        effects.assign(self, _numpy().setitem(self, _known_index(index), update))
 
     def __matmul__(self, other):
         return np.matmul(self, other)
@@ -176,6 +205,42 @@ class Tracer:
         raise AttributeError(f"'Tracer' object has no attribute {name!r}")
 
 
+def _known_index(index: Any) -> Any:
+    """`index` with each traced array of known value (see Tracer._known) as that value."""
+    if isinstance(index, Tracer):
+        return index if index._known is None else index._known
+    if isinstance(index, tuple) and any(isinstance(i, Tracer) for i in index):
+        return tuple(_known_index(i) for i in index)
+    return index
+
+
+def _is_basic_index(index: Any) -> bool:
+    """Whether numpy answers `x[index]` with a view: integers, slices with static bounds,
+    None and Ellipsis only."""
+    items = index if isinstance(index, tuple) else (index,)
+    for item in items:
+        if item is None or item is Ellipsis:
+            continue
+        if isinstance(item, slice):
+            if any(isinstance(p, Tracer) for p in (item.start, item.stop, item.step)):
+                return False
+            continue
+        if isinstance(item, (int, np.integer)) and not isinstance(item, (bool, np.bool_)):
+            continue
+        return False
+    return True
+
+
+def _inplace(ufunc: np.ufunc):
+    def method(self, other):
+        if not self._array and self._view is None:
+            # A scalar (numpy's are immutable): `s += 1` rebinds s, as in numpy.
+            return _numpy().apply_operator(ufunc, (self, other))
+        result = _numpy().apply_ufunc(ufunc, "__call__", (self, other), {})
+        return effects.write_result(self, result, f"in-place {ufunc.__name__}")
+    return method
+
+
 def _binary(ufunc: np.ufunc, reflected: bool = False):
     if reflected:
         def method(self, other):
@@ -195,6 +260,8 @@ _BINARY = {
 for _name, _ufunc in _BINARY.items():
     setattr(Tracer, f"__{_name}__", _binary(_ufunc))
     setattr(Tracer, f"__r{_name}__", _binary(_ufunc, reflected=True))
+    setattr(Tracer, f"__i{_name}__", _inplace(_ufunc))
+Tracer.__imatmul__ = _inplace(np.matmul)  # type: ignore[attr-defined]
 for _name, _ufunc in {"eq": np.equal, "ne": np.not_equal, "lt": np.less, "le": np.less_equal,
                       "gt": np.greater, "ge": np.greater_equal}.items():
     setattr(Tracer, f"__{_name}__", _binary(_ufunc))

@@ -1,0 +1,350 @@
+"""State a jitted function reads without receiving it: globals, closure variables, `self`.
+
+numpy reads such state when it runs, so a jitted function must too. Before each call, `walk`
+follows the function's globals (the names its code uses), its closure cells and, for a method,
+`self`, through lists, tuples, dicts and the attributes of plain objects. What it finds:
+
+- arrays become implicit arguments: read at call time, so a change in place or a rebinding
+  between calls is seen by the next call; their shapes and dtypes join the cache key;
+- Python scalars (int, float, bool, str, None) are guards: the trace uses their values as
+  constants, and a new value traces anew (the cache key holds them).
+
+While tracing, the function runs on a *shadow* of that state: a copy of its globals and cells
+and of every container and object on the way, with a Tracer in place of each array. What the
+function did to the shadow is then replayed on the real state after each call (`WriteBack`):
+writes into an array are copied into it in place, and a rebinding (`self.pos += 1`,
+`self.cache = np.concatenate(...)`, `global step; step += 1`) assigns the new value.
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+import sysconfig
+import types
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from jitc.tracing.errors import TraceError
+
+# A path: its root, ("global", name) | ("cell", i, name) | ("self",), then steps,
+# ("attr", name) | ("item", key).
+Path = tuple
+SCALARS = (bool, int, float, complex, str, bytes, type(None))
+_MAX_DEPTH = 6
+_MISSING = object()
+
+
+def code_global_names(fun: Callable) -> tuple[str, ...]:
+    """The global names `fun`'s code (and the code nested in it) may load."""
+    names: list[str] = []
+    stack = [getattr(fun, "__code__", None)]
+    while stack:
+        code = stack.pop()
+        if code is None:
+            continue
+        names.extend(code.co_names)
+        stack.extend(c for c in code.co_consts if isinstance(c, types.CodeType))
+    return tuple(dict.fromkeys(names))
+
+
+def _plain_object(value: object) -> bool:
+    """An instance of a user's class, whose attributes are its state: not a module, function
+    or class, and not an object of the standard library or an installed package (a logger's
+    counters are no model state)."""
+    return (hasattr(value, "__dict__")
+            and not isinstance(value, (type, types.ModuleType, types.FunctionType,
+                                       types.MethodType, types.BuiltinFunctionType))
+            and _user_module(getattr(type(value), "__module__", None) or "builtins"))
+
+
+_LIBRARY_DIRS = tuple({sysconfig.get_paths()[k] for k in ("stdlib", "platstdlib", "purelib",
+                                                           "platlib")})
+
+
+@functools.cache
+def _user_module(name: str) -> bool:
+    if name.split(".")[0] in sys.stdlib_module_names or name.startswith(("jitc", "numpy")):
+        return False
+    module = sys.modules.get(name)
+    file = getattr(module, "__file__", None)
+    return file is None or not file.startswith(_LIBRARY_DIRS)
+
+
+# Small integer and boolean arrays are read as values, like scalars: they are index arrays and
+# masks, which decide shapes (`x[mask]`) and are bounds-checked as numpy does.
+STATIC_ARRAY_ELEMENTS = 4096
+
+
+def is_static_array(array: np.ndarray) -> bool:
+    return array.dtype.kind in "biu" and array.size <= STATIC_ARRAY_ELEMENTS
+
+
+@dataclass
+class Captured:
+    """What one walk found: arrays (implicit arguments) and scalar guards, by path; small
+    integer and boolean arrays are guards too (their bytes are part of the key)."""
+
+    arrays: list[tuple[Path, np.ndarray]]
+    scalars: list[tuple[Path, object]]
+    containers: list[tuple[Path, object]] = field(default_factory=list)  # lists and dicts
+
+    def key(self) -> tuple:
+        return (tuple((p, a.shape, a.dtype.str) for p, a in self.arrays),
+                tuple((p, type(v), _guard_value(v)) for p, v in self.scalars))
+
+    def prefixes(self) -> set[Path]:
+        """Every container on the way to something captured (those the trace copies)."""
+        return {path[:n] for path, _ in self.arrays + self.scalars
+                for n in range(1, len(path))}
+
+
+def _guard_value(value: object) -> object:
+    if isinstance(value, np.ndarray):
+        return (value.shape, value.dtype.str, value.tobytes())
+    return value if value == value else "nan"
+
+    def __bool__(self) -> bool:
+        return bool(self.arrays or self.scalars)
+
+
+def roots(fun: Callable, names: tuple[str, ...], instance: object = _MISSING
+          ) -> Iterator[tuple[Path, object]]:
+    namespace = getattr(fun, "__globals__", {})
+    for name in names:
+        value = namespace.get(name, _MISSING)
+        if value is not _MISSING:
+            yield (("global", name),), value
+    for i, cell in enumerate(getattr(fun, "__closure__", None) or ()):
+        try:
+            yield (_cell_root(fun, i),), cell.cell_contents
+        except ValueError:  # an empty cell: a name bound later
+            continue
+    if instance is not _MISSING:
+        yield (("self",),), instance
+
+
+def _cell_root(fun: Callable, i: int) -> tuple:
+    return ("cell", i, fun.__code__.co_freevars[i])
+
+
+def walk(fun: Callable, names: tuple[str, ...], instance: object = _MISSING) -> Captured:
+    found = Captured([], [])
+    seen: set[int] = set()
+    for path, value in roots(fun, names, instance):
+        _walk(value, path, found, seen, 0)
+    return found
+
+
+def _children(value: object) -> Iterator[tuple[tuple, object]]:
+    if isinstance(value, dict):
+        for k, v in value.items():
+            if isinstance(k, (str, int)):
+                yield ("item", k), v
+    elif isinstance(value, (list, tuple)):
+        for i, v in enumerate(value):
+            yield ("item", i), v
+    elif _plain_object(value):
+        for k, v in vars(value).items():
+            yield ("attr", k), v
+
+
+def _walk(value: object, path: Path, found: Captured, seen: set[int], depth: int,
+          in_list: bool = False) -> None:
+    if type(value) is np.ndarray:
+        if is_static_array(value):
+            found.scalars.append((path, value))
+        else:
+            found.arrays.append((path, value))
+        return
+    if isinstance(value, SCALARS):
+        # Scalars in lists are not guards: lists of Python values are logs and counters that
+        # grow (`calls.append(...)`), which would retrace every call.
+        if not in_list:
+            found.scalars.append((path, value))
+        return
+    if depth >= _MAX_DEPTH or id(value) in seen:
+        return
+    if isinstance(value, (dict, list, tuple)) or _plain_object(value):
+        seen.add(id(value))
+        if isinstance(value, (dict, list)):
+            found.containers.append((path, value))
+        for step, child in _children(value):
+            _walk(child, path + (step,), found, seen, depth + 1,
+                  in_list or isinstance(value, list))
+
+
+# -- the shadow world the trace runs in ---------------------------------------------------------
+
+
+class Shadow:
+    """Copies of the captured state with tracers for arrays; maps each path to its copy."""
+
+    def __init__(self, tracers: dict[Path, Any], prefixes: set[Path] | None = None) -> None:
+        self.tracers = tracers           # path of each captured array -> its Tracer
+        self.prefixes = prefixes or set()  # containers on the way to captured values
+        self.copies: dict[int, object] = {}  # id(original container) -> its shadow
+        self.originals: dict[Path, object] = {}  # path -> original container or object
+        self.shadows: dict[Path, object] = {}
+
+    def make(self, value: object, path: Path, depth: int = 0) -> object:
+        if path in self.tracers:
+            return self.tracers[path]
+        # Objects are always copied (an attribute the trace sets must not reach the real one
+        # as a Tracer); containers only on the way to something captured.
+        if depth >= _MAX_DEPTH or not (_plain_object(value) or (
+                path in self.prefixes and isinstance(value, (dict, list, tuple)))):
+            return value  # holds nothing captured: the trace sees the object itself
+        if id(value) in self.copies:
+            return self.copies[id(value)]
+        if isinstance(value, dict):
+            copy: Any = {}
+            self.copies[id(value)] = copy
+            for step, child in _children(value):
+                copy[step[1]] = self.make(child, path + (step,), depth + 1)
+            for k, v in value.items():
+                copy.setdefault(k, v)
+        elif isinstance(value, list):
+            copy = []
+            self.copies[id(value)] = copy
+            copy.extend(self.make(v, path + (("item", i),), depth + 1)
+                        for i, v in enumerate(value))
+        elif isinstance(value, tuple):
+            copy = tuple(self.make(v, path + (("item", i),), depth + 1)
+                         for i, v in enumerate(value))
+            self.copies[id(value)] = copy
+        else:
+            copy = object.__new__(type(value))
+            self.copies[id(value)] = copy
+            state = {k: self.make(v, path + (("attr", k),), depth + 1)
+                     for k, v in vars(value).items()}
+            vars(copy).update(state)
+        self.originals[path] = value
+        self.shadows[path] = copy
+        return copy
+
+
+def _is_hashable(value: object) -> bool:
+    try:
+        hash(value)
+    except TypeError:
+        return False
+    return True
+
+
+def shadow_function(fun: Callable, names: tuple[str, ...], shadow: Shadow) -> Callable:
+    """`fun` with its globals and closure cells replaced by their shadows."""
+    from jitc.numpy.creation import TRACED_CREATION, TracingNumpy
+    namespace = dict(fun.__globals__)
+    for name in names:
+        if name not in namespace:
+            continue
+        value = namespace[name]
+        if value is np:
+            namespace[name] = TracingNumpy(np)
+        elif _is_hashable(value) and value in TRACED_CREATION:
+            namespace[name] = TRACED_CREATION[value]
+        else:
+            namespace[name] = shadow.make(value, (("global", name),))
+    cells = None
+    if fun.__closure__:
+        cells = []
+        for i, cell in enumerate(fun.__closure__):
+            try:
+                cells.append(types.CellType(shadow.make(cell.cell_contents,
+                                                        (_cell_root(fun, i),))))
+            except ValueError:
+                cells.append(cell)
+        cells = tuple(cells)
+    copy = types.FunctionType(fun.__code__, namespace, fun.__name__, fun.__defaults__, cells)
+    copy.__kwdefaults__ = fun.__kwdefaults__
+    shadow.namespace = namespace  # type: ignore[attr-defined]
+    shadow.cells = cells  # type: ignore[attr-defined]
+    return copy
+
+
+# -- replaying the trace's effects on the real state ------------------------------------------
+
+
+@dataclass(frozen=True)
+class WriteBack:
+    """After a call, `path` is bound to output number `output` (as a numpy scalar where
+    `scalar`), or to `constant` when `output` is -1."""
+
+    path: Path
+    output: int = -1
+    scalar: bool = False
+    constant: object = None
+
+    def apply(self, outputs: list, fun: Callable, instance: object) -> None:
+        if self.output < 0:
+            value = self.constant
+            value = value.copy() if isinstance(value, np.ndarray) else value
+        else:
+            value = outputs[self.output]
+            value = value[()] if self.scalar else value
+        assign(self.path, value, fun, instance)
+
+
+def resolve(path: Path, fun: Callable, instance: object) -> Any:
+    value = _root(path[0], fun, instance)
+    for kind, key in path[1:]:
+        value = getattr(value, key) if kind == "attr" else value[key]
+    return value
+
+
+def _root(step: tuple, fun: Callable, instance: object) -> Any:
+    if step[0] == "global":
+        return fun.__globals__[step[1]]
+    if step[0] == "cell":
+        return fun.__closure__[step[1]].cell_contents
+    return instance
+
+
+def assign(path: Path, value: object, fun: Callable, instance: object) -> None:
+    if len(path) == 1:
+        step = path[0]
+        if step[0] == "global":
+            fun.__globals__[step[1]] = value
+        elif step[0] == "cell":
+            fun.__closure__[step[1]].cell_contents = value
+        else:
+            raise TraceError("a jitted method rebound `self`")
+        return
+    parent = resolve(path[:-1], fun, instance)
+    kind, key = path[-1]
+    if kind == "attr":
+        setattr(parent, key, value)
+    else:
+        parent[key] = value
+
+
+def shadow_value(path: Path, shadow: Shadow, instance_shadow: object) -> Any:
+    """The value at `path` in the shadow world after the trace."""
+    step = path[0]
+    if step[0] == "global":
+        value = shadow.namespace.get(step[1], _MISSING)  # type: ignore[attr-defined]
+    elif step[0] == "cell":
+        value = shadow.cells[step[1]].cell_contents  # type: ignore[attr-defined]
+    else:
+        value = instance_shadow
+    for kind, key in path[1:]:
+        if value is _MISSING:
+            return value
+        try:
+            value = getattr(value, key) if kind == "attr" else value[key]
+        except (AttributeError, KeyError, IndexError, TypeError):
+            return _MISSING
+    return value
+
+
+def path_name(path: Path) -> str:
+    """`W`, `self.cache_k`, `params['w1']`, `layers[0].w`: a path as the user wrote it."""
+    root = path[0]
+    text = "self" if root[0] == "self" else root[-1]
+    for kind, key in path[1:]:
+        text += f".{key}" if kind == "attr" else f"[{key!r}]"
+    return text

@@ -1,0 +1,208 @@
+"""In-place writes while tracing: views, and functional updates of the arrays they share.
+
+The IR stays pure SSA: a write `x[1:] += 1` records a functional update of `x`'s current value
+and rebinds the Tracer `x` to the result (its version goes up). What makes it numpy is views:
+a Tracer made by basic indexing, a reshape that numpy performs without copying, or a transpose
+shares its storage with the array it came from (its *root*). A view remembers the steps from
+its root; reading a view whose root has changed since recomputes it from the root, and writing
+to a view writes the update back through each step into the root. Whether numpy returns a view
+or a copy is decided by numpy itself, on a stand-in array with the root's strides that owns no
+memory (`shadow`), so `a.T.reshape(-1)` is a copy here exactly when it is one in numpy.
+
+At the end of a trace, a parameter or captured array whose root has a version above zero was
+written: its final value becomes an extra output that the call copies back into the caller's
+array (see `jitc.tracing.capture` and `jitc.api`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from jitc.tracing.errors import located
+
+if TYPE_CHECKING:
+    from jitc.tracing.tracer import Tracer
+
+
+def _numpy():
+    import jitc.numpy as jnp
+    return jnp
+
+
+def c_shadow(shape: Sequence[int], strides: Sequence[int] | None = None) -> np.ndarray:
+    """A stand-in with `shape` and `strides` (in elements; C order by default) over a one-byte
+    buffer: numpy computes views of it from strides alone and never reads it."""
+    if strides is None:
+        strides, step = [], 1
+        for n in reversed(shape):
+            strides.insert(0, step)
+            step *= max(int(n), 1)
+    return np.lib.stride_tricks.as_strided(np.zeros(1, np.uint8), tuple(shape), tuple(strides),
+                                           writeable=False)
+
+
+class Step:
+    """One view-making operation: how a child is computed from its parent, and how an update
+    of the child becomes an update of the parent."""
+
+    def apply(self, parent: Tracer) -> Tracer:
+        raise NotImplementedError
+
+    def unapply(self, parent: Tracer, child: Tracer) -> Tracer:
+        raise NotImplementedError
+
+    def on_numpy(self, array: np.ndarray) -> Any:
+        raise NotImplementedError
+
+
+class Index(Step):
+    """Basic indexing: integers, slices, None and Ellipsis."""
+
+    def __init__(self, index: Any) -> None:
+        self.index = index
+
+    def apply(self, parent: Tracer) -> Tracer:
+        return _numpy().getitem(parent, self.index)
+
+    def unapply(self, parent: Tracer, child: Tracer) -> Tracer:
+        return _numpy().setitem(parent, self.index, child)
+
+    def on_numpy(self, array: np.ndarray) -> Any:
+        return array[self.index]
+
+
+class Reshape(Step):
+    def __init__(self, shape: tuple[int, ...]) -> None:
+        self.shape = shape
+
+    def apply(self, parent: Tracer) -> Tracer:
+        return _numpy().reshape(parent, self.shape)
+
+    def unapply(self, parent: Tracer, child: Tracer) -> Tracer:
+        return _numpy().reshape(child, parent.shape)
+
+    def on_numpy(self, array: np.ndarray) -> Any:
+        return np.reshape(array, self.shape, copy=False)  # ValueError where numpy copies
+
+
+class Transpose(Step):
+    def __init__(self, permutation: Sequence[int]) -> None:
+        self.permutation = tuple(permutation)
+
+    def apply(self, parent: Tracer) -> Tracer:
+        return _numpy().transpose(parent, self.permutation)
+
+    def unapply(self, parent: Tracer, child: Tracer) -> Tracer:
+        return _numpy().transpose(child, tuple(np.argsort(self.permutation)))
+
+    def on_numpy(self, array: np.ndarray) -> Any:
+        return np.transpose(array, self.permutation)
+
+
+class View:
+    """A Tracer's link to the root array whose storage it shares."""
+
+    __slots__ = ("root", "shadow", "steps", "version")
+
+    def __init__(self, root: Tracer, steps: tuple[Step, ...], shadow: np.ndarray,
+                 version: int) -> None:
+        self.root = root
+        self.steps = steps
+        self.shadow = shadow
+        self.version = version
+
+
+def shadow_of(x: Tracer) -> np.ndarray:
+    view = x._view
+    if view is not None:
+        return view.shadow
+    if x._shadow is None:
+        x._shadow = c_shadow(x.shape)
+    return x._shadow
+
+
+def derive(parent: Tracer, child: Tracer, step: Step) -> Tracer:
+    """`child`, computed from `parent` by `step`, as numpy returns it: a view sharing the
+    parent's storage where numpy would return a view, else an array of its own."""
+    from jitc.tracing.tracer import Tracer
+    if not parent._array:
+        return child if child is not parent else parent.copy_tracer()
+    try:
+        shadow = step.on_numpy(shadow_of(parent))
+    except ValueError:  # numpy would copy
+        return child if child is not parent else parent.copy_tracer()
+    if not isinstance(shadow, np.ndarray):  # x[i, j] of a full index is a scalar, not a view
+        return child if child is not parent else parent.copy_tracer()
+    pview = parent._view
+    root = parent if pview is None else pview.root
+    steps = (step,) if pview is None else pview.steps + (step,)
+    if child is parent or child is root:
+        child = Tracer(child.trace, child.value, child.weak)
+    child._view = View(root, steps, shadow, root._version)
+    child._array = True
+    return child
+
+
+def refresh(x: Tracer) -> None:
+    """Recompute a view from its root after the root was written."""
+    view = x._view
+    value = view.root
+    for step in view.steps:
+        value = step.apply(value)
+    x._value = value.value
+    view.version = view.root._version
+
+
+def assign(target: Tracer, new: Tracer) -> None:
+    """numpy's in-place write: `target` takes the value `new` (already of its type), and so
+    does the part of its root that it views."""
+    view = target._view
+    target._known = None
+    if view is None:
+        target._value = new.value
+        target._version += 1
+        return
+    root = view.root
+    parents = [root]
+    for step in view.steps[:-1]:
+        parents.append(step.apply(parents[-1]))
+    updated = new
+    for step, parent in zip(reversed(view.steps), reversed(parents)):
+        updated = step.unapply(parent, updated)
+    root._value = updated.value
+    root._version += 1
+    root._known = None
+    target._value = new.value
+    view.version = root._version
+
+
+def write_result(target: Tracer, result: Any, what: str) -> Tracer:
+    """`target` <- `result` as numpy's `out=` does (casting="same_kind"), e.g. for `x += y`,
+    `np.add(a, b, out=x)` and `np.copyto(x, y)`."""
+    from jitc.numpy._core import lift
+    jnp = _numpy()
+    value = lift(result)
+    if not np.can_cast(value.dtype, target.dtype, "same_kind"):
+        raise TypeError(located(f"{what}: cannot cast the result from dtype('{value.dtype}') to "
+                                f"dtype('{target.dtype}') with casting rule 'same_kind' (as "
+                                "numpy). Convert explicitly with .astype(...) first."))
+    try:
+        shape = np.broadcast_shapes(value.shape, target.shape)
+    except ValueError:
+        shape = None
+    if shape != target.shape:
+        raise ValueError(located(f"{what}: non-broadcastable output operand with shape "
+                                 f"{target.shape} doesn't match the broadcast shape "
+                                 f"{value.shape}"))
+    assign(target, jnp.setitem(target, Ellipsis, value))
+    return target
+
+
+def numpy_view(array: np.ndarray, steps: Sequence[Step]) -> np.ndarray:
+    """The same view of a real array (the caller's argument) as the traced steps took."""
+    for step in steps:
+        array = step.on_numpy(array)
+    return array
