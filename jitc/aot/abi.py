@@ -46,8 +46,8 @@ def _runtime_dir() -> Path:
     """The runtime's C sources: package data `jitc/runtime/` in an installed wheel (setup.py
     puts them there), the top-level `runtime/` folder in a source checkout."""
     package = Path(__file__).resolve().parent.parent
-    installed = package / "runtime"
-    return installed if installed.is_dir() else package.parent / "runtime"
+    installed, checkout = package / "runtime", package.parent / "runtime"
+    return checkout if checkout.is_dir() and not installed.is_dir() else installed
 
 
 RUNTIME_DIR = _runtime_dir()
