@@ -12,11 +12,12 @@ import functools
 import gc
 import inspect
 import re
+import sys
 import threading
 import time
 import types
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
 import numpy as np
@@ -705,6 +706,30 @@ class Jitted:
 
     def __repr__(self) -> str:
         return f"<jitc.jit {self.name} backend={self.options.backend}>"
+
+    def __reduce__(self) -> str | tuple:
+        """Pickled by reference, never with compiled code: a receiving process compiles anew.
+
+        `@jit` on a module-level function pickles as that module attribute; otherwise the
+        function (by reference, as pickle does functions) travels with the static and donated
+        arguments and the options set differently from this process's defaults (defaults
+        such as the thread count are the receiving process's own).
+        """
+        owner: Any = sys.modules.get(getattr(self, "__module__", ""))
+        for part in getattr(self, "__qualname__", "<unnamed>").split("."):
+            owner = getattr(owner, part, None)
+        if owner is self:
+            return self.__qualname__
+        defaults = Options()
+        changes = {f.name: getattr(self.options, f.name) for f in fields(Options)
+                   if getattr(self.options, f.name) != getattr(defaults, f.name)}
+        return (_unpickle_jitted, (self.fun, changes, tuple(sorted(self.signature.static_names)),
+                                   tuple(sorted(self.donate_argnums))))
+
+
+def _unpickle_jitted(fun: Callable, option_changes: dict[str, Any],
+                     static_argnames: tuple[str, ...], donate_argnums: tuple[int, ...]) -> Jitted:
+    return Jitted(fun, Options().with_(**option_changes), (), static_argnames, donate_argnums)
 
 
 class BoundJitted:

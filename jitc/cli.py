@@ -45,16 +45,22 @@ def _demo(args: argparse.Namespace) -> int:
     return 0
 
 
+BENCH_MISSING = (
+    "jitc bench: the benchmark suite is not part of an installed wheel; it runs from a source "
+    "checkout of jitc: there, `pip install -e '.[bench]'` (JAX, numba and threadpoolctl for the "
+    "comparison columns), then `jitc bench` or `python -m bench`")
+
+
 def _bench(arguments: list[str]) -> int:
-    """`python -m bench` of the checkout this package was installed from."""
+    """`python -m bench` of the source checkout this package was installed from (editable)."""
     from pathlib import Path
 
     import jitc
     root = Path(jitc.__file__).resolve().parent.parent
-    if not (root / "bench" / "__main__.py").is_file():
-        print("jitc bench: the suite lives in bench/ beside jitc/ in a source checkout; install "
-              "with `pip install -e .` from one (and `.[bench]` for JAX and numba)",
-              file=sys.stderr)
+    # Beside an installed wheel, root is site-packages: a `bench` there is another project's.
+    in_checkout = (root / "setup.py").is_file() and (root / "bench" / "__main__.py").is_file()
+    if not in_checkout:
+        print(BENCH_MISSING, file=sys.stderr)
         return 2
     sys.path.insert(0, str(root))
     from bench.__main__ import main as bench_main

@@ -34,3 +34,18 @@ def test_bench_runs_one_small_workload(tmp_path, capsys, monkeypatch) -> None:
     row = json.loads(out.read_text())["rows"][0]
     assert row["workload"].startswith("dispatch") and row["results"]["jitc"]["seconds"] > 0
     assert "dispatch" in capsys.readouterr().out
+
+
+def test_bench_from_an_installed_wheel_says_how_to_get_the_suite(tmp_path, capsys,
+                                                                 monkeypatch) -> None:
+    # Installed from a wheel, jitc sits in site-packages, where a `bench` package (here a
+    # stand-in that would fail the test if run) belongs to another project.
+    import jitc
+    site = tmp_path / "site-packages"
+    (site / "jitc").mkdir(parents=True)
+    (site / "bench").mkdir()
+    (site / "bench" / "__main__.py").write_text("raise AssertionError('another project')\n")
+    monkeypatch.setattr(jitc, "__file__", str(site / "jitc" / "__init__.py"))
+    assert main(["bench", "--quick"]) == 2
+    message = capsys.readouterr().err
+    assert "source checkout" in message and "pip install -e '.[bench]'" in message

@@ -41,7 +41,16 @@ DTYPES: dict[DType, tuple[str, int, str]] = {
     dtypes.float64: ("JITC_F64", 7, "double"),
 }
 
-RUNTIME_DIR = Path(__file__).resolve().parent.parent.parent / "runtime"
+
+def _runtime_dir() -> Path:
+    """The runtime's C sources: package data `jitc/runtime/` in an installed wheel (setup.py
+    puts them there), the top-level `runtime/` folder in a source checkout."""
+    package = Path(__file__).resolve().parent.parent
+    installed, checkout = package / "runtime", package.parent / "runtime"
+    return checkout if checkout.is_dir() and not installed.is_dir() else installed
+
+
+RUNTIME_DIR = _runtime_dir()
 ABI_HEADER = RUNTIME_DIR / "jitc_aot.h"
 POOL_SOURCE = RUNTIME_DIR / "jitc_runtime.c"
 # The thread pool's public names, renamed per library so two libraries can share a program.

@@ -343,8 +343,9 @@ def build(exports: Sequence[Exported], config: BuildConfig, source: Path) -> Bui
     if not exports:
         raise AotError(f"{source}: no exported functions")
     if not abi.ABI_HEADER.is_file():
-        raise AotError(f"{source}: jitc's runtime folder {abi.RUNTIME_DIR} is missing; "
-                       "jitc aot runs from a source checkout (pip install -e .)")
+        raise AotError(f"{source}: jitc's runtime C sources are missing from "
+                       f"{abi.RUNTIME_DIR}; this jitc installation is incomplete: reinstall "
+                       "it (pip install . from a checkout builds a wheel that carries them)")
     target_ = resolve_target(config.triple, config.cpu, source)
     if config.cpu not in (None, "host"):
         check_cpu(target_, source)
