@@ -64,4 +64,9 @@ def asarray(a, dtype=None, order=None, *, copy=None, device=None, like=None):
     return np.asarray(a, dtype=dtype)
 
 
-array = asarray
+def array(a, dtype=None, *, copy=True, order="K", subok=False, ndmin=0, like=None):
+    result = asarray(a, dtype)
+    if copy and result is a and isinstance(a, Tracer):
+        from jitc.numpy.shapes import fresh
+        return fresh(a)
+    return result

@@ -54,6 +54,8 @@ def setitem(x: Tracer, index: Any, update: Any) -> Tracer:
 
 def _write(x: Tracer, index: Any, update: Any, ufunc: np.ufunc | None) -> Tracer:
     items = prepare(index)
+    if ufunc is None:
+        _check_whole_mask_value(x, items, update)
     if any(is_traced_mask(it) for it in items):
         if ufunc is not None:
             raise unsupported(f"numpy.{ufunc.__name__}.at with a traced boolean mask",
@@ -70,6 +72,18 @@ def _write(x: Tracer, index: Any, update: Any, ufunc: np.ufunc | None) -> Tracer
     lead = _row_prefix(expanded, x.ndim)
     positions = _positions(x, items, expanded, lead, target)
     return _scatter(x, lead, positions, value, ufunc)
+
+
+def _check_whole_mask_value(x: Tracer, items: tuple[Item, ...], update: Any) -> None:
+    """numpy's rule for `x[mask] = v` with one mask over every axis: v has at most 1 axis."""
+    if len(items) != 1 or not isinstance(items[0], (np.ndarray, Tracer)):
+        return
+    mask = items[0]
+    if mask.dtype == np.bool_ and mask.ndim == x.ndim and np.ndim(update) > 1:
+        raise TypeError(located(
+            "NumPy boolean array indexing assignment requires a 0 or 1-dimensional input, "
+            f"input has {np.ndim(update)} dimensions (assigning into {x.aval.short()}); "
+            "flatten the value or use np.where(mask, value, x)"))
 
 
 def _traced_slice(item: slice) -> bool:
@@ -400,6 +414,7 @@ def putmask(a, mask, values):
     flags = lift(mask, np.bool_)
     if flags.size != x.size:
         raise ShapeError(located("putmask: mask and data must be the same size"))
+    _check_safe_cast(values, x, "putmask")
     flat_values = reshape(lift(values, x.dtype), (-1,))
     n = flat_values.shape[0]
     if n == 0:
@@ -417,6 +432,7 @@ def place(arr, mask, vals):
     flags = reshape(lift(mask, np.bool_), (-1,))
     if flags.shape[0] != x.size:
         raise ShapeError(located("place: mask and data must be the same size"))
+    _check_safe_cast(vals, x, "place")
     flat_values = reshape(lift(vals, x.dtype), (-1,))
     n = flat_values.shape[0]
     if n == 0:
@@ -430,6 +446,17 @@ def place(arr, mask, vals):
     taken = emit(ops.GATHER, [flat_values, chosen], {"axis": 0})
     flat = reshape(x, (-1,))
     _replace(arr, reshape(select(flags, taken, flat), x.shape))
+
+
+def _check_safe_cast(values: Any, x: Tracer, what: str) -> None:
+    """numpy's putmask and place cast array values (not Python scalars or lists) 'safe'."""
+    if isinstance(values, Tracer) and values.weak:
+        return
+    if isinstance(values, (np.ndarray, Tracer)) and not np.can_cast(values.dtype, x.dtype):
+        raise TypeError(located(
+            f"numpy.{what}: Cannot cast array data from dtype('{values.dtype}') to "
+            f"dtype('{x.dtype}') according to the rule 'safe'; convert the values with "
+            f".astype(np.{x.dtype})"))
 
 
 def _traced_target(a: Any, what: str) -> Tracer:

@@ -146,16 +146,23 @@ def ravel(a, order="C"):
 
 
 def flatten(a, order="C"):
-    return ravel(a, order)
+    return fresh(ravel(a, order))
+
+
+def fresh(x: Tracer) -> Tracer:
+    """A new tracer object for x's value: numpy's copies are new arrays, so writing into one
+    (which rebinds that tracer) must leave the original alone."""
+    return Tracer(x.trace, x.value, x.weak)
 
 
 @implements(np.copy)
 def copy(a, order="K", subok=False):
-    return lift(a)
+    return fresh(lift(a))
 
 
 def astype(a, dtype, order="K", casting="unsafe", subok=True, copy=True):
-    return convert(lift(a), dtype)
+    converted = convert(lift(a), dtype)
+    return fresh(converted) if copy and converted is a else converted
 
 
 @implements(np.atleast_1d)
