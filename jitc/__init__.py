@@ -17,6 +17,7 @@ from jitc.ir.interpreter import interpret
 from jitc.options import Options
 from jitc.tracing.errors import (
     ConcretizationError,
+    IndexingError,
     JitcError,
     ShapeError,
     TraceError,
@@ -24,4 +25,4 @@ from jitc.tracing.errors import (
 
 __all__ = ["jit", "device_put", "export", "ShapeDtype", "numpy", "interpret", "ArgSpec",
            "Compiled", "Jitted", "Lowered", "Options", "JitcError", "ConcretizationError",
-           "ShapeError", "TraceError", "__version__"]
+           "IndexingError", "ShapeError", "TraceError", "__version__"]

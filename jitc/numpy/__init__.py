@@ -38,7 +38,7 @@ from jitc.numpy.dispatch import (
     sort,
     trace,
 )
-from jitc.numpy.indexing import getitem, setitem, take, take_along_axis
+from jitc.numpy.indexing import getitem, take, take_along_axis
 from jitc.numpy.linalg import dot, einsum, inner, matmul, outer, tensordot, vdot
 from jitc.numpy.reductions import (
     all,
@@ -54,6 +54,7 @@ from jitc.numpy.reductions import (
     sum,
     var,
 )
+from jitc.numpy.scatter import place, put, putmask, setitem
 from jitc.numpy.shapes import (
     append,
     array_split,

@@ -64,7 +64,11 @@ def asarray(a, dtype=None, order=None, *, copy=None, device=None, like=None):
     return np.asarray(a, dtype=dtype)
 
 
-array = asarray
+def array(a, dtype=None, *, copy=True, order="K", subok=False, ndmin=0, like=None):
+    result = asarray(a, dtype)
+    if copy and result is a and isinstance(a, Tracer):
+        return a.copy_tracer()  # numpy's copy is a new array: writes must not reach `a`
+    return result
 
 
 # -- creation inside a traced function -----------------------------------------------------------

@@ -1,6 +1,11 @@
-"""numpy indexing on tracers: basic indexing (ints, slices, None, Ellipsis) becomes slice,
-reverse and reshape; integer-array indexing becomes one gather; `x[i] = v` becomes a pad and a
-select."""
+"""numpy indexing on tracers: reading `x[index]`.
+
+numpy itself checks every index first, on a stand-in array of the indexed shape with zero
+strides: its IndexError messages and its result shape are the contract, so they come from
+numpy. Then basic items (ints, slices, None, Ellipsis) become slice, reverse and reshape ops;
+integer arrays and constant boolean masks become one gather; a slice with traced bounds
+`x[t:t + L]` becomes a dynamic_slice. Writes (`x[index] = v`) are in jitc.numpy.scatter.
+"""
 
 from __future__ import annotations
 
@@ -10,155 +15,275 @@ from typing import Any
 import numpy as np
 
 from jitc.ir import ops
-from jitc.ir.types import TensorType
-from jitc.numpy._core import implements, lift, normalize_axis, unsupported
-from jitc.numpy.shapes import broadcast_to, reshape, slice_axis, transpose
+from jitc.numpy._core import implements, lift, normalize_axis, tracers_in, unsupported
+from jitc.numpy.affine import static_difference
+from jitc.numpy.shapes import (
+    broadcast_to,
+    concatenate,
+    expand_dims,
+    reshape,
+    slice_axis,
+    stack,
+    transpose,
+)
 from jitc.numpy.ufuncs import compare, select
-from jitc.tracing.errors import ShapeError, TraceError, located
+from jitc.tracing.errors import IndexingError, ShapeError, TraceError, located
 from jitc.tracing.state import emit
 from jitc.tracing.tracer import Tracer
 
-
-def _expand(index: Any, ndim: int) -> list[Any]:
-    """The index as a list with Ellipsis replaced by full slices."""
-    items = list(index) if isinstance(index, tuple) else [index]
-    ellipses = [i for i, it in enumerate(items) if it is Ellipsis]
-    if len(ellipses) > 1:
-        raise ShapeError(located("an index can only have a single ellipsis ('...')"))
-    consumed = sum(1 for it in items if it is not None and it is not Ellipsis
-                   and not (isinstance(it, np.ndarray) and it.dtype == np.bool_))
-    consumed += sum(it.ndim for it in items
-                    if isinstance(it, np.ndarray) and it.dtype == np.bool_)
-    if consumed > ndim:
-        raise ShapeError(located(f"too many indices: array is {ndim}-dimensional, but "
-                                 f"{consumed} were indexed"))
-    fill = [slice(None)] * (ndim - consumed)
-    if ellipses:
-        at = ellipses[0]
-        return items[:at] + fill + items[at + 1:]
-    return items + fill
+Item = Any
 
 
-def _is_array_index(item: Any) -> bool:
+# -- preparing and checking an index ---------------------------------------------------------
+
+def prepare(index: Any) -> tuple[Item, ...]:
+    """The index as a tuple of items; sequences that hold traced values become tracers."""
+    items = index if isinstance(index, tuple) else (index,)
+    prepared = []
+    for item in items:
+        if isinstance(item, (list, tuple)) and tracers_in(item):
+            item = stack(list(item))
+        if isinstance(item, Tracer) and item.dtype.kind not in "iub":
+            raise IndexingError(located(
+                f"arrays used as indices must be of integer (or boolean) type, got a traced "
+                f"{item.aval.short()}; convert it with .astype(np.int64)"))
+        prepared.append(item)
+    return tuple(prepared)
+
+
+def is_traced_mask(item: Item) -> bool:
+    return isinstance(item, Tracer) and item.dtype == np.bool_
+
+
+def _is_dynamic_slice(item: Item) -> bool:
+    return isinstance(item, slice) and any(
+        isinstance(part, Tracer) for part in (item.start, item.stop, item.step))
+
+
+def dynamic_slice_length(item: slice, size: int) -> tuple[Any, int, int]:
+    """(start, length, step) of a slice with traced bounds whose length is static."""
+    if isinstance(item.step, Tracer) or (item.step is not None and int(item.step) <= 0):
+        raise unsupported("a slice with traced bounds and a negative or traced step",
+                          "Reverse the array first (x[::-1]) or use a positive step.")
+    step = 1 if item.step is None else int(item.step)
+    length = None
+    if item.start is not None and item.stop is not None:
+        length = static_difference(item.stop, item.start)
+    if length is None:
+        raise unsupported(
+            "a slice whose length depends on traced values (x[t:] or x[:t])",
+            "Write the slice with a static length, x[t:t + L] (L a Python int), or mask "
+            "with np.where(np.arange(n) < t, x, 0).")
+    length = max(length, 0)
+    if length > size:
+        raise unsupported(
+            f"a slice of traced start and length {length} on an axis of size {size}",
+            "numpy would return fewer elements than the slice length; slice at most "
+            f"{size} elements.")
+    return item.start, length, step
+
+
+def _stand_in(item: Item, shape: tuple[int, ...], axis: int | None) -> Item:
+    """What numpy checks in place of a traced item: the same shape, a valid value."""
     if isinstance(item, Tracer):
-        return True
-    return isinstance(item, (np.ndarray, list)) and not isinstance(item, bool)
+        return np.ones(item.shape, np.bool_) if item.dtype == np.bool_ else \
+            np.zeros(item.shape, np.intp)
+    if _is_dynamic_slice(item):
+        size = shape[axis] if axis is not None and axis < len(shape) else 0
+        _, length, step = dynamic_slice_length(item, size)
+        return slice(0, length, step)
+    return item
 
 
-def _static_int(item: Any) -> bool:
-    return isinstance(item, (int, np.integer)) and not isinstance(item, (bool, np.bool_))
+def _item_axes(items: tuple[Item, ...]) -> list[int | None]:
+    """The array axis each item starts at (None after an Ellipsis: counted from the end)."""
+    axes: list[int | None] = []
+    axis: int | None = 0
+    for item in items:
+        axes.append(axis)
+        if item is Ellipsis:
+            axis = None
+        elif axis is not None and item is not None:
+            axis += _consumed(item)
+    if None in axes:  # axes after the Ellipsis, counted back from the end
+        end = 0
+        for position in range(len(items) - 1, -1, -1):
+            if items[position] is Ellipsis:
+                break
+            end += _consumed(items[position]) if items[position] is not None else 0
+            axes[position] = -end
+    return axes
 
+
+def _consumed(item: Item) -> int:
+    if isinstance(item, (np.ndarray, Tracer)) and item.dtype == np.bool_:
+        return item.ndim
+    if isinstance(item, (bool, np.bool_)):
+        return 0
+    return 1
+
+
+def numpy_result_shape(shape: tuple[int, ...], items: tuple[Item, ...],
+                       indexed: str) -> tuple[int, ...]:
+    """numpy's shape for `array[items]`; numpy's IndexError for an index it rejects."""
+    axes = _item_axes(items)
+    stand_ins = tuple(_stand_in(it, shape, None if ax is None else ax % max(len(shape), 1))
+                      for it, ax in zip(items, axes))
+    dummy = np.lib.stride_tricks.as_strided(np.zeros(1, np.int8), shape, (0,) * len(shape),
+                                            writeable=False)
+    try:
+        return dummy[stand_ins].shape
+    except IndexError as exc:
+        raise IndexingError(located(f"{exc} (indexing {indexed})")) from None
+
+
+def expand(items: tuple[Item, ...], ndim: int) -> list[Item]:
+    """Items with the Ellipsis replaced by full slices, lists as arrays and constant boolean
+    masks as their nonzero() integer arrays (the index was checked by numpy already)."""
+    consumed = sum(_consumed(it) for it in items if it is not None and it is not Ellipsis)
+    out: list[Item] = []
+    for item in items:
+        if item is Ellipsis:
+            out.extend([slice(None)] * (ndim - consumed))
+            consumed = ndim
+        elif isinstance(item, (list, tuple, range)):
+            array = np.asarray(item)
+            out.append(array.astype(np.intp) if array.size == 0 else array)
+        elif isinstance(item, np.ndarray) and item.dtype == np.bool_ and item.ndim:
+            out.extend(np.nonzero(item))
+        else:
+            out.append(item)
+    return out + [slice(None)] * (ndim - consumed)
+
+
+def _is_array(item: Item) -> bool:
+    return isinstance(item, (np.ndarray, Tracer))
+
+
+# -- x[index] ------------------------------------------------------------------------------
 
 def getitem(x: Tracer, index: Any) -> Tracer:
-    indexed = x.aval.short()
-    items = _expand(index, x.ndim)
-    # numpy: boolean masks are their nonzero() integer arrays; with any array index present,
-    # integer scalars count as (0-d) array indices too.
-    expanded: list[Any] = []
+    items = prepare(index)
     for item in items:
-        if isinstance(item, Tracer) and item.dtype == np.bool_:
+        if is_traced_mask(item):
             raise unsupported("indexing with a traced boolean mask (its result shape depends "
                               "on the data)", "Use np.where(mask, x, fill) instead.")
-        if isinstance(item, list):
-            item = np.asarray(item)
-        if isinstance(item, np.ndarray) and item.dtype == np.bool_:
-            expanded.extend(np.nonzero(item))
-        elif isinstance(item, (np.ndarray, Tracer)) and item.dtype.kind not in "iu":
-            raise TraceError(located(f"arrays used as indices must be of integer (or "
-                                     f"boolean) type, got {item.dtype}"))
-        else:
-            expanded.append(item)
-    advanced = any(_is_array_index(it) for it in expanded)
-    # First pass: slices, static ints (when basic) and None.
-    out_shape_items: list[Any] = []
+    return index_positions(x, items, numpy_result_shape(x.shape, items, x.aval.short()))
+
+
+def index_positions(x: Tracer, items: tuple[Item, ...], want: tuple[int, ...],
+                    drop_out_of_range: bool = False) -> Tracer:
+    """`x[items]` with numpy's result shape `want`. With drop_out_of_range, x holds
+    non-negative positions and elements picked by an out-of-range traced index read -1."""
+    x, items = take_dynamic_slices(x, items)
+    expanded = expand(items, x.ndim)
+    x, expanded = _scalar_masks(x, expanded)
+    advanced = any(_is_array(it) for it in expanded)
+    arrays: list[tuple[int, Any]] = []
+    kinds = []  # per item, for numpy's rule on where the index dimensions go
     axis = 0
     for item in expanded:
         if item is None:
-            out_shape_items.append(None)
+            kinds.append("new")
             continue
         if isinstance(item, slice):
-            x = _apply_slice(x, axis, item)
-            out_shape_items.append("keep")
-            axis += 1
-        elif _static_int(item) and not advanced:
+            x = apply_slice(x, axis, item)
+            kinds.append("slice")
+        elif advanced:
+            arrays.append((axis, item))
+            kinds.append("array")
+        else:
             n = x.shape[axis]
-            i = int(item)
-            if not -n <= i < n:
-                raise _out_of_bounds(i, axis, n, indexed)
-            x = slice_axis(x, axis, i % n, i % n + 1)
-            out_shape_items.append("drop")
-            axis += 1
-        else:
-            out_shape_items.append(("array", axis, item))
-            axis += 1
+            i = int(item) % n
+            x = slice_axis(x, axis, i, i + 1)
+            kinds.append("int")
+        axis += 1
     if advanced:
-        if None in out_shape_items:
-            raise unsupported("mixing None/np.newaxis with integer-array indices")
-        return _advanced(x, out_shape_items, indexed)
-    shape = []
+        first = kinds.index("array")
+        last = len(kinds) - 1 - kinds[::-1].index("array")
+        adjacent = all(k == "array" for k in kinds[first:last + 1])
+        x = _gather(x, arrays, adjacent, drop_out_of_range)
+    if math.prod(x.shape) != math.prod(want):
+        raise AssertionError(f"indexing: {x.aval.short()} cannot become {want}")
+    return reshape(x, want)
+
+
+def _scalar_masks(x: Tracer, items: list[Item]) -> tuple[Tracer, list[Item]]:
+    """A boolean scalar index is a new axis of length 1 indexed by [0] (True) or [] (False)."""
+    out: list[Item] = []
     axis = 0
-    for entry in out_shape_items:
-        if entry is None:
-            shape.append(1)
-        elif entry == "keep":
-            shape.append(x.shape[axis])
+    for item in items:
+        if isinstance(item, (bool, np.bool_)) or (isinstance(item, np.ndarray)
+                                                   and item.dtype == np.bool_):
+            x = expand_dims(x, axis)
+            out.append(np.zeros(1 if item else 0, np.intp))
             axis += 1
-        else:
+            continue
+        out.append(item)
+        if item is not None:
             axis += 1
-    return reshape(x, shape)
+    return x, out
 
 
-def _apply_slice(x: Tracer, axis: int, item: slice) -> Tracer:
-    for part in (item.start, item.stop, item.step):
-        if isinstance(part, Tracer):
-            raise unsupported("slices with traced bounds (the result shape would depend on "
-                              "data)", "Use jitc.lax.dynamic_slice with a static size.")
+def apply_slice(x: Tracer, axis: int, item: slice) -> Tracer:
     start, stop, step = item.indices(x.shape[axis])
     if step > 0:
         return slice_axis(x, axis, start, max(start, stop), step)
-    # A negative step: reverse, then take the mirrored positive-step slice.
-    n = x.shape[axis]
     count = len(range(start, stop, step))
+    if not count:
+        return slice_axis(x, axis, 0, 0)
+    # A negative step: reverse, then take the mirrored positive-step slice.
     reversed_x = emit(ops.REVERSE, [x], {"dims": [axis]})
-    first = n - 1 - start
-    return slice_axis(reversed_x, axis, first, first + (count - 1) * -step + 1 if count else
-                      first, -step) if count else slice_axis(x, axis, 0, 0)
+    first = x.shape[axis] - 1 - start
+    return slice_axis(reversed_x, axis, first, first + (count - 1) * -step + 1, -step)
 
 
-def _advanced(x: Tracer, entries: list[Any], indexed: str) -> Tracer:
-    array_axes = [e[1] for e in entries if isinstance(e, tuple)]
-    indices = []
-    for e in entries:
-        if isinstance(e, tuple):
-            idx = lift(e[2])
-            if idx.dtype.kind not in "iu":
-                raise TraceError(located(f"index arrays must be integers, got {idx.dtype}"))
-            indices.append(idx)
-    try:
-        index_shape = np.broadcast_shapes(*(i.shape for i in indices))
-    except ValueError:
-        shapes = " ".join(str(i.shape) for i in indices)
-        raise ShapeError(located(f"shape mismatch: indexing arrays could not be broadcast "
-                                 f"together with shapes {shapes}")) from None
-    _check_static_bounds(x, array_axes, entries, indexed)
+def take_dynamic_slices(x: Tracer, items: tuple[Item, ...]) -> tuple[Tracer, tuple[Item, ...]]:
+    """Slices with traced bounds become one dynamic_slice of x; the items then index the
+    block with static slices. numpy's negative start wraps; the start is then clamped so the
+    block fits (numpy would shorten the result instead)."""
+    if not any(_is_dynamic_slice(it) for it in items):
+        return x, items
+    axes = _item_axes(items)
+    starts = [lift(np.int64(0))] * x.ndim
+    sizes = list(x.shape)
+    replaced = []
+    for item, axis in zip(items, axes):
+        if not _is_dynamic_slice(item):
+            replaced.append(item)
+            continue
+        axis = axis % x.ndim
+        n = x.shape[axis]
+        start, length, step = dynamic_slice_length(item, n)
+        start = lift(start, np.int64)
+        starts[axis] = select(compare(start, lift(np.int64(0)), "lt"),
+                              np.add(start, np.int64(n)), start)
+        sizes[axis] = length
+        replaced.append(slice(None, None, step))
+    block = emit(ops.DYNAMIC_SLICE, [x, *starts], {"sizes": sizes})
+    return block, tuple(replaced)
+
+
+def _gather(x: Tracer, arrays: list[tuple[int, Any]], adjacent: bool,
+            drop_out_of_range: bool) -> Tracer:
+    """Integer-array indexing of x's `arrays` axes (slices applied already) as one gather."""
+    array_axes = [axis for axis, _ in arrays]
+    indices = [lift(idx) if isinstance(idx, Tracer) else np.asarray(idx) for _, idx in arrays]
+    index_shape = np.broadcast_shapes(*(np.shape(i) for i in indices))
     # Move the indexed axes to the front and flatten them into one, so one gather does it.
     rest = [a for a in range(x.ndim) if a not in array_axes]
     moved = transpose(x, array_axes + rest)
     sizes = [x.shape[a] for a in array_axes]
-    flat = reshape(moved, (math.prod(sizes),) + tuple(x.shape[a] for a in rest))
-    linear = None
-    stride = 1
-    for idx, size in reversed(list(zip(indices, sizes))):
-        idx = np.asarray(idx) if not isinstance(idx, Tracer) else idx
-        idx = lift(idx, np.int64)
-        wrapped = select(compare(idx, lift(np.int64(0)), "lt"),
-                         np.add(idx, np.int64(size)), idx)
-        term = wrapped if stride == 1 else np.multiply(wrapped, np.int64(stride))
-        linear = term if linear is None else np.add(linear, term)
-        stride *= size
+    total = math.prod(sizes)
+    flat = reshape(moved, (total,) + tuple(x.shape[a] for a in rest))
+    linear, valid = _linear_index(indices, sizes)
+    if drop_out_of_range and valid is not None:
+        # Out-of-range traced indices pick a row of -1 appended after the last one.
+        sentinel = broadcast_to(lift(np.asarray(-1, x.dtype)), (1,) + flat.shape[1:])
+        flat = concatenate([flat, sentinel])
+        linear = select(valid, linear, lift(np.int64(total)))
     linear = broadcast_to(linear, index_shape)
     gathered = emit(ops.GATHER, [flat, linear], {"axis": 0})
-    adjacent = array_axes == list(range(array_axes[0], array_axes[0] + len(array_axes)))
     if adjacent and array_axes[0] > 0:
         k, first = len(index_shape), array_axes[0]
         perm = list(range(k, k + first)) + list(range(k)) + list(range(k + first,
@@ -167,31 +292,48 @@ def _advanced(x: Tracer, entries: list[Any], indexed: str) -> Tracer:
     return gathered
 
 
-def _out_of_bounds(index: int, axis: int, size: int, indexed: str) -> ShapeError:
-    return ShapeError(located(f"index {index} is out of bounds for axis {axis} with size {size} "
-                              f"(indexing {indexed})"))
-
-
-def _check_static_bounds(x: Tracer, axes: list[int], entries: list[Any], indexed: str) -> None:
-    arrays = [e[2] for e in entries if isinstance(e, tuple)]
-    for axis, idx in zip(axes, arrays):
+def _linear_index(indices: list[Any], sizes: list[int]) -> tuple[Any, Any]:
+    """Row-major position of each index tuple; negative indices wrap as in numpy. Also
+    whether each traced index is in range (None when every index is a checked constant)."""
+    linear = None
+    valid = None
+    stride = 1
+    for idx, size in reversed(list(zip(indices, sizes))):
         if isinstance(idx, Tracer):
-            continue
-        values = np.asarray(idx)
-        n = x.shape[axis]
-        if values.size and (values.max() >= n or values.min() < -n):
-            bad = values.max() if values.max() >= n else values.min()
-            raise _out_of_bounds(int(bad), axis, n, indexed)
+            idx = lift(idx, np.int64)
+            wrapped = select(compare(idx, lift(np.int64(0)), "lt"),
+                             np.add(idx, np.int64(size)), idx)
+            inside = np.logical_and(compare(wrapped, lift(np.int64(0)), "ge"),
+                                    compare(wrapped, lift(np.int64(size)), "lt"))
+            valid = inside if valid is None else np.logical_and(valid, inside)
+        else:
+            wrapped = lift(np.asarray(idx, np.int64) % max(size, 1))
+        term = wrapped if stride == 1 else np.multiply(wrapped, np.int64(stride))
+        linear = term if linear is None else np.add(linear, term)
+        stride *= size
+    return linear, valid
 
+
+# -- numpy functions that index ----------------------------------------------------------------
 
 @implements(np.take)
 def take(a, indices, axis=None, out=None, mode=None):
+    """numpy.take. numpy does not hand np.take(numpy_table, traced_ids) to jitc (it only
+    dispatches on the array), so jitc.numpy.take is the spelling for a captured table."""
     if out is not None:
         raise unsupported("numpy.take(..., out=...)")
+    if mode not in (None, "raise"):
+        raise unsupported(f"numpy.take(..., mode={mode!r})")
     x = lift(a)
     if axis is None:
         x, axis = reshape(x, (-1,)), 0
     ax = normalize_axis(axis, x.ndim)
+    if not isinstance(indices, Tracer):
+        indices = np.asarray(indices)
+        if indices.dtype.kind not in "iu" and indices.size:
+            raise TraceError(located(f"numpy.take: indices must be integers, got "
+                                     f"{indices.dtype}"))
+        indices = indices.astype(np.intp)
     index = [slice(None)] * ax + [indices]
     return getitem(x, tuple(index))
 
@@ -201,13 +343,13 @@ def take_along_axis(arr, indices, axis=-1):
     """numpy's take_along_axis as one integer-array index: `indices` on `axis`, and an arange
     broadcast along every other axis."""
     x = lift(arr)
-    idx = indices if isinstance(indices, Tracer) else np.asarray(indices)  # static: bound-checked
+    idx = indices if isinstance(indices, Tracer) else np.asarray(indices)
     if axis is None:
         x, axis = reshape(x, (-1,)), 0
     ax = normalize_axis(axis, x.ndim)
     if idx.ndim != x.ndim:
-        raise ShapeError(located(f"numpy.take_along_axis: indices {idx.aval.short()} must have "
-                                 f"as many dimensions as the array {x.aval.short()}"))
+        raise ShapeError(located(f"numpy.take_along_axis: indices of shape {np.shape(idx)} must "
+                                 f"have as many dimensions as the array {x.aval.short()}"))
     index: list[Any] = []
     for d in range(x.ndim):
         if d == ax:
@@ -217,59 +359,3 @@ def take_along_axis(arr, indices, axis=-1):
             shape[d] = x.shape[d]
             index.append(np.arange(x.shape[d]).reshape(shape))
     return getitem(x, tuple(index))
-
-
-# -- x[index] = update ---------------------------------------------------------------------------
-
-def setitem(x: Tracer, index: Any, update: Any) -> Tracer:
-    """The array `x` with `update` written at a basic index (ints, slices, Ellipsis)."""
-    items = _expand(index, x.ndim)
-    low, high, interior, region = [], [], [], []
-    for axis, item in enumerate(items):
-        n = x.shape[axis]
-        if _static_int(item):
-            i = int(item)
-            if not -n <= i < n:
-                raise _out_of_bounds(i, axis, n, x.aval.short())
-            item = slice(i % n, i % n + 1)
-            region.append((1, False))
-        elif isinstance(item, slice):
-            region.append((None, True))
-        else:
-            raise unsupported("assignment through integer-array, mask or None indices",
-                              "Build the result with np.where(mask, value, x) instead.")
-        start, stop, step = item.indices(n)
-        positions = range(start, stop, step)
-        if step < 0:
-            positions = positions[::-1]
-        count = len(positions)
-        lo = positions[0] if count else 0
-        stride = abs(step)
-        low.append(lo)
-        interior.append(stride - 1 if count else 0)
-        high.append(n - (lo + (count - 1) * stride + 1) if count else n)
-        region[-1] = (count, region[-1][1], step < 0)
-    block_shape = tuple(r[0] for r in region)
-    value = lift(update, x.dtype)
-    kept_shape = tuple(r[0] for r in region if r[1])
-    try:
-        value = broadcast_to(value, kept_shape)
-    except ShapeError:
-        raise ShapeError(located(f"could not broadcast the assigned value "
-                                 f"{value.aval.short()} into the indexed shape "
-                                 f"{kept_shape}")) from None
-    value = reshape(value, block_shape)
-    reversed_axes = [a for a, r in enumerate(region) if r[2]]
-    if reversed_axes:
-        value = emit(ops.REVERSE, [value], {"dims": reversed_axes})
-    attrs = {"low": low, "high": high, "interior": interior}
-    placed = emit(ops.PAD, [value, lift(np.zeros((), x.dtype))], attrs)
-    true = broadcast_to(lift(np.True_), block_shape)
-    mask = emit(ops.PAD, [true, lift(np.False_)], attrs)
-    if placed.shape != x.shape:
-        raise AssertionError("setitem placement mismatch")
-    return emit(ops.SELECT, [mask, placed, x])
-
-
-def _typed(x: Tracer, shape: tuple[int, ...]) -> TensorType:
-    return TensorType(x.aval.dtype, shape)

@@ -146,7 +146,7 @@ def ravel(a, order="C"):
 
 
 def flatten(a, order="C"):
-    return ravel(a, order)
+    return ravel(a, order).copy_tracer()  # always a copy in numpy, never a view
 
 
 @implements(np.copy)

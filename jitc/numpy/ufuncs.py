@@ -445,6 +445,9 @@ def apply_ufunc(ufunc: np.ufunc, method: str, inputs: tuple, kwargs: dict[str, A
     if method == "reduce":
         from jitc.numpy.reductions import ufunc_reduce
         return ufunc_reduce(ufunc, inputs, kwargs)
+    if method == "at":
+        from jitc.numpy.scatter import ufunc_at
+        return ufunc_at(ufunc, inputs, kwargs)
     if method != "__call__":
         raise unsupported(f"{name}.{method}")
     if ufunc is np.matmul:

@@ -27,6 +27,10 @@ class ShapeError(JitcError, ValueError):
     """Shapes or dtypes of an operation do not fit together."""
 
 
+class IndexingError(JitcError, IndexError):
+    """An index numpy rejects (out of bounds, a mask of the wrong shape, a float index)."""
+
+
 class ConcretizationError(TraceError):
     """A traced value was needed as a concrete Python value (control flow, int(), ...)."""
 

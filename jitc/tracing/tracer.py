@@ -116,9 +116,10 @@ class Tracer:
             "array methods on it instead of np.asarray/np.array: x.astype(dtype) converts "
             "dtypes, np.stack joins a list of traced arrays. Or pass the value as a static "
             "argument (static_argnums).\nIndexing a numpy array with a traced index "
-            "(table[idx], np.eye(n)[idx]) converts the index too: pass the table as an "
-            "argument so that it is traced, or compare instead (idx[..., None] == "
-            "np.arange(n) is a one-hot encoding)."))
+            "(table[idx], np.take(table, idx)) converts the index too: write "
+            "jitc.numpy.take(table, idx, axis=0), pass the table as an argument so that it is "
+            "traced, or compare instead (idx[..., None] == np.arange(n) is a one-hot "
+            "encoding)."))
 
     def _concrete(self, what: str):
         loc = user_location()
