@@ -187,7 +187,8 @@ def trace_function(fun: Callable, signature: _Signature, dynamic: dict[str, Any]
     name = getattr(fun, "__name__", "function")
     state = TraceState(_ir_name(name), name)
     captured = captured or capture.Captured([], [])
-    paths = _leaf_names(dynamic) + [capture.path_name(p) for p, _ in captured.arrays]
+    paths = _leaf_names(dynamic) + [re.sub(r"\W+", "_", capture.path_name(p)).strip("_")
+                                    for p, _ in captured.arrays]
     specs = list(specs) + [ArgSpec(TensorType(dtypes.from_numpy(a.dtype), a.shape))
                            for _, a in captured.arrays]
     tracers = []
@@ -322,6 +323,8 @@ def _argument_view(leaf: object, parameters: Sequence[Tracer]
         return None
     view = leaf._view
     root, steps = (leaf, ()) if view is None else (view.root, view.steps)
+    if not all(step.static for step in steps):
+        return None  # a traced slice: the caller gets the values, not a view
     for i, parameter in enumerate(parameters):
         if parameter is root and parameter._array:
             return i, steps

@@ -36,8 +36,9 @@ Item = Any
 
 # -- preparing and checking an index ---------------------------------------------------------
 
-def prepare(index: Any) -> tuple[Item, ...]:
-    """The index as a tuple of items; sequences that hold traced values become tracers."""
+def prepare(index: Any, indexed: str = "") -> tuple[Item, ...]:
+    """The index as a tuple of items; sequences that hold traced values become tracers.
+    `indexed`: the indexed array's type, for messages."""
     items = index if isinstance(index, tuple) else (index,)
     prepared = []
     for item in items:
@@ -46,7 +47,8 @@ def prepare(index: Any) -> tuple[Item, ...]:
         if isinstance(item, Tracer) and item.dtype.kind not in "iub":
             raise IndexingError(located(
                 f"arrays used as indices must be of integer (or boolean) type, got a traced "
-                f"{item.aval.short()}; convert it with .astype(np.int64)"))
+                f"{item.aval.short()}" + (f" (indexing {indexed})" if indexed else "") +
+                "; convert it with .astype(np.int64)"))
         prepared.append(item)
     return tuple(prepared)
 
@@ -123,6 +125,15 @@ def _consumed(item: Item) -> int:
     return 1
 
 
+def static_stand_in(shape: tuple[int, ...], index: Any) -> tuple[Item, ...]:
+    """`index` with each traced slice as a static one of the same length and step: what
+    numpy answers for it (view or copy, strides) is what it answers for the traced one."""
+    items = prepare(index)
+    axes = _item_axes(items)
+    return tuple(_stand_in(it, shape, None if ax is None else ax % max(len(shape), 1))
+                 for it, ax in zip(items, axes))
+
+
 def numpy_result_shape(shape: tuple[int, ...], items: tuple[Item, ...],
                        indexed: str) -> tuple[int, ...]:
     """numpy's shape for `array[items]`; numpy's IndexError for an index it rejects."""
@@ -163,7 +174,7 @@ def _is_array(item: Item) -> bool:
 # -- x[index] ------------------------------------------------------------------------------
 
 def getitem(x: Tracer, index: Any) -> Tracer:
-    items = prepare(index)
+    items = prepare(index, x.aval.short())
     for item in items:
         if is_traced_mask(item):
             raise unsupported("indexing with a traced boolean mask (its result shape depends "

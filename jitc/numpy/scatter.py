@@ -53,7 +53,7 @@ def setitem(x: Tracer, index: Any, update: Any) -> Tracer:
 
 
 def _write(x: Tracer, index: Any, update: Any, ufunc: np.ufunc | None) -> Tracer:
-    items = prepare(index)
+    items = prepare(index, x.aval.short())
     if ufunc is None:
         _check_whole_mask_value(x, items, update)
     if any(is_traced_mask(it) for it in items):

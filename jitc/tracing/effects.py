@@ -46,7 +46,10 @@ def c_shadow(shape: Sequence[int], strides: Sequence[int] | None = None) -> np.n
 
 class Step:
     """One view-making operation: how a child is computed from its parent, and how an update
-    of the child becomes an update of the parent."""
+    of the child becomes an update of the parent. `static`: the same view can be taken of a
+    real array (`on_numpy`)."""
+
+    static = True
 
     def apply(self, parent: Tracer) -> Tracer:
         raise NotImplementedError
@@ -59,10 +62,14 @@ class Step:
 
 
 class Index(Step):
-    """Basic indexing: integers, slices, None and Ellipsis."""
+    """Basic indexing: integers, slices (static, or traced with a static length), None and
+    Ellipsis. `stand_in` is the index with traced slices as static ones of the same length:
+    numpy's view of it has the same shape and strides."""
 
-    def __init__(self, index: Any) -> None:
+    def __init__(self, index: Any, stand_in: Any) -> None:
         self.index = index
+        self.stand_in = stand_in
+        self.static = stand_in is index
 
     def apply(self, parent: Tracer) -> Tracer:
         return _numpy().getitem(parent, self.index)
@@ -71,7 +78,7 @@ class Index(Step):
         return _numpy().setitem(parent, self.index, child)
 
     def on_numpy(self, array: np.ndarray) -> Any:
-        return array[self.index]
+        return array[self.stand_in]
 
 
 class Reshape(Step):

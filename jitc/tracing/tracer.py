@@ -169,7 +169,10 @@ class Tracer:
         index = _known_index(index)
         result = _numpy().getitem(self, index)
         if _is_basic_index(index):
-            return effects.derive(self, result, effects.Index(index))
+            traced = any(isinstance(i, slice) and _traced_slice(i)
+                         for i in (index if isinstance(index, tuple) else (index,)))
+            stand_in = _numpy_indexing().static_stand_in(self.shape, index) if traced else index
+            return effects.derive(self, result, effects.Index(index, stand_in))
         return result if result is not self else self.copy_tracer()
 
     def __setitem__(self, index: Any, update: Any) -> None:
@@ -215,16 +218,23 @@ def _known_index(index: Any) -> Any:
     return index
 
 
+def _traced_slice(item: slice) -> bool:
+    return any(isinstance(p, Tracer) for p in (item.start, item.stop, item.step))
+
+
+def _numpy_indexing():
+    import jitc.numpy.indexing as indexing
+    return indexing
+
+
 def _is_basic_index(index: Any) -> bool:
-    """Whether numpy answers `x[index]` with a view: integers, slices with static bounds,
-    None and Ellipsis only."""
+    """Whether numpy answers `x[index]` with a view: integers, slices (a traced start with a
+    static length is a view too), None and Ellipsis only."""
     items = index if isinstance(index, tuple) else (index,)
     for item in items:
         if item is None or item is Ellipsis:
             continue
         if isinstance(item, slice):
-            if any(isinstance(p, Tracer) for p in (item.start, item.stop, item.step)):
-                return False
             continue
         if isinstance(item, (int, np.integer)) and not isinstance(item, (bool, np.bool_)):
             continue

@@ -139,9 +139,18 @@ def test_block_weights_as_argument(dtype, rtol, sqrt, backend):
 def test_block_weights_as_globals(backend):
     x = np.random.default_rng(0).standard_normal((BATCH, SEQ, WIDTH)).astype(np.float32)
     check_jit(block_with_global_weights, x, backend=backend, atol=1e-5)
-    # The weights became constants: the only parameter is x.
-    lowered = jitc.jit(block_with_global_weights, backend=backend).lower(x)
-    assert len(lowered.module.entry.parameters) == 1
+    # The weights are read at each call: implicit parameters after x, nothing baked in.
+    jitted = jitc.jit(block_with_global_weights, backend=backend)
+    lowered = jitted.lower(x)
+    weights = [w for layer in GLOBAL_PARAMS.values() for w in layer.values()]
+    assert len(lowered.module.entry.parameters) == 1 + len(weights)
+    before = jitted(x)
+    GLOBAL_PARAMS["attn"]["w_out"] *= 2.0  # changed in place between calls: seen
+    try:
+        check_jit(block_with_global_weights, x, backend=backend, atol=1e-5)
+        assert not np.allclose(jitted(x), before)
+    finally:
+        GLOBAL_PARAMS["attn"]["w_out"] /= 2.0
 
 
 @pytest.mark.parametrize("backend", BACKENDS)

@@ -280,5 +280,6 @@ def test_index_errors_are_numpys(shape, index, message):
 
 def test_traced_float_index_is_an_index_error():
     with pytest.raises(IndexError, match=re.escape("must be of integer (or boolean) type, got "
-                                                   "a traced f64[1]; convert it with .astype")):
+                                                   "a traced f64[1] (indexing f64[3]); convert "
+                                                   "it with .astype")):
         jitc.jit(lambda x, i: x[i])(np.arange(3.0), np.array([0.5]))

@@ -242,14 +242,14 @@ def test_traced_mask_with_one_value_per_selected_element_is_refused():
         jitc.jit(write)(np.zeros(3), np.array([True, False, True]))
 
 
-def test_put_into_an_untraced_array_is_refused():
+def test_put_into_a_captured_array_writes_it_back():
     table = np.zeros(4)
 
     def write(v):
-        np.put(table, [0], v)
+        np.put(table, [0, 2], v)
         return v
-    with pytest.raises(jitc.TraceError, match="writes into a numpy array that is not traced"):
-        jitc.jit(write)(np.ones(1))
+    jitc.jit(write)(np.full(2, 3.0))
+    np.testing.assert_array_equal(table, [3.0, 0.0, 3.0, 0.0])
 
 
 @pytest.mark.parametrize("function", [np.putmask, np.place])
