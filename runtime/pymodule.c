@@ -293,6 +293,13 @@ static int matches(PyObject *obj, const ArraySpec *spec) {
     return 1;
 }
 
+/* Whether two C-contiguous arrays' bytes overlap. */
+static int overlaps(PyArrayObject *a, PyArrayObject *b) {
+    const char *a0 = PyArray_BYTES(a), *b0 = PyArray_BYTES(b);
+    npy_intp a_bytes = PyArray_NBYTES(a), b_bytes = PyArray_NBYTES(b);
+    return a_bytes && b_bytes && a0 < b0 + b_bytes && b0 < a0 + a_bytes;
+}
+
 static void *take_workspace(Dispatcher *self, int *cached) {
     int expected = 0;
     *cached = 0;
@@ -324,8 +331,14 @@ static PyObject *Dispatcher_call(Dispatcher *self, PyObject *call_args, PyObject
         if (!matches(PyTuple_GET_ITEM(args, i), &self->args[i])) Py_RETURN_NONE;
     for (Py_ssize_t i = 0; i < self->nouts; i++) {
         Py_ssize_t from = self->donated_from[i];
-        if (from >= 0 && !PyArray_ISWRITEABLE((PyArrayObject *)PyTuple_GET_ITEM(args, from)))
-            Py_RETURN_NONE;  /* a donated argument must be writable */
+        if (from < 0) continue;
+        PyArrayObject *donated = (PyArrayObject *)PyTuple_GET_ITEM(args, from);
+        if (!PyArray_ISWRITEABLE(donated)) Py_RETURN_NONE;  /* it must be writable */
+        /* Writing a donated buffer that another argument also reads (`f(a, a)`, `f(a, a[1:])`)
+           would clobber elements still to be read: the caller copies it first. */
+        for (Py_ssize_t j = 0; j < self->nargs; j++)
+            if (j != from && overlaps(donated, (PyArrayObject *)PyTuple_GET_ITEM(args, j)))
+                Py_RETURN_NONE;
     }
 
     Py_ssize_t total = self->nargs + self->nouts + self->nconsts + 1;

@@ -90,8 +90,12 @@ class CExecutable:
                 isinstance(a, np.ndarray) and a.shape == s and a.dtype == d and
                 a.flags.c_contiguous for a, (s, d) in zip(args, self.arg_types)):
             return None
-        if any(not args[n].flags.writeable for n in self._donations if n >= 0):  # type: ignore
+        donors = [n for n in self._donations if n >= 0]
+        if any(not args[n].flags.writeable for n in donors):  # type: ignore[attr-defined]
             return None
+        if any(np.may_share_memory(args[n], a) for n in donors
+               for k, a in enumerate(args) if k != n):
+            return None  # another argument reads the donated buffer: the caller copies it
         # A donated result is the argument itself, which the code writes in place.
         results = [np.empty(s, d) if donor < 0 else args[donor]  # type: ignore[misc]
                    for (s, d), donor in zip(self.out_types, self._donations)]
@@ -105,8 +109,8 @@ class CExecutable:
     def __call__(self, args: Sequence[np.ndarray]) -> list[np.ndarray]:
         result = self._call(tuple(args))
         if result is None:
-            # Not C-contiguous, or not an ndarray of exactly the dtype (or a read-only donated
-            # array): convert, then call.
+            # Not C-contiguous, or not an ndarray of exactly the dtype (or a donated array that
+            # is read-only or shares memory with another argument): convert, then call.
             donors = set(self._donations)
             arrays = tuple(np.array(a, dtype=d, order="C", copy=n in donors or None)
                            for n, (a, (_, d)) in enumerate(zip(args, self.arg_types)))

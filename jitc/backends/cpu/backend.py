@@ -57,7 +57,8 @@ class CpuExecutable:
     def __call__(self, args: Sequence[np.ndarray]) -> list[np.ndarray]:
         result = self._call(tuple(args))
         if result is None:
-            # Not C-contiguous, or not an ndarray of exactly the dtype: convert, then call.
+            # Not C-contiguous, or not an ndarray of exactly the dtype (or a donated array that
+            # is read-only or shares memory with another argument): convert, then call.
             donors = set(self.plan.donations.values())
             arrays = tuple(np.array(a, dtype=d, order="C", copy=n in donors or None)
                            for n, (a, (_, d)) in enumerate(zip(args, self.arg_types)))
