@@ -186,6 +186,18 @@ def test_python_scalars_are_weakly_typed(jit):
     np.testing.assert_array_equal(f(F32, 2.5), F32 * 2.5)
 
 
+def test_python_scalar_arguments_combine_with_python_literals(jit):
+    @jit
+    def schedule(step, warmup, a, b):
+        return step < warmup, np.less(step, 3), step == 2.0, np.where(step < warmup, a, b)
+    for step in (1, 5):
+        got = schedule(step, 3, F32, F32 * 2)
+        want = schedule.__wrapped__(step, 3, F32, F32 * 2)
+        for g, w in zip(got, want, strict=True):
+            assert np.asarray(g).dtype == np.asarray(w).dtype
+            np.testing.assert_array_equal(g, w)
+
+
 def test_operators_on_scalars_stay_weak_but_numpy_functions_do_not(jit):
     @jit
     def f(x, s):

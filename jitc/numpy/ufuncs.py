@@ -464,6 +464,10 @@ def apply_ufunc(ufunc: np.ufunc, method: str, inputs: tuple, kwargs: dict[str, A
 def call_ufunc(ufunc: np.ufunc, impl: UfuncImpl, inputs: tuple, dtype: object = None) -> Any:
     from jitc.numpy._core import dtype_key
     keys = tuple(dtype_key(x) for x in inputs)
+    if all(isinstance(k, type) for k in keys):
+        # Python scalars alone: numpy makes each an array of its default dtype (int64,
+        # float64); resolving the weak types alone would pick object loops for comparisons.
+        keys = tuple(np.dtype(np.int64) if k is int else np.dtype(np.float64) for k in keys)
     try:
         if dtype is None:
             loop = ufunc.resolve_dtypes(keys + (None,) * ufunc.nout)
