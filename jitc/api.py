@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from jitc.arguments import check_int64, check_python_ints, python_int_bounds
 from jitc.backends import get_backend
 from jitc.backends.base import Executable
 from jitc.ir import analysis, dtypes, ops
@@ -58,6 +59,8 @@ def abstractify(leaf: object, where: str) -> ArgSpec:
             raise TypeError(f"{where}: {exc}") from None
     kind = type(leaf)
     if kind in _WEAK_TYPES:
+        if kind is int:
+            check_int64(leaf, where)  # type: ignore[arg-type]
         return ArgSpec(TensorType(_WEAK_TYPES[kind], ()), weak=True)
     if isinstance(leaf, np.generic):
         return abstractify(np.asarray(leaf), where)
@@ -265,6 +268,7 @@ class Compiled:
         return figures
 
     def call_flat(self, leaves: Sequence[object]) -> Any:
+        check_python_ints(self.lowered.name, leaves, self.lowered.int_bounds)
         arrays = [np.asarray(x, dtype=s.type.dtype.numpy) if s.weak else x
                   for x, s in zip(leaves, self.lowered.specs)]
         outputs = self.executable(arrays)
@@ -304,6 +308,8 @@ class Lowered:
         self.out_tree = out_tree
         self.options = options
         self.trace_seconds = trace_seconds
+        self.int_bounds = python_int_bounds(module, [i for i, s in enumerate(self.specs)
+                                                     if s.weak and s.type.dtype is dtypes.int64])
 
     def pipeline(self) -> Pipeline:
         backend = get_backend(self.options.backend)
