@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from jitc.arguments import check_int64, check_python_ints, python_int_bounds
+from jitc.arguments import check_int64, check_plain_array, check_python_ints, python_int_bounds
 from jitc.backends import get_backend
 from jitc.backends.base import Executable
 from jitc.ir import analysis, dtypes, ops
@@ -53,6 +53,8 @@ _WEAK_TYPES = {bool: dtypes.bool_, int: dtypes.int64, float: dtypes.float64}
 def abstractify(leaf: object, where: str) -> ArgSpec:
     # `__jitc_array__`: an array held elsewhere (a GPU device array) that has shape and dtype.
     if isinstance(leaf, np.ndarray) or getattr(type(leaf), "__jitc_array__", False):
+        if isinstance(leaf, np.ndarray):
+            check_plain_array(leaf, where)
         try:
             return ArgSpec(TensorType(dtypes.from_numpy(leaf.dtype), leaf.shape))
         except TypeError as exc:

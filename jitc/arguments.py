@@ -19,6 +19,16 @@ from jitc.tracing.errors import where
 
 _INT64 = np.iinfo(np.int64)
 
+# ndarray subclasses that behave as plain arrays under every numpy operation (a memmap only
+# says where the data lives); any other subclass may redefine operators or ufuncs.
+PLAIN_ARRAY_TYPES = (np.ndarray, np.memmap)
+
+_SUBCLASS_FIXES = {
+    np.ma.MaskedArray: "pass x.filled(value) (or np.asarray(x) to ignore the mask) and carry "
+                       "the mask as an array of its own",
+    np.matrix: "pass np.asarray(x) and write matrix products with @",
+}
+
 
 @dataclass(frozen=True)
 class IntBound:
@@ -59,6 +69,19 @@ def check_python_ints(function: str, leaves: Sequence[object],
                 f"{bound.dtype}\n{where(bound.loc).rstrip()}\nThere it meets an array of "
                 f"{bound.dtype} and takes that dtype (NEP 50), as in numpy. Convert the array "
                 "to a dtype that holds the value (e.g. x.astype(np.int64)).")
+
+
+def check_plain_array(value: np.ndarray, argument: str) -> None:
+    """Refuse an ndarray subclass whose operations differ from a plain array's: jitc would
+    compute as on its plain data (a masked array would lose its mask)."""
+    kind = type(value)
+    if kind in PLAIN_ARRAY_TYPES:
+        return
+    fix = next((text for base, text in _SUBCLASS_FIXES.items() if issubclass(kind, base)),
+               "pass np.asarray(x), if the plain array's semantics are what you want")
+    raise TypeError(f"{argument}: {kind.__module__}.{kind.__qualname__} is a subclass of "
+                    "numpy.ndarray whose operations differ from a plain array's; jitc computes "
+                    f"only with plain arrays: {fix}.")
 
 
 def check_int64(value: int, argument: str) -> None:

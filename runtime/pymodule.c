@@ -280,7 +280,9 @@ static void Dispatcher_dealloc(Dispatcher *self) {
 }
 
 static int matches(PyObject *obj, const ArraySpec *spec) {
-    if (!PyArray_Check(obj)) return 0;
+    /* Subclasses (masked arrays, np.matrix, memmaps) take the general path, which refuses
+       those whose operations differ from a plain array's. */
+    if (!PyArray_CheckExact(obj)) return 0;
     PyArrayObject *a = (PyArrayObject *)obj;
     if (PyArray_NDIM(a) != spec->ndim) return 0;
     if (PyArray_TYPE(a) != spec->typenum &&

@@ -208,6 +208,25 @@ def test_operators_on_scalars_stay_weak_but_numpy_functions_do_not(jit):
     assert strong.dtype == want_strong.dtype == np.float64
 
 
+@pytest.mark.filterwarnings("ignore:the matrix subclass:PendingDeprecationWarning")
+def test_ndarray_subclasses_that_change_semantics_are_refused(jit, tmp_path):
+    f = jit(lambda x: x * x)
+    f(np.ones((2, 2)))
+    f(np.ones((2, 2)))  # the C fast path now holds this signature
+    masked = np.ma.array([[1.0, 2.0], [3.0, 4.0]], mask=[[0, 1], [0, 0]])
+    with pytest.raises(TypeError, match=r"argument x: numpy\.ma\.MaskedArray .* x\.filled"):
+        f(masked)
+    with pytest.raises(TypeError, match=r"argument x: numpy\.matrix .* np\.asarray\(x\)"):
+        f(np.matrix([[1.0, 2.0], [3.0, 4.0]]))
+    captured = jit(lambda x: x + masked)
+    with pytest.raises(TypeError, match=r"test_jit\.py:\d+ .*\n.*\n.*MaskedArray"):
+        captured(np.ones((2, 2)))
+    # A memmap only says where the data lives: it computes as a plain array, as in numpy.
+    mapped = np.memmap(tmp_path / "x.bin", np.float64, "w+", shape=(2, 2))
+    mapped[:] = [[1.0, 2.0], [3.0, 4.0]]
+    np.testing.assert_array_equal(f(mapped), np.asarray(mapped) * mapped)
+
+
 # -- wrapping, lowering and compiling -----------------------------------------------------------
 
 def test_wraps_the_function():
