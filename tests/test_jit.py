@@ -227,6 +227,29 @@ def test_ndarray_subclasses_that_change_semantics_are_refused(jit, tmp_path):
     np.testing.assert_array_equal(f(mapped), np.asarray(mapped) * mapped)
 
 
+def unaligned(values: np.ndarray) -> np.ndarray:
+    """A copy of `values` one byte past an aligned address: not aligned for its dtype."""
+    raw = np.zeros(values.nbytes + 1, np.uint8)[1:]
+    array = raw.view(values.dtype).reshape(values.shape)
+    array[...] = values
+    assert not array.flags.aligned
+    return array
+
+
+def test_unaligned_arrays_are_accepted(jit):
+    scale_and_shift = jit(lambda x, y: (x * 2 + y.T, y.sum()))
+    x = np.arange(12.0).reshape(3, 4)
+    y = np.arange(12, dtype=np.int32).reshape(4, 3)
+    for _ in range(2):  # the compile and the cached call
+        got = scale_and_shift(unaligned(x), unaligned(y))
+        want = (x * 2 + y.T, y.sum())
+        for g, w in zip(got, want, strict=True):
+            assert g.dtype == w.dtype
+            np.testing.assert_array_equal(g, w)
+    donated = jit(lambda a, b: a * 3 + b, donate_argnums=0)
+    np.testing.assert_array_equal(donated(unaligned(x), x), x * 4)
+
+
 # -- wrapping, lowering and compiling -----------------------------------------------------------
 
 def test_wraps_the_function():

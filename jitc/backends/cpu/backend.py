@@ -11,6 +11,7 @@ import numpy as np
 from jitc.backends.cpu import objects
 from jitc.backends.cpu.codegen import ENTRY, Lowering, lower_module
 from jitc.backends.cpu.gemm_routines import declared_routines
+from jitc.backends.cpu.plan import contiguous_argument
 from jitc.backends.cpu.runtime import register_runtime_symbols
 from jitc.backends.llvm import target
 from jitc.ir.core import Module
@@ -57,10 +58,11 @@ class CpuExecutable:
     def __call__(self, args: Sequence[np.ndarray]) -> list[np.ndarray]:
         result = self._call(tuple(args))
         if result is None:
-            # Not C-contiguous, or not an ndarray of exactly the dtype (or a donated array that
-            # is read-only or shares memory with another argument): convert, then call.
+            # Not C-contiguous, not aligned, or not an ndarray of exactly the dtype (or a
+            # donated array that is read-only or shares memory with another argument):
+            # convert, then call.
             donors = set(self.plan.donations.values())
-            arrays = tuple(np.array(a, dtype=d, order="C", copy=n in donors or None)
+            arrays = tuple(contiguous_argument(a, d, n in donors)
                            for n, (a, (_, d)) in enumerate(zip(args, self.arg_types)))
             result = self._call(arrays)
             if result is None:
