@@ -182,6 +182,16 @@ def test_a_donated_argument_that_another_argument_reads_is_copied_first(backend:
     assert f(apart, np.ones(8)) is apart  # no overlap: still computed in place
 
 
+def test_a_workspace_too_large_to_allocate_is_a_memory_error_that_says_what_and_why() -> None:
+    from jitc._runtime import RESULT_SINGLE, Dispatcher
+    huge = 1 << 62  # no host can map it; the code (at address 0) is never reached
+    call = Dispatcher(0, [], [], [], huge, RESULT_SINGLE, 0, None, None, "pairwise")
+    with pytest.raises(MemoryError, match=r"pairwise: cannot allocate the 4294967296\.0 GiB "
+                                          r"\(4611686018427387904 bytes\) .* temporaries.*"
+                                          r"memory_analysis.*smaller pieces"):
+        call(())
+
+
 def test_donate_argnums_must_name_an_array() -> None:
     f = jitc.jit(lambda xs: xs[0] + xs[1], donate_argnums=0)
     with pytest.raises(TypeError, match="not a single array"):

@@ -83,7 +83,8 @@ class CExecutable:
         specs = [(np.dtype(d).num, s) for s, d in self.arg_types]
         outs = [(np.dtype(d).num, s) for s, d in self.out_types]
         return Dispatcher(self.address, specs, outs, self.constants, self.workspace_bytes,
-                          result_kind, int(self.release_gil), self._donations)
+                          result_kind, int(self.release_gil), self._donations, self.library,
+                          self.module.entry.name)
 
     def _call_with_ctypes(self, args: Sequence[object]) -> list[np.ndarray] | None:
         if len(args) != len(self.arg_types) or not all(

@@ -53,7 +53,8 @@ class CpuExecutable:
         outs = [(np.dtype(d).num, s) for s, d in self.out_types]
         donations = [self.plan.donations.get(n, -1) for n in range(len(self.out_types))]
         return Dispatcher(self.address, specs, outs, self.constants, self.plan.workspace_bytes,
-                          result_kind, int(self.release_gil), donations, self.engine)
+                          result_kind, int(self.release_gil), donations, self.engine,
+                          self.module.entry.name)
 
     def __call__(self, args: Sequence[np.ndarray]) -> list[np.ndarray]:
         result = self._call(tuple(args))
