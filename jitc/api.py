@@ -14,6 +14,7 @@ import inspect
 import re
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -33,6 +34,10 @@ from jitc.tracing import pytree
 from jitc.tracing.errors import JitcError, TraceError
 from jitc.tracing.state import TraceState, trace_stack
 from jitc.tracing.tracer import Tracer
+
+# Compiled signatures a jitted function keeps by default (each holds its machine code, some
+# hundreds of KiB); `jit(..., cache_limit=N)` changes it.
+DEFAULT_CACHE_LIMIT = 128
 
 
 @dataclass(frozen=True)
@@ -349,13 +354,19 @@ class Jitted:
     """The callable `jitc.jit` returns."""
 
     def __init__(self, fun: Callable, options: Options, static_argnums: Sequence[int],
-                 static_argnames: Sequence[str], donate_argnums: Sequence[int] = ()) -> None:
+                 static_argnames: Sequence[str], donate_argnums: Sequence[int] = (),
+                 cache_limit: int = DEFAULT_CACHE_LIMIT) -> None:
         self.fun = fun
         self.options = options
         self.signature = _Signature(fun, static_argnums, static_argnames)
         self.donate_argnums = frozenset(donate_argnums)
         self.name = getattr(fun, "__name__", "function")
-        self._cache: dict[tuple, Compiled] = {}
+        # Least recently used first: past `cache_limit` signatures the oldest is dropped (a
+        # call running it, or the C fast path, holds its machine code until it is done).
+        if cache_limit < 1:
+            raise ValueError(f"cache_limit must be at least 1, got {cache_limit}")
+        self.cache_limit = cache_limit
+        self._cache: OrderedDict[tuple, Compiled] = OrderedDict()
         self._fast: Callable | None = None
         # One compile per signature however many threads ask for it at once: the others wait
         # for it. Each signature has its own lock, so different signatures compile in parallel;
@@ -417,6 +428,9 @@ class Jitted:
         compiled = self._cache.get(key)
         if compiled is None:
             compiled = self._compile_once(key, dynamic, static, treedef, specs)
+        else:
+            with contextlib.suppress(KeyError):  # another thread may have just evicted it
+                self._cache.move_to_end(key)
         self._fast = self._fast_path(compiled)
         return compiled.call_flat(leaves)
 
@@ -425,7 +439,8 @@ class Jitted:
         """The cached executable for `key`, compiled by exactly one of the threads that ask.
 
         Replacing a cache entry while another thread runs the old one would free machine code
-        under it; here an entry, once made, stays until `clear_cache`.
+        under it; here an entry, once made, stays until `clear_cache` or until `cache_limit`
+        newer signatures evict it (a call still running it holds it alive meanwhile).
         """
         with self._lock:
             signature_lock = self._compiling.setdefault(key, threading.RLock())
@@ -436,6 +451,8 @@ class Jitted:
                     with collector_paused():
                         compiled = self._lower(dynamic, static, treedef, specs).compile()
                     self._cache[key] = compiled
+                    while len(self._cache) > self.cache_limit:
+                        self._cache.popitem(last=False)
                 return compiled
         finally:
             with self._lock:
@@ -461,7 +478,7 @@ class Jitted:
     def compile_stats(self) -> list[dict[str, Any]]:
         """Per compiled signature: trace, optimize and codegen seconds and each pass's time."""
         out = []
-        for compiled in self._cache.values():
+        for compiled in list(self._cache.values()):
             s = compiled.stats
             out.append({"signature": ", ".join(str(a) for a in compiled.lowered.specs),
                         "trace_seconds": s.trace_seconds,
@@ -492,7 +509,7 @@ def jit(fun: Callable | None = None, *, backend: str | None = None,
         static_argnums: int | Sequence[int] = (), static_argnames: str | Sequence[str] = (),
         verify: bool | None = None, dump_dir: str | None = None,
         disabled_passes: Iterable[str] = (), donate_argnums: int | Sequence[int] = (),
-        num_threads: int | None = None) -> Any:
+        num_threads: int | None = None, cache_limit: int = DEFAULT_CACHE_LIMIT) -> Any:
     """Compile `fun` for each new argument signature; usable as `@jit` or `@jit(...)`.
 
     - `backend`: "cpu" (the default), "interpreter" (the reference semantics), or any other
@@ -503,6 +520,8 @@ def jit(fun: Callable | None = None, *, backend: str | None = None,
       result is then that very array, updated in place, and the caller must not use the
       argument's old value afterwards (as in JAX). Reuse happens only where it is safe.
     - `num_threads`: threads the CPU backend may use (default: JITC_NUM_THREADS or all CPUs).
+    - `cache_limit`: how many signatures stay compiled; past it the least recently used one
+      is dropped (and compiled again if it comes back).
     - `verify`: verify the IR after every pass; `dump_dir`: write it after every pass;
       `disabled_passes`: names of passes to skip.
     """
@@ -526,7 +545,7 @@ def jit(fun: Callable | None = None, *, backend: str | None = None,
 
     def wrap(f: Callable) -> Jitted:
         return Jitted(f, options, tuple(static_argnums), tuple(static_argnames),
-                      tuple(donate_argnums))
+                      tuple(donate_argnums), cache_limit)
     return wrap if fun is None else wrap(fun)
 
 

@@ -101,6 +101,25 @@ def test_callables_of_every_shape(jit):
     np.testing.assert_array_equal(jit(layer.__call__)(a), 3 * a)
 
 
+def test_the_cache_keeps_the_most_recently_used_signatures_and_frees_the_rest(jit):
+    import gc
+    import weakref
+    f = jit(lambda x: x * 2, cache_limit=3)
+    executables = []
+    for n in range(1, 5):
+        f(np.ones(n))
+        executables.append(weakref.ref(f._cache[next(reversed(f._cache))].executable))
+    f(np.ones(2))  # 2 becomes the most recent; 1 was dropped when 4 came
+    f(np.ones(5))  # drops 3, the least recently used
+    assert f.cache_size == 3
+    assert sorted(s["signature"] for s in f.compile_stats()) == ["f64[2]", "f64[4]", "f64[5]"]
+    gc.collect()
+    assert [ref() is None for ref in executables] == [True, False, True, False]
+    np.testing.assert_array_equal(f(np.ones(3)), np.full(3, 2.0))  # compiled again
+    with pytest.raises(ValueError, match="cache_limit must be at least 1"):
+        jit(lambda x: x, cache_limit=0)
+
+
 # -- pytrees ------------------------------------------------------------------------------------
 
 Pair = collections.namedtuple("Pair", "weight bias")
