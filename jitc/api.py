@@ -16,12 +16,14 @@ import sys
 import threading
 import time
 import types
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, fields
 from typing import Any
 
 import numpy as np
 
+from jitc.arguments import check_int64, check_plain_array, check_python_ints, python_int_bounds
 from jitc.backends import get_backend
 from jitc.backends.base import Executable
 from jitc.ir import analysis, dtypes, ops
@@ -34,6 +36,10 @@ from jitc.tracing import capture, effects, pytree
 from jitc.tracing.errors import JitcError, TraceError, located
 from jitc.tracing.state import TraceState, trace_stack
 from jitc.tracing.tracer import Tracer
+
+# Compiled signatures a jitted function keeps by default (each holds its machine code, some
+# hundreds of KiB); `jit(..., cache_limit=N)` changes it.
+DEFAULT_CACHE_LIMIT = 128
 
 
 @dataclass(frozen=True)
@@ -56,12 +62,16 @@ _WEAK_TYPES = {bool: dtypes.bool_, int: dtypes.int64, float: dtypes.float64}
 def abstractify(leaf: object, where: str) -> ArgSpec:
     # `__jitc_array__`: an array held elsewhere (a GPU device array) that has shape and dtype.
     if isinstance(leaf, np.ndarray) or getattr(type(leaf), "__jitc_array__", False):
+        if isinstance(leaf, np.ndarray):
+            check_plain_array(leaf, where)
         try:
             return ArgSpec(TensorType(dtypes.from_numpy(leaf.dtype), leaf.shape))
         except TypeError as exc:
             raise TypeError(f"{where}: {exc}") from None
     kind = type(leaf)
     if kind in _WEAK_TYPES:
+        if kind is int:
+            check_int64(leaf, where)  # type: ignore[arg-type]
         return ArgSpec(TensorType(_WEAK_TYPES[kind], ()), weak=True, array=False)
     if isinstance(leaf, np.generic):
         spec = abstractify(np.asarray(leaf), where)
@@ -412,6 +422,7 @@ class Compiled:
         """Run on the flat leaves: the arguments', then the captured arrays' (read by the
         caller at call time); then replay the side effects on them and on `fun`'s state."""
         low = self.lowered
+        check_python_ints(low.name, leaves, low.int_bounds)
         arrays = [np.asarray(x, dtype=s.type.dtype.numpy) if s.weak else x
                   for x, s in zip(leaves, low.specs)]
         effects_ = low.side_effects
@@ -497,6 +508,8 @@ class Lowered:
         self.out_tree = out_tree
         self.options = options
         self.trace_seconds = trace_seconds
+        self.int_bounds = python_int_bounds(module, [i for i, s in enumerate(self.specs)
+                                                     if s.weak and s.type.dtype is dtypes.int64])
 
     def pipeline(self) -> Pipeline:
         backend = get_backend(self.options.backend)
@@ -534,7 +547,8 @@ class Jitted:
     """The callable `jitc.jit` returns."""
 
     def __init__(self, fun: Callable, options: Options, static_argnums: Sequence[int],
-                 static_argnames: Sequence[str], donate_argnums: Sequence[int] = ()) -> None:
+                 static_argnames: Sequence[str], donate_argnums: Sequence[int] = (),
+                 cache_limit: int = DEFAULT_CACHE_LIMIT) -> None:
         # A bound method (`jitc.jit(obj.step)`): its instance's state is captured like `self`'s
         # in a method jitted in its class body.
         self._instance = _NO_SELF
@@ -547,7 +561,12 @@ class Jitted:
         self.signature = _Signature(fun, static_argnums, static_argnames)
         self.donate_argnums = frozenset(donate_argnums)
         self.name = getattr(fun, "__name__", "function")
-        self._cache: dict[tuple, Compiled] = {}
+        # Least recently used first: past `cache_limit` signatures the oldest is dropped (a
+        # call running it, or the C fast path, holds its machine code until it is done).
+        if cache_limit < 1:
+            raise ValueError(f"cache_limit must be at least 1, got {cache_limit}")
+        self.cache_limit = cache_limit
+        self._cache: OrderedDict[tuple, Compiled] = OrderedDict()
         self._fast: Callable | None = None
         # One compile per signature however many threads ask for it at once: the others wait
         # for it. Each signature has its own lock, so different signatures compile in parallel;
@@ -642,6 +661,9 @@ class Jitted:
         if compiled is None:
             compiled = self._compile_once(key, dynamic, static, treedef, specs, captured,
                                           instance)
+        else:
+            with contextlib.suppress(KeyError):  # another thread may have just evicted it
+                self._cache.move_to_end(key)
         if instance is _NO_SELF:
             self._fast = self._fast_path(compiled)
         return compiled.call_flat(leaves + [a for _, a in captured.arrays], self.fun, instance)
@@ -652,7 +674,8 @@ class Jitted:
         """The cached executable for `key`, compiled by exactly one of the threads that ask.
 
         Replacing a cache entry while another thread runs the old one would free machine code
-        under it; here an entry, once made, stays until `clear_cache`.
+        under it; here an entry, once made, stays until `clear_cache` or until `cache_limit`
+        newer signatures evict it (a call still running it holds it alive meanwhile).
         """
         with self._lock:
             signature_lock = self._compiling.setdefault(key, threading.RLock())
@@ -664,6 +687,8 @@ class Jitted:
                         compiled = self._lower(dynamic, static, treedef, specs, captured,
                                                instance).compile()
                     self._cache[key] = compiled
+                    while len(self._cache) > self.cache_limit:
+                        self._cache.popitem(last=False)
                 return compiled
         finally:
             with self._lock:
@@ -689,7 +714,7 @@ class Jitted:
     def compile_stats(self) -> list[dict[str, Any]]:
         """Per compiled signature: trace, optimize and codegen seconds and each pass's time."""
         out = []
-        for compiled in self._cache.values():
+        for compiled in list(self._cache.values()):
             s = compiled.stats
             out.append({"signature": ", ".join(str(a) for a in compiled.lowered.specs),
                         "trace_seconds": s.trace_seconds,
@@ -767,7 +792,7 @@ def jit(fun: Callable | None = None, *, backend: str | None = None,
         static_argnums: int | Sequence[int] = (), static_argnames: str | Sequence[str] = (),
         verify: bool | None = None, dump_dir: str | None = None,
         disabled_passes: Iterable[str] = (), donate_argnums: int | Sequence[int] = (),
-        num_threads: int | None = None) -> Any:
+        num_threads: int | None = None, cache_limit: int = DEFAULT_CACHE_LIMIT) -> Any:
     """Compile `fun` for each new argument signature; usable as `@jit` or `@jit(...)`.
 
     - `backend`: "cpu" (the default), "interpreter" (the reference semantics), or any other
@@ -778,6 +803,8 @@ def jit(fun: Callable | None = None, *, backend: str | None = None,
       result is then that very array, updated in place, and the caller must not use the
       argument's old value afterwards (as in JAX). Reuse happens only where it is safe.
     - `num_threads`: threads the CPU backend may use (default: JITC_NUM_THREADS or all CPUs).
+    - `cache_limit`: how many signatures stay compiled; past it the least recently used one
+      is dropped (and compiled again if it comes back).
     - `verify`: verify the IR after every pass; `dump_dir`: write it after every pass;
       `disabled_passes`: names of passes to skip.
     """
@@ -801,7 +828,7 @@ def jit(fun: Callable | None = None, *, backend: str | None = None,
 
     def wrap(f: Callable) -> Jitted:
         return Jitted(f, options, tuple(static_argnums), tuple(static_argnames),
-                      tuple(donate_argnums))
+                      tuple(donate_argnums), cache_limit)
     return wrap if fun is None else wrap(fun)
 
 

@@ -3,21 +3,38 @@
 from __future__ import annotations
 
 import argparse
+import linecache
 import sys
 import time
+from collections.abc import Callable
 
 import numpy as np
+
+# The demo's model, compiled under a file name of its own: jitc's error messages and IR name
+# the user's lines, and frames inside the jitc package are never the user's.
+DEMO_FILE = "demo_model.py"
+DEMO_SOURCE = """\
+def mlp(x, w1, b1, w2):
+    h = np.maximum(x @ w1 + b1, 0)          # plain numpy: traced through __array_ufunc__
+    logits = h @ w2
+    e = np.exp(logits - logits.max(axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)
+"""
+
+
+def demo_model() -> Callable:
+    """`mlp` of DEMO_SOURCE, its lines known to linecache (for the source in error messages)."""
+    lines = DEMO_SOURCE.splitlines(keepends=True)
+    linecache.cache[DEMO_FILE] = (len(DEMO_SOURCE), None, lines, DEMO_FILE)
+    namespace: dict[str, object] = {"np": np}
+    exec(compile(DEMO_SOURCE, DEMO_FILE, "exec"), namespace)
+    return namespace["mlp"]  # type: ignore[return-value]
 
 
 def _demo(args: argparse.Namespace) -> int:
     import jitc
 
-    def mlp(x, w1, b1, w2):
-        h = np.maximum(x @ w1 + b1, 0)          # plain numpy: traced through __array_ufunc__
-        logits = h @ w2
-        e = np.exp(logits - logits.max(axis=-1, keepdims=True))
-        return e / e.sum(axis=-1, keepdims=True)
-
+    mlp = demo_model()
     rng = np.random.default_rng(0)
     x = rng.standard_normal((4, 8), np.float32)
     w1 = rng.standard_normal((8, 16), np.float32)
@@ -25,12 +42,8 @@ def _demo(args: argparse.Namespace) -> int:
     w2 = rng.standard_normal((16, 3), np.float32)
 
     fast = jitc.jit(mlp, backend=args.backend)
-    print("A plain numpy function, unmodified:\n")
-    print("    def mlp(x, w1, b1, w2):")
-    print("        h = np.maximum(x @ w1 + b1, 0)")
-    print("        logits = h @ w2")
-    print("        e = np.exp(logits - logits.max(axis=-1, keepdims=True))")
-    print("        return e / e.sum(axis=-1, keepdims=True)\n")
+    print(f"A plain numpy function, unmodified ({DEMO_FILE}):\n")
+    print("".join(f"{n:4}  {line}" for n, line in enumerate(DEMO_SOURCE.splitlines(True), 1)))
     lowered = fast.lower(x, w1, b1, w2)
     print("jitc.jit traces it into IR (f.lower(...).as_text()):\n")
     print(lowered.as_text())

@@ -41,6 +41,7 @@ typedef struct {
     void **consts;
     PyObject *const_refs;
     PyObject *owner;           /* keeps the machine code at `entry` alive */
+    PyObject *name;            /* the compiled function's name, for error messages */
     size_t workspace_bytes;
     void *cached_workspace;
     atomic_int workspace_busy;
@@ -212,10 +213,14 @@ static int Dispatcher_init(Dispatcher *self, PyObject *args, PyObject *kwds) {
     PyObject *arg_specs, *out_specs, *constants;
     Py_ssize_t workspace;
     int result_kind, release_gil;
-    PyObject *donations = NULL, *owner = NULL;
-    if (!PyArg_ParseTuple(args, "KOOOnii|OO", &address, &arg_specs, &out_specs, &constants,
-                          &workspace, &result_kind, &release_gil, &donations, &owner))
+    PyObject *donations = NULL, *owner = NULL, *name = NULL;
+    if (!PyArg_ParseTuple(args, "KOOOnii|OOU", &address, &arg_specs, &out_specs, &constants,
+                          &workspace, &result_kind, &release_gil, &donations, &owner, &name))
         return -1;
+    if (!name) name = PyUnicode_FromString("the jitted function");
+    else Py_INCREF(name);
+    if (!name) return -1;
+    Py_XSETREF(self->name, name);
     /* The machine code at `address` lives as long as its owner: holding it here lets a call
        already running finish after the owner's last other reference is dropped. */
     Py_XINCREF(owner);
@@ -276,11 +281,14 @@ static void Dispatcher_dealloc(Dispatcher *self) {
     free(self->cached_workspace);
     Py_XDECREF(self->const_refs);
     Py_XDECREF(self->owner);
+    Py_XDECREF(self->name);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
 static int matches(PyObject *obj, const ArraySpec *spec) {
-    if (!PyArray_Check(obj)) return 0;
+    /* Subclasses (masked arrays, np.matrix, memmaps) take the general path, which refuses
+       those whose operations differ from a plain array's. */
+    if (!PyArray_CheckExact(obj)) return 0;
     PyArrayObject *a = (PyArrayObject *)obj;
     if (PyArray_NDIM(a) != spec->ndim) return 0;
     if (PyArray_TYPE(a) != spec->typenum &&
@@ -291,6 +299,13 @@ static int matches(PyObject *obj, const ArraySpec *spec) {
     for (int d = 0; d < spec->ndim; d++)
         if (dims[d] != spec->dims[d]) return 0;
     return 1;
+}
+
+/* Whether two C-contiguous arrays' bytes overlap. */
+static int overlaps(PyArrayObject *a, PyArrayObject *b) {
+    const char *a0 = PyArray_BYTES(a), *b0 = PyArray_BYTES(b);
+    npy_intp a_bytes = PyArray_NBYTES(a), b_bytes = PyArray_NBYTES(b);
+    return a_bytes && b_bytes && a0 < b0 + b_bytes && b0 < a0 + a_bytes;
 }
 
 static void *take_workspace(Dispatcher *self, int *cached) {
@@ -324,8 +339,14 @@ static PyObject *Dispatcher_call(Dispatcher *self, PyObject *call_args, PyObject
         if (!matches(PyTuple_GET_ITEM(args, i), &self->args[i])) Py_RETURN_NONE;
     for (Py_ssize_t i = 0; i < self->nouts; i++) {
         Py_ssize_t from = self->donated_from[i];
-        if (from >= 0 && !PyArray_ISWRITEABLE((PyArrayObject *)PyTuple_GET_ITEM(args, from)))
-            Py_RETURN_NONE;  /* a donated argument must be writable */
+        if (from < 0) continue;
+        PyArrayObject *donated = (PyArrayObject *)PyTuple_GET_ITEM(args, from);
+        if (!PyArray_ISWRITEABLE(donated)) Py_RETURN_NONE;  /* it must be writable */
+        /* Writing a donated buffer that another argument also reads (`f(a, a)`, `f(a, a[1:])`)
+           would clobber elements still to be read: the caller copies it first. */
+        for (Py_ssize_t j = 0; j < self->nargs; j++)
+            if (j != from && overlaps(donated, (PyArrayObject *)PyTuple_GET_ITEM(args, j)))
+                Py_RETURN_NONE;
     }
 
     Py_ssize_t total = self->nargs + self->nouts + self->nconsts + 1;
@@ -369,7 +390,16 @@ static PyObject *Dispatcher_call(Dispatcher *self, PyObject *call_args, PyObject
     int cached;
     void *workspace = take_workspace(self, &cached);
     if (self->workspace_bytes && !workspace) {
-        PyErr_NoMemory();
+        /* PyErr_Format has no %f: GiB to one decimal, in integers. */
+        size_t tenths = (self->workspace_bytes / ((size_t)1 << 20) * 10 + 512) / 1024;
+        PyErr_Format(PyExc_MemoryError,
+                     "%U: cannot allocate the %zu.%zu GiB (%zu bytes) its compiled code needs "
+                     "for temporaries "
+                     "(see jitted.lower(...).compile().memory_analysis()); process the data in smaller "
+                     "pieces, or restructure the computation so that no intermediate that "
+                     "large is stored (a reduction of a broadcast product, (a[:, None] * "
+                     "b).sum(0), is fused and never stored)",
+                     self->name, tenths / 10, tenths % 10, self->workspace_bytes);
         goto fail;
     }
     buffers[total - 1] = workspace;
@@ -407,9 +437,10 @@ static PyTypeObject DispatcherType = {
     PyVarObject_HEAD_INIT(NULL, 0)
     .tp_name = "jitc._runtime.Dispatcher",
     .tp_doc = "Dispatcher(entry_address, arg_specs, out_specs, constants, workspace_bytes, "
-              "result_kind, release_gil, donations=None, owner=None): call compiled code on "
-              "arrays of one signature; donations[i] names the argument result i is written "
-              "into; owner keeps the machine code alive.",
+              "result_kind, release_gil, donations=None, owner=None, name=None): call compiled "
+              "code on arrays of one signature; donations[i] names the argument result i is "
+              "written into; owner keeps the machine code alive; name is the function's, for "
+              "error messages.",
     .tp_basicsize = sizeof(Dispatcher),
     .tp_flags = Py_TPFLAGS_DEFAULT,
     .tp_new = PyType_GenericNew,

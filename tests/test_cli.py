@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import json
+import re
 
+import numpy as np
 import pytest
 
-from jitc.cli import main
+import jitc
+from jitc.cli import demo_model, main
 
 
 def test_version_and_demo_run(capsys) -> None:
@@ -14,6 +17,24 @@ def test_version_and_demo_run(capsys) -> None:
     assert capsys.readouterr().out.strip()
     assert main(["demo", "--backend", "interpreter"]) == 0
     assert "max |jitc - numpy|" in capsys.readouterr().out
+
+
+def test_the_demo_ir_names_the_lines_of_the_demo_model(capsys) -> None:
+    assert main(["demo", "--backend", "interpreter"]) == 0
+    traced = capsys.readouterr().out.split("and after the optimizer")[0]
+    locations = re.findall(r"  # (\S+) \((\w+)\)$", traced, re.MULTILINE)
+    assert locations and {file for file, _ in locations} == {"demo_model.py:2",
+                                                            "demo_model.py:3",
+                                                            "demo_model.py:4",
+                                                            "demo_model.py:5"}
+    assert {function for _, function in locations} == {"mlp"}
+
+
+def test_an_error_in_the_demo_model_quotes_its_line() -> None:
+    mlp = demo_model()
+    with pytest.raises(jitc.JitcError, match=r"demo_model\.py:2 in mlp\n +h = np\.maximum"):
+        jitc.jit(mlp, backend="interpreter")(np.ones((4, 8)), np.ones((8, 16)), np.ones(5),
+                                             np.ones((16, 3)))
 
 
 def test_bench_takes_the_suites_own_options(capsys) -> None:

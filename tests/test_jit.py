@@ -103,6 +103,25 @@ def test_callables_of_every_shape(jit):
     np.testing.assert_array_equal(jit(layer.__call__)(a), 3 * a)
 
 
+def test_the_cache_keeps_the_most_recently_used_signatures_and_frees_the_rest(jit):
+    import gc
+    import weakref
+    f = jit(lambda x: x * 2, cache_limit=3)
+    executables = []
+    for n in range(1, 5):
+        f(np.ones(n))
+        executables.append(weakref.ref(f._cache[next(reversed(f._cache))].executable))
+    f(np.ones(2))  # 2 becomes the most recent; 1 was dropped when 4 came
+    f(np.ones(5))  # drops 3, the least recently used
+    assert f.cache_size == 3
+    assert sorted(s["signature"] for s in f.compile_stats()) == ["f64[2]", "f64[4]", "f64[5]"]
+    gc.collect()
+    assert [ref() is None for ref in executables] == [True, False, True, False]
+    np.testing.assert_array_equal(f(np.ones(3)), np.full(3, 2.0))  # compiled again
+    with pytest.raises(ValueError, match="cache_limit must be at least 1"):
+        jit(lambda x: x, cache_limit=0)
+
+
 # -- pytrees ------------------------------------------------------------------------------------
 
 Pair = collections.namedtuple("Pair", "weight bias")
@@ -188,6 +207,18 @@ def test_python_scalars_are_weakly_typed(jit):
     np.testing.assert_array_equal(f(F32, 2.5), F32 * 2.5)
 
 
+def test_python_scalar_arguments_combine_with_python_literals(jit):
+    @jit
+    def schedule(step, warmup, a, b):
+        return step < warmup, np.less(step, 3), step == 2.0, np.where(step < warmup, a, b)
+    for step in (1, 5):
+        got = schedule(step, 3, F32, F32 * 2)
+        want = schedule.__wrapped__(step, 3, F32, F32 * 2)
+        for g, w in zip(got, want, strict=True):
+            assert np.asarray(g).dtype == np.asarray(w).dtype
+            np.testing.assert_array_equal(g, w)
+
+
 def test_operators_on_scalars_stay_weak_but_numpy_functions_do_not(jit):
     @jit
     def f(x, s):
@@ -196,6 +227,48 @@ def test_operators_on_scalars_stay_weak_but_numpy_functions_do_not(jit):
     want_weak, want_strong = f.__wrapped__(F32, 1.0)
     assert weak.dtype == want_weak.dtype == np.float32
     assert strong.dtype == want_strong.dtype == np.float64
+
+
+@pytest.mark.filterwarnings("ignore:the matrix subclass:PendingDeprecationWarning")
+def test_ndarray_subclasses_that_change_semantics_are_refused(jit, tmp_path):
+    f = jit(lambda x: x * x)
+    f(np.ones((2, 2)))
+    f(np.ones((2, 2)))  # the C fast path now holds this signature
+    masked = np.ma.array([[1.0, 2.0], [3.0, 4.0]], mask=[[0, 1], [0, 0]])
+    with pytest.raises(TypeError, match=r"argument x: numpy\.ma\.MaskedArray .* x\.filled"):
+        f(masked)
+    with pytest.raises(TypeError, match=r"argument x: numpy\.matrix .* np\.asarray\(x\)"):
+        f(np.matrix([[1.0, 2.0], [3.0, 4.0]]))
+    captured = jit(lambda x: x + masked)
+    with pytest.raises(TypeError, match=r"test_jit\.py:\d+ .*\n.*\n.*MaskedArray"):
+        captured(np.ones((2, 2)))
+    # A memmap only says where the data lives: it computes as a plain array, as in numpy.
+    mapped = np.memmap(tmp_path / "x.bin", np.float64, "w+", shape=(2, 2))
+    mapped[:] = [[1.0, 2.0], [3.0, 4.0]]
+    np.testing.assert_array_equal(f(mapped), np.asarray(mapped) * mapped)
+
+
+def unaligned(values: np.ndarray) -> np.ndarray:
+    """A copy of `values` one byte past an aligned address: not aligned for its dtype."""
+    raw = np.zeros(values.nbytes + 1, np.uint8)[1:]
+    array = raw.view(values.dtype).reshape(values.shape)
+    array[...] = values
+    assert not array.flags.aligned
+    return array
+
+
+def test_unaligned_arrays_are_accepted(jit):
+    scale_and_shift = jit(lambda x, y: (x * 2 + y.T, y.sum()))
+    x = np.arange(12.0).reshape(3, 4)
+    y = np.arange(12, dtype=np.int32).reshape(4, 3)
+    for _ in range(2):  # the compile and the cached call
+        got = scale_and_shift(unaligned(x), unaligned(y))
+        want = (x * 2 + y.T, y.sum())
+        for g, w in zip(got, want, strict=True):
+            assert g.dtype == w.dtype
+            np.testing.assert_array_equal(g, w)
+    donated = jit(lambda a, b: a * 3 + b, donate_argnums=0)
+    np.testing.assert_array_equal(donated(unaligned(x), x), x * 4)
 
 
 # -- wrapping, lowering and compiling -----------------------------------------------------------

@@ -56,7 +56,9 @@ class AotFunction:
                             f"got {list(array.shape)}")
         if array.dtype != want.dtype and not np.can_cast(array.dtype, want.dtype, "same_kind"):
             raise TypeError(f"{self.name}: argument {i} must be {want.dtype}, got {array.dtype}")
-        return np.ascontiguousarray(array, dtype=want.dtype)
+        # The library assumes C order and natural alignment (a view at an odd byte offset
+        # is copied).
+        return np.require(array, dtype=want.dtype, requirements=["C", "A"])
 
     def __call__(self, *args: object, workspace: np.ndarray | None = None) -> Any:
         """Run the export; `workspace` (a buffer of at least `workspace_bytes` bytes, aligned

@@ -3,8 +3,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from jitc.ir import ops
-from jitc.ir.core import Function, Instruction, Module
+from jitc.ir.core import Function, Instruction, Module, Value
 from jitc.ir.opdef import Trait
 
 _LEAVES = (ops.PARAMETER, ops.CONSTANT)
@@ -77,3 +79,31 @@ def signature_bytes(module: Module) -> dict[str, int]:
     return {"argument_bytes": sum(t.nbytes for t in fn.parameter_types),
             "output_bytes": sum(t.nbytes for t in fn.output_types),
             "constant_bytes": constants}
+
+
+def elementwise_chain(value: Value, resolve: Callable[[Value], Value | None]) -> list[Value]:
+    """The values an element of `value` is computed from at that same index (through
+    elementwise ops on operands of its shape), each after those it is computed from, `value`
+    last. `resolve` maps an operand to the value that stands for it, or None where the walk
+    stops (a value stored in memory, or one already computed).
+
+    Element emitters generate these bottom-up, so that a fused chain of thousands of ops is not
+    one recursive call per op deep."""
+    order: list[Value] = []
+    seen = {id(value)}
+    stack: list[tuple[Value, bool]] = [(value, False)]
+    while stack:
+        v, operands_done = stack.pop()
+        if operands_done:
+            order.append(v)
+            continue
+        stack.append((v, True))
+        inst = v.producer
+        if not inst.op.has(Trait.ELEMENTWISE):
+            continue
+        for operand in inst.operands:
+            target = resolve(operand) if operand.type.shape == v.type.shape else None
+            if target is not None and id(target) not in seen:
+                seen.add(id(target))
+                stack.append((target, False))
+    return order

@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 
+from jitc.arguments import check_plain_array
 from jitc.ir import dtypes, ops
 from jitc.ir.types import TensorType
 from jitc.tracing.errors import ShapeError, TraceError, located
@@ -134,6 +135,7 @@ def lift(x: ArrayLike, dtype: object = None, trace: TraceState | None = None) ->
         x = np.asarray(x)
     target = None if dtype is None else ir_dtype(dtype)
     if isinstance(x, np.ndarray):
+        check_plain_array(x, located("an array used in the traced function"))
         return state.constant(x if target is None or x.dtype == target.numpy
                               else x.astype(target.numpy))
     if is_python_scalar(x) and target is None:

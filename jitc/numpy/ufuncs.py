@@ -482,6 +482,10 @@ def _into_out(ufunc: np.ufunc, inputs: tuple, kwargs: dict[str, Any], out: Any) 
 def call_ufunc(ufunc: np.ufunc, impl: UfuncImpl, inputs: tuple, dtype: object = None) -> Any:
     from jitc.numpy._core import dtype_key
     keys = tuple(dtype_key(x) for x in inputs)
+    if all(isinstance(k, type) for k in keys):
+        # Python scalars alone: numpy makes each an array of its default dtype (int64,
+        # float64); resolving the weak types alone would pick object loops for comparisons.
+        keys = tuple(np.dtype(np.int64) if k is int else np.dtype(np.float64) for k in keys)
     try:
         if dtype is None:
             loop = ufunc.resolve_dtypes(keys + (None,) * ufunc.nout)
@@ -497,10 +501,33 @@ def call_ufunc(ufunc: np.ufunc, impl: UfuncImpl, inputs: tuple, dtype: object = 
     if special is not None:
         return special
     compute = loop
+    if ufunc in _COMPARISONS and _compares_wide_python_int(inputs, loop[0]):
+        compute = (np.dtype(np.int64),) * ufunc.nin + loop[ufunc.nin:]
     if ufunc in _WIDEN_FLOAT16 and loop[0] == np.float16:
         compute = tuple(np.dtype(np.float32) if d == np.float16 else d for d in loop)
     operands = [lift(x, compute[i], state) for i, x in enumerate(inputs)]
     return convert(impl(*operands), loop[ufunc.nin])
+
+
+_COMPARISONS = frozenset({np.equal, np.not_equal, np.less, np.less_equal, np.greater,
+                          np.greater_equal})
+
+
+def _compares_wide_python_int(inputs: tuple, dtype: np.dtype) -> bool:
+    """Whether a comparison of a narrow integer array with a Python int must be made in int64.
+
+    numpy compares with the exact value of the int (`int8_array < 300` is all True); the int
+    may not fit the array's dtype: a literal we can see, an argument we cannot know."""
+    if dtype.kind not in "iu" or dtype.itemsize >= 8:
+        return False
+    info = np.iinfo(dtype)
+    for x in inputs:
+        if isinstance(x, Tracer) and x.weak and x.dtype.kind in "iu":
+            return True
+        if is_python_scalar(x) and not isinstance(x, bool) and isinstance(x, int) and \
+                not info.min <= x <= info.max:
+            return True
+    return False
 
 
 def apply_operator(ufunc: np.ufunc, inputs: tuple) -> Tracer:

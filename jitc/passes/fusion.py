@@ -19,6 +19,7 @@ chains), stays materialised: nothing expensive is ever computed twice.
 
 from __future__ import annotations
 
+from collections import deque
 from dataclasses import dataclass, field
 
 from jitc.ir import ops
@@ -204,15 +205,23 @@ class _Fuser:
         return True
 
     def _grow(self, group: Group) -> None:
-        changed = True
-        while changed:
-            changed = False
-            for member in list(group.members.values()):
-                if member is group.core:
-                    continue  # a contraction reads its operands from memory
-                for operand in member.operands:
-                    if self._pull(group, operand.producer):
-                        changed = True
+        """Pull producers into `group` until none more can join.
+
+        A worklist, not rounds over all members: a chain of n ops joins in O(n) steps. A
+        producer turned down is tried again when a user of it joins (then perhaps all its
+        users are inside), and every member is tried again when the group's kind changes."""
+        pending = deque(group.members.values())
+        while pending:
+            member = pending.popleft()
+            if member is group.core:
+                continue  # a contraction reads its operands from memory
+            for operand in member.operands:
+                before = (group.kind, group.shape, group.outer, group.core)
+                if self._pull(group, operand.producer):
+                    if (group.kind, group.shape, group.outer, group.core) != before:
+                        pending.extend(group.members.values())
+                    else:
+                        pending.append(operand.producer)
 
     def _seed(self, inst: Instruction) -> Group | None:
         if len(inst.results) != 1 or self._is_view(inst):

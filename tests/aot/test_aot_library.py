@@ -337,6 +337,21 @@ def test_name_prefix_and_header_options(built, tmp_path):
 
 
 @needs_gcc
+def test_the_loader_passes_unaligned_arrays_aligned(built):
+    shared, model = built
+    a, b = fill("f64", (4, 16), 0), fill("f64", (16,), 1)
+    raw = np.zeros(a.nbytes + 1, np.uint8)[1:]
+    shifted = raw.view(np.float64).reshape(a.shape)
+    shifted[...] = a
+    doubles = jitc.aot.load(shared).doubles
+    # x86 forgives unaligned loads; the C ABI (and other hosts) do not.
+    assert doubles._convert(0, shifted).flags.aligned
+    got = doubles(shifted, b)
+    for g, w in zip(got, reference(model, "doubles", [a, b]), strict=True):
+        np.testing.assert_allclose(g, w, rtol=1e-12)
+
+
+@needs_gcc
 def test_host_cpu(built, tmp_path):
     shared, model = built
     library = build(shared.parent / "model.py", tmp_path / "libmodel.so", "--target-cpu",

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from ops.backends import require
 
 import jitc
 
@@ -163,6 +164,32 @@ def test_donating_a_read_only_array_copies_it_first() -> None:
     x.setflags(write=False)
     np.testing.assert_array_equal(f(x), np.arange(4.0) * 2)
     np.testing.assert_array_equal(x, np.arange(4.0))
+
+
+@pytest.mark.parametrize("backend", ["cpu", "c"])
+def test_a_donated_argument_that_another_argument_reads_is_copied_first(backend: str) -> None:
+    """`s(a, a)`: writing a's buffer in place would clobber the elements v[::-1] still reads."""
+    def reverse_add(x, v):
+        return x + v[::-1]
+    f = jitc.jit(reverse_add, backend=require(backend), donate_argnums=0)
+    for _ in range(2):  # the first call compiles; the second takes the C fast path
+        a = np.arange(8.0)
+        np.testing.assert_array_equal(f(a, a), reverse_add(np.arange(8.0), np.arange(8.0)))
+        buffer = np.arange(9.0)  # two overlapping windows of one buffer
+        expected = reverse_add(buffer[:-1].copy(), buffer[1:].copy())
+        np.testing.assert_array_equal(f(buffer[:-1], buffer[1:]), expected)
+    apart = np.arange(8.0)
+    assert f(apart, np.ones(8)) is apart  # no overlap: still computed in place
+
+
+def test_a_workspace_too_large_to_allocate_is_a_memory_error_that_says_what_and_why() -> None:
+    from jitc._runtime import RESULT_SINGLE, Dispatcher
+    huge = 1 << 62  # no host can map it; the code (at address 0) is never reached
+    call = Dispatcher(0, [], [], [], huge, RESULT_SINGLE, 0, None, None, "pairwise")
+    with pytest.raises(MemoryError, match=r"pairwise: cannot allocate the 4294967296\.0 GiB "
+                                          r"\(4611686018427387904 bytes\) .* temporaries.*"
+                                          r"memory_analysis.*smaller pieces"):
+        call(())
 
 
 def test_donate_argnums_must_name_an_array() -> None:

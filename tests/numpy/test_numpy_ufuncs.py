@@ -220,6 +220,31 @@ def test_python_int_out_of_range_raises_like_numpy(backend):
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
+def test_python_int_argument_out_of_range_raises_like_numpy(backend):
+    import jitc
+    x, u = np.arange(4, dtype=np.int8), np.arange(4, dtype=np.uint8)
+    scale = jitc.jit(lambda x, s: x * s, backend=backend)
+    np.testing.assert_array_equal(scale(x, 100), x * 100)  # fits int8 (the product wraps)
+    for array, value in [(x, 300), (x, -129), (u, -1), (u, 256)]:
+        with pytest.raises(OverflowError, match=f"{value} out of bounds for {array.dtype}"):
+            _ = array * value
+        with pytest.raises(OverflowError, match=rf"argument s: Python integer {value} out of "
+                                                rf"bounds for {array.dtype}\n.*test_numpy_ufuncs"):
+            scale(array, value)
+    with pytest.raises(OverflowError, match=f"argument s: Python integer {2**70} out of bounds "
+                                            "for int64"):
+        scale(np.arange(4.0), 2**70)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_comparisons_with_python_ints_beyond_the_dtype_are_exact(backend):
+    x = np.arange(-3, 3, dtype=np.int8)
+    for value in (300, -1000, 2, 127):
+        check_jit(lambda x, s: (x < s, x == s, s >= x), x, value, backend=backend)
+    check_jit(lambda x: (x < 300, x != -1000, 200 > x), x, backend=backend)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_ufunc_dtype_keyword(backend):
     x = random((3,), np.int32)
     check_jit(lambda x: np.add(x, 1, dtype=np.float32), x, backend=backend)

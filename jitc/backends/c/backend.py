@@ -14,7 +14,7 @@ import numpy as np
 
 from jitc.backends.c import build
 from jitc.backends.c.codegen import ENTRY, Translation, lower_module
-from jitc.backends.cpu.plan import ALIGNMENT
+from jitc.backends.cpu.plan import ALIGNMENT, contiguous_argument
 from jitc.ir import ops
 from jitc.ir.core import Instruction, Module
 from jitc.ir.types import TensorType
@@ -83,15 +83,21 @@ class CExecutable:
         specs = [(np.dtype(d).num, s) for s, d in self.arg_types]
         outs = [(np.dtype(d).num, s) for s, d in self.out_types]
         return Dispatcher(self.address, specs, outs, self.constants, self.workspace_bytes,
-                          result_kind, int(self.release_gil), self._donations, self.library)
+                          result_kind, int(self.release_gil), self._donations, self.library,
+                          self.module.entry.name)
 
     def _call_with_ctypes(self, args: Sequence[object]) -> list[np.ndarray] | None:
         if len(args) != len(self.arg_types) or not all(
                 isinstance(a, np.ndarray) and a.shape == s and a.dtype == d and
-                a.flags.c_contiguous for a, (s, d) in zip(args, self.arg_types)):
+                a.flags.c_contiguous and a.flags.aligned
+                for a, (s, d) in zip(args, self.arg_types)):
             return None
-        if any(not args[n].flags.writeable for n in self._donations if n >= 0):  # type: ignore
+        donors = [n for n in self._donations if n >= 0]
+        if any(not args[n].flags.writeable for n in donors):  # type: ignore[attr-defined]
             return None
+        if any(np.may_share_memory(args[n], a) for n in donors
+               for k, a in enumerate(args) if k != n):
+            return None  # another argument reads the donated buffer: the caller copies it
         # A donated result is the argument itself, which the code writes in place.
         results = [np.empty(s, d) if donor < 0 else args[donor]  # type: ignore[misc]
                    for (s, d), donor in zip(self.out_types, self._donations)]
@@ -105,10 +111,11 @@ class CExecutable:
     def __call__(self, args: Sequence[np.ndarray]) -> list[np.ndarray]:
         result = self._call(tuple(args))
         if result is None:
-            # Not C-contiguous, or not an ndarray of exactly the dtype (or a read-only donated
-            # array): convert, then call.
+            # Not C-contiguous, not aligned, or not an ndarray of exactly the dtype (or a
+            # donated array that is read-only or shares memory with another argument):
+            # convert, then call.
             donors = set(self._donations)
-            arrays = tuple(np.array(a, dtype=d, order="C", copy=n in donors or None)
+            arrays = tuple(contiguous_argument(a, d, n in donors)
                            for n, (a, (_, d)) in enumerate(zip(args, self.arg_types)))
             result = self._call(arrays)
             if result is None:

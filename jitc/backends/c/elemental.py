@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+from jitc.ir.analysis import elementwise_chain
 from jitc.ir.core import Instruction, Value
 from jitc.ir.dtypes import DType, Kind, bool_, float64, int64
 from jitc.ir.opdef import Trait
@@ -68,15 +69,27 @@ class CEmitter:
         base = self.buffers.get(id(value))
         if base is not None:
             return self.load(base, value.type, index)
-        key = (id(value), tuple(index))
-        known = self.w.recall(key)
+        known = self.w.recall((id(value), tuple(index)))
         if known is not None:
             return known
-        if len(value.producer.results) != 1:
-            raise NotImplementedError(f"{value.producer.op.name} with several results is not "
-                                      "elemental")
-        result = self.compute(value.producer, index)
-        self.w.remember(key, result)
+
+        def pending(operand: Value) -> Value | None:
+            while id(operand) in self.aliases:
+                operand = self.aliases[id(operand)]
+            if id(operand) in self.registers or id(operand) in self.buffers or \
+                    self.w.recall((id(operand), tuple(index))) is not None:
+                return None
+            return operand
+
+        # The values it needs at this index first, bottom-up (see `elementwise_chain`): a
+        # fused chain of thousands of ops is not one recursive call per op deep.
+        result = ""
+        for v in elementwise_chain(value, pending):
+            if len(v.producer.results) != 1:
+                raise NotImplementedError(f"{v.producer.op.name} with several results is not "
+                                          "elemental")
+            result = self.compute(v.producer, index)
+            self.w.remember((id(v), tuple(index)), result)
         return result
 
     def compute(self, inst: Instruction, index: Index) -> str:

@@ -11,6 +11,7 @@ import numpy as np
 from jitc.backends.cpu import objects
 from jitc.backends.cpu.codegen import ENTRY, Lowering, lower_module
 from jitc.backends.cpu.gemm_routines import declared_routines
+from jitc.backends.cpu.plan import contiguous_argument
 from jitc.backends.cpu.runtime import register_runtime_symbols
 from jitc.backends.llvm import target
 from jitc.ir.core import Module
@@ -52,14 +53,17 @@ class CpuExecutable:
         outs = [(np.dtype(d).num, s) for s, d in self.out_types]
         donations = [self.plan.donations.get(n, -1) for n in range(len(self.out_types))]
         return Dispatcher(self.address, specs, outs, self.constants, self.plan.workspace_bytes,
-                          result_kind, int(self.release_gil), donations, self.engine)
+                          result_kind, int(self.release_gil), donations, self.engine,
+                          self.module.entry.name)
 
     def __call__(self, args: Sequence[np.ndarray]) -> list[np.ndarray]:
         result = self._call(tuple(args))
         if result is None:
-            # Not C-contiguous, or not an ndarray of exactly the dtype: convert, then call.
+            # Not C-contiguous, not aligned, or not an ndarray of exactly the dtype (or a
+            # donated array that is read-only or shares memory with another argument):
+            # convert, then call.
             donors = set(self.plan.donations.values())
-            arrays = tuple(np.array(a, dtype=d, order="C", copy=n in donors or None)
+            arrays = tuple(contiguous_argument(a, d, n in donors)
                            for n, (a, (_, d)) in enumerate(zip(args, self.arg_types)))
             result = self._call(arrays)
             if result is None:

@@ -277,3 +277,13 @@ def _resolve_aliases(plan: BufferPlan, owner: Callable[[Value], Value], fn: Func
                     next_slot += 1
                 plan.slots[id(value)] = at_offset[place]
     return plan
+
+
+def contiguous_argument(array: object, dtype: np.dtype, donated: bool) -> np.ndarray:
+    """An argument as compiled code reads it: a C-contiguous, aligned ndarray of `dtype`. A
+    donated one is always a copy (it was read-only or shared memory with another argument),
+    so the caller's array is never written through a conversion."""
+    converted = np.array(array, dtype=dtype, order="C", copy=donated or None)
+    if not converted.flags.aligned:  # a view at an odd byte offset: the code assumes alignment
+        converted = converted.copy()
+    return converted

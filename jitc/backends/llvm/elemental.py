@@ -16,6 +16,7 @@ from llvmlite import ir
 
 from jitc.backends.llvm import indexing
 from jitc.backends.llvm.types import FLOAT, I1, I64, constant, declare, value_type
+from jitc.ir.analysis import elementwise_chain
 from jitc.ir.core import Instruction, Value
 from jitc.ir.dtypes import DType, Kind
 from jitc.ir.types import TensorType
@@ -53,10 +54,31 @@ class ElementalEmitter:
         # Values of the current row already computed into a row buffer: (buffer, row type);
         # the row is indexed by the trailing dimensions of the full index.
         self.rows: dict[int, tuple[ir.Value, TensorType]] = {}
+        # Elements generated for the element being computed: (value, index) -> LLVM value.
+        self._computed: dict[tuple[int, tuple[int, ...]], tuple[ir.Value, Index]] | None = None
 
     def value_at(self, value: Value, index: Index) -> ir.Value:
+        value = self._resolve(value)
+        stored = self._stored(value, index)
+        if stored is not None:
+            return stored
+        if self._computed is not None:
+            return self._element(value, index)
+        # The values computed for this element are kept until it is done: they are all in
+        # straight-line code at this point, and a value used twice is generated once.
+        self._computed = {}
+        try:
+            return self._element(value, index)
+        finally:
+            self._computed = None
+
+    def _resolve(self, value: Value) -> Value:
         while id(value) in self.aliases:
             value = self.aliases[id(value)]
+        return value
+
+    def _stored(self, value: Value, index: Index) -> ir.Value | None:
+        """The element of a value held in a register, a buffer or a row buffer, else None."""
         register = self.registers.get(id(value))
         if register is not None:
             return register
@@ -66,14 +88,37 @@ class ElementalEmitter:
         row = self.rows.get(id(value))
         if row is not None:
             return indexing.load(self.builder, row[0], row[1], index[len(index) - row[1].rank:])
-        inst = value.producer
-        generate = self.rules.get(inst.op.name)
-        if generate is None:
-            raise NotImplementedError(f"no elemental rule for {inst.op.name}; it must be "
-                                      "materialised by the backend")
-        if len(inst.results) != 1:
-            raise NotImplementedError(f"{inst.op.name} with several results is not elemental")
-        return generate(self, inst, index)
+        return None
+
+    def _element(self, value: Value, index: Index) -> ir.Value:
+        """Generate `value` at `index` with the values it needs at that index first, bottom-up
+        (see `elementwise_chain`), so that its rule finds them computed."""
+        assert self._computed is not None
+        # The key holds the index's values: their ids cannot be reused while it is alive.
+        index_key = tuple(id(i) for i in index)
+
+        def pending(operand: Value) -> Value | None:
+            operand = self._resolve(operand)
+            if id(operand) in self.registers or id(operand) in self.buffers or \
+                    id(operand) in self.rows or (id(operand), index_key) in self._computed:
+                return None
+            return operand
+
+        if (id(value), index_key) in self._computed:
+            return self._computed[id(value), index_key][0]
+        result = None
+        for v in elementwise_chain(value, pending):
+            inst = v.producer
+            generate = self.rules.get(inst.op.name)
+            if generate is None:
+                raise NotImplementedError(f"no elemental rule for {inst.op.name}; it must be "
+                                          "materialised by the backend")
+            if len(inst.results) != 1:
+                raise NotImplementedError(f"{inst.op.name} with several results is not "
+                                          "elemental")
+            result = generate(self, inst, index)
+            self._computed[id(v), index_key] = (result, index)
+        return result
 
     def operand(self, inst: Instruction, n: int, index: Index) -> ir.Value:
         return self.value_at(inst.operands[n], index)
