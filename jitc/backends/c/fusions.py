@@ -6,6 +6,7 @@ every other body value on the fly; only the fusion's results touch memory.
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING
 
 from jitc.ir import ops
@@ -17,6 +18,7 @@ from .elemental import accumulator_dtype, combine, convert_value
 from .kernels import (
     Kernel,
     KernelContext,
+    PairwiseSums,
     convolution_into,
     declare_accumulator,
     dot_into,
@@ -133,15 +135,20 @@ def _row_kernel(ctx: KernelContext, body: Function, inst: Instruction) -> None:
             kind = r.attrs["kind"]
             accs = [accumulator_dtype(kind, v.type.dtype) for v in r.operands]  # type: ignore
             names = [declare_accumulator(ctx, kind, dt) for dt in accs]  # type: ignore
+            pairwise = PairwiseSums(ctx, kind, r.operands, names,  # type: ignore[arg-type]
+                                    math.prod(hi for _, hi in inner))
 
             def accumulate(inner_index: list[str], r: Instruction = r, kind: str = kind,
-                           accs: list = accs, names: list[str] = names) -> None:
+                           accs: list = accs, names: list[str] = names,
+                           pairwise: PairwiseSums = pairwise) -> None:
                 for operand, acc, dt in zip(r.operands, names, accs):
                     x = e.value_at(operand, outer_index + inner_index)
                     x = convert_value(e, x, operand.type.dtype, dt)
                     w.line(f"{acc} = {combine(e, kind, dt, acc, x)};")  # type: ignore
+                pairwise.step()
             w.comment(program_text(ctx, r))
             loop_nest(w, inner, accumulate)
+            pairwise.finish()
             for result, acc, dt in zip(r.results, names, accs):
                 # The accumulator is final here: use it as it is when no conversion is due.
                 value = convert_value(e, acc, dt, result.type.dtype)

@@ -100,6 +100,28 @@ static int64_t jitc_clamp(int64_t x, int64_t lo, int64_t hi) {
 }""")
 
 
+# -- pairwise float64 sums --------------------------------------------------------------------
+
+_define("jitc_cascade_push", """
+/* Pairwise summation: level j of `levels` holds the sum of 2^j blocks while bit j of
+ * *pushed is set; a new block absorbs the levels below the first clear bit (older first). */
+static void jitc_cascade_push(double *levels, uint64_t *pushed, double block) {
+    uint64_t n = *pushed;
+    int j = 0;
+    for (; n & 1u; n >>= 1, j++) block = levels[j] + block;
+    levels[j] = block;
+    *pushed += 1;
+}""")
+
+_define("jitc_cascade_total", """
+/* The open block plus the occupied levels, smallest first. */
+static double jitc_cascade_total(const double *levels, uint64_t pushed, double open) {
+    for (int j = 0; pushed != 0; pushed >>= 1, j++)
+        if (pushed & 1u) open = levels[j] + open;
+    return open;
+}""")
+
+
 # -- integers --------------------------------------------------------------------------------
 
 def _integer_helpers(dtype: DType) -> None:

@@ -192,6 +192,43 @@ def declare_accumulator(ctx: KernelContext, kind: str, dtype: DType) -> str:
     return name
 
 
+# Elements a float64 sum adds in sequence before the block joins the pairwise cascade.
+SUM_BLOCK = 64
+
+
+class PairwiseSums:
+    """Pairwise summation for the float64 sums among `names` (accumulators of `operands`):
+    every SUM_BLOCK elements the accumulator joins a cascade of partial sums
+    (jitc_cascade_push), so the error grows with log2(n), as numpy's, not with n. float32 and
+    float16 need none: they accumulate in double, which is exact enough for any length."""
+
+    def __init__(self, ctx: KernelContext, kind: str, operands: Sequence[Value],
+                 names: list[str], count: int) -> None:
+        self.w = ctx.w
+        self.names = [a for a, v in zip(names, operands)
+                      if kind == "sum" and v.type.dtype is dtypes.float64 and count > SUM_BLOCK]
+        self.counter = self.w.fresh("n") if self.names else ""
+        if self.names:
+            self.w.line(f"int {self.counter} = 0;")
+        for a in self.names:
+            self.w.line(f"double {a}_levels[64];")
+            self.w.line(f"uint64_t {a}_pushed = 0;")
+
+    def step(self) -> None:
+        """After each element: push the blocks that are full."""
+        if not self.names:
+            return
+        with self.w.block(f"if (++{self.counter} == {SUM_BLOCK})"):
+            for a in self.names:
+                self.w.line(f"jitc_cascade_push({a}_levels, &{a}_pushed, {a});")
+                self.w.line(f"{a} = 0.0;")
+            self.w.line(f"{self.counter} = 0;")
+
+    def finish(self) -> None:
+        for a in self.names:
+            self.w.line(f"{a} = jitc_cascade_total({a}_levels, {a}_pushed, {a});")
+
+
 def reduce_into(ctx: KernelContext, inst: Instruction) -> None:
     """Each output element accumulates its reduced elements, one operand per accumulator."""
     kind = inst.attrs["kind"]
@@ -205,6 +242,8 @@ def reduce_into(ctx: KernelContext, inst: Instruction) -> None:
     def element(counters: list[str]) -> None:
         out_index = logical(physical_order(out_type), counters)
         names = [declare_accumulator(ctx, kind, dt) for dt in accs]  # type: ignore[arg-type]
+        pairwise = PairwiseSums(ctx, kind, inst.operands, names,  # type: ignore[arg-type]
+                                in_type.size // max(out_type.size, 1))
 
         def accumulate(reduced: list[str]) -> None:
             at = dict(zip(reduced_order, reduced))
@@ -213,7 +252,9 @@ def reduce_into(ctx: KernelContext, inst: Instruction) -> None:
             for operand, acc, dt in zip(inst.operands, names, accs):
                 x = convert_value(ctx.e, ctx.e.value_at(operand, index), operand.type.dtype, dt)
                 ctx.w.line(f"{acc} = {combine(ctx.e, kind, dt, acc, x)};")  # type: ignore
+            pairwise.step()
         loop_nest(ctx.w, [(0, in_type.shape[d]) for d in reduced_order], accumulate)
+        pairwise.finish()
         for result, acc, dt in zip(inst.results, names, accs):
             value = convert_value(ctx.e, acc, dt, result.type.dtype)
             ctx.e.store(value, ctx.pointer(result), result.type, out_index)

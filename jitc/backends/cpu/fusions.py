@@ -12,7 +12,7 @@ from llvmlite import ir
 
 from jitc.backends.cpu import kernels
 from jitc.backends.cpu.kernels import Kernel, KernelContext
-from jitc.backends.cpu.lanes import Lanes, lane_count, reduction_loops
+from jitc.backends.cpu.lanes import Lanes, flush_count, lane_count, reduction_loops
 from jitc.backends.cpu.plan import BufferPlan
 from jitc.backends.llvm import indexing
 from jitc.backends.llvm.elemental import convert_value
@@ -77,6 +77,7 @@ def _row_kernel(ctx: KernelContext, body: Function, inst: Instruction) -> Kernel
     acc_types = {id(r): [accumulator_dtype(v.type.dtype) for v in r.operands] for r in reduces}
     count = lane_count([t for types in acc_types.values() for t in types])
     row_shape = tuple(full.shape[d] for d in inner)
+    flushes = flush_count(full, inner, count)
     stash: dict[int, tuple[ir.Value, TensorType]] = {}
     for v in _worth_keeping(body, reduces, math.prod(row_shape)):
         row_type = TensorType(v.type.dtype, row_shape)
@@ -87,7 +88,7 @@ def _row_kernel(ctx: KernelContext, body: Function, inst: Instruction) -> Kernel
     def row(counters: list[ir.Value]) -> None:
         outer_index = list(counters)
         for r in reduces:
-            accumulators = [Lanes(b, r.attrs["kind"], dt, count)  # type: ignore[arg-type]
+            accumulators = [Lanes(b, r.attrs["kind"], dt, count, flushes)  # type: ignore
                             for dt in acc_types[id(r)]]
 
             def accumulate(lane: ir.Value, at: dict[int, ir.Value], r: Instruction = r,
@@ -108,7 +109,10 @@ def _row_kernel(ctx: KernelContext, body: Function, inst: Instruction) -> Kernel
                 def prefetch(at: dict[int, ir.Value]) -> None:
                     _prefetch_next_row(ctx, inst, full, outer_index + [at[d] for d in inner],
                                        math.prod(row_shape), count)
-            reduction_loops(b, full, inner, count, accumulate, prefetch)
+            def flush(accumulators: list[Lanes] = accumulators) -> None:
+                for lanes in accumulators:
+                    lanes.flush()
+            reduction_loops(b, full, inner, count, accumulate, prefetch, flush)
             for result, lanes in zip(r.results, accumulators):
                 ctx.emitter.registers[id(result)] = convert_value(
                     b, lanes.total(), lanes.dtype, result.type.dtype)

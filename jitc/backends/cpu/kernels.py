@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from llvmlite import ir
 
-from jitc.backends.cpu.lanes import Lanes, lane_count, reduction_loops
+from jitc.backends.cpu.lanes import Lanes, flush_count, lane_count, reduction_loops
 from jitc.backends.cpu.plan import BufferPlan, is_inline_constant
 from jitc.backends.llvm import indexing
 from jitc.backends.llvm.convolution import convolution_element, window_size
@@ -226,10 +226,12 @@ def _row_reduce(ctx: KernelContext, inst: Instruction) -> Kernel:
     reduced_order = [d for d in physical_order(in_type) if d in dims]
     acc_types = [accumulator_dtype(v.type.dtype) for v in inst.operands]
     count = lane_count(acc_types)
+    flushes = flush_count(in_type, reduced_order, count)
 
     def body(counters: list[ir.Value]) -> None:
         out_index = _logical(physical_order(out_type), counters)
-        accumulators = [Lanes(b, kind, dt, count) for dt in acc_types]  # type: ignore[arg-type]
+        accumulators = [Lanes(b, kind, dt, count, flushes)  # type: ignore[arg-type]
+                        for dt in acc_types]
 
         def accumulate(lane: ir.Value, reduced_index: dict[int, ir.Value]) -> None:
             index = [reduced_index[d] if d in reduced_index else out_index[kept.index(d)]
@@ -239,7 +241,11 @@ def _row_reduce(ctx: KernelContext, inst: Instruction) -> Kernel:
                 lanes.accumulate(lane, convert_value(b, x, inst.operands[n].type.dtype,
                                                      lanes.dtype))
 
-        reduction_loops(b, in_type, reduced_order, count, accumulate)
+        def flush() -> None:
+            for lanes in accumulators:
+                lanes.flush()
+
+        reduction_loops(b, in_type, reduced_order, count, accumulate, flush=flush)
         for result, lanes in zip(inst.results, accumulators):
             value = convert_value(b, lanes.total(), lanes.dtype, result.type.dtype)
             indexing.store(b, value, ctx.pointer(result), result.type, out_index)

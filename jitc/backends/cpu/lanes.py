@@ -7,17 +7,25 @@ loop into whole-register operations (16 f32 lanes per AVX-512 register, 8 per AV
 without reassociating anything: the result is the same bits on every target, vector width and
 thread count. Unrolling the lanes by hand instead left the vectorization to the SLP vectorizer,
 which packed them into 128-bit registers with shuffles (softmax ran at a sixth of this speed).
+
+Float sums are pairwise, as numpy's are: a lane never adds more than BLOCK_STEPS elements in a
+row. When it has, `reduction_loops` flushes the lanes into a cascade, a binary counter of
+partial sums (level j holds the sum of 2^j flushed blocks; pushing a block adds it into the
+occupied levels below the first free one), so a sum of n elements has an error bound of about
+(BLOCK_STEPS + log2(n / (count * BLOCK_STEPS)) + log2(count)) ulps of the sum of magnitudes,
+not n / count. Where every lane stays within BLOCK_STEPS (short rows) the code is unchanged.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 
 from llvmlite import ir
 
 from jitc.backends.llvm.loops import for_range, loop_nest
 from jitc.backends.llvm.reductions import combine
-from jitc.backends.llvm.types import I32, I64, constant, pointer_to, value_type
+from jitc.backends.llvm.types import I32, I64, constant, declare, pointer_to, value_type
 from jitc.ir import dtypes
 from jitc.ir.ops.reduce import reduce_identity
 from jitc.ir.types import TensorType
@@ -25,6 +33,14 @@ from jitc.ir.types import TensorType
 # Four 512-bit registers of partial results: enough independent chains to hide the add latency.
 LANE_BYTES = 256
 MAX_LANES = 64
+# Elements a lane of a float sum adds in sequence before its partial sum joins the cascade:
+# numpy's pairwise sum adds 16 in sequence per accumulator; a flush costs about one block.
+BLOCK_STEPS = 32
+
+
+def is_pairwise(kind: str, dtype: dtypes.DType) -> bool:
+    """Float sums go through the cascade; other reductions are exact or gain nothing."""
+    return kind == "sum" and dtype.is_float
 
 
 def lane_count(types: Sequence[dtypes.DType]) -> int:
@@ -40,16 +56,28 @@ class Lanes:
     would pack into bits, go one by one.
     """
 
-    def __init__(self, b: ir.IRBuilder, kind: str, dtype: dtypes.DType, count: int) -> None:
+    def __init__(self, b: ir.IRBuilder, kind: str, dtype: dtypes.DType, count: int,
+                 flushes: int = 0) -> None:
+        """`flushes`: how many times the loops may call `flush` (see `flush_count`)."""
         self.b, self.kind, self.dtype, self.count = b, kind, dtype, count
         element = value_type(dtype)
         self.vector = None if element == ir.IntType(1) else ir.VectorType(element, count)
+        self.levels = flushes.bit_length() if is_pairwise(kind, dtype) else 0
         with b.goto_entry_block():
             self.array = b.alloca(ir.ArrayType(element, count))
             self.array.align = 64
+            if self.levels:
+                assert self.vector is not None
+                self.cascade = b.alloca(ir.ArrayType(ir.ArrayType(element, count),
+                                                     self.levels))
+                self.cascade.align = 64
+                self.pushed = b.alloca(I64)
         identity = constant(dtype, reduce_identity(kind, dtype.numpy))  # type: ignore[arg-type]
         if self.vector is not None:
-            b.store(ir.Constant(self.vector, [identity.constant] * count), self._whole())
+            self.identity = ir.Constant(self.vector, [identity.constant] * count)
+            b.store(self.identity, self._whole())
+            if self.levels:
+                b.store(ir.Constant(I64, 0), self.pushed)
             return
         with for_range(b, 0, count, name="lane0") as lane:
             b.store(identity, self._slot(lane))
@@ -65,6 +93,48 @@ class Lanes:
         slot = self._slot(lane)
         self.b.store(combine(self.b, self.kind, self.dtype, self.b.load(slot), x), slot)
 
+    def _cell(self, array: ir.Value, lane: ir.Value, level: ir.Value | None = None
+              ) -> ir.Value:
+        zero = ir.Constant(I64, 0)
+        return self.b.gep(array, [zero, lane] if level is None else [zero, level, lane],
+                          inbounds=True)
+
+    def flush(self) -> None:
+        """Push the lanes' partial sums into the cascade and restart them from zero: with
+        p blocks pushed before, the new block absorbs the levels below the lowest clear bit
+        of p (older partial sums first) and lands on that level.
+
+        Every step is a loop over the lanes, like `accumulate`, so that LLVM gives it the
+        same vector width: a wide store read back by narrower loads (or the reverse) misses
+        store forwarding, and that stall cost as much as the whole block it follows."""
+        if not self.levels:
+            return
+        b, kind, dtype = self.b, self.kind, self.dtype
+        pushed = b.load(self.pushed)
+        cttz = declare(b.module, "llvm.cttz.i64", ir.FunctionType(I64, [I64, ir.IntType(1)]))
+        level = b.call(cttz, [b.not_(pushed), ir.Constant(ir.IntType(1), 0)])
+        with for_range(b, 0, level, name="level") as j, \
+                for_range(b, 0, self.count, name="merge") as lane:
+            older = b.load(self._cell(self.cascade, lane, j))
+            b.store(combine(b, kind, dtype, older, b.load(self._slot(lane))), self._slot(lane))
+        with for_range(b, 0, self.count, name="land") as lane:
+            b.store(b.load(self._slot(lane)), self._cell(self.cascade, lane, level))
+            b.store(self.identity.constant[0], self._slot(lane))  # type: ignore[index]
+        b.store(b.add(pushed, ir.Constant(I64, 1)), self.pushed)
+
+    def _add_cascade(self) -> None:
+        """Add the occupied cascade levels into the lanes (the open block), smallest first."""
+        b = self.b
+        pushed = b.load(self.pushed)
+        bits = [b.trunc(b.lshr(pushed, ir.Constant(I64, j)), ir.IntType(1))
+                for j in range(self.levels)]
+        with for_range(b, 0, self.count, name="gather") as lane:
+            v = b.load(self._slot(lane))
+            for j, bit in enumerate(bits):
+                older = b.load(self._cell(self.cascade, lane, ir.Constant(I64, j)))
+                v = b.select(bit, combine(b, self.kind, self.dtype, older, v), v)
+            b.store(v, self._slot(lane))
+
     def total(self) -> ir.Value:
         """The lanes combined in a fixed tree: lane k with lane k + count/2, and so on."""
         b = self.b
@@ -75,6 +145,8 @@ class Lanes:
                 values = [combine(b, self.kind, self.dtype, values[i], values[i + half])
                           for i in range(half)]
             return values[0]
+        if self.levels:
+            self._add_cascade()
         v = b.load(self._whole(), typ=self.vector, align=64)
         width = self.count
         while width > 1:
@@ -89,13 +161,34 @@ class Lanes:
         return b.extract_element(v, ir.Constant(I32, 0))
 
 
+def _steps(t: TensorType, order: list[int], count: int) -> tuple[int, int]:
+    """(rows, steps per row): the iterations of the outer reduced dimensions, and the elements
+    one lane takes from each row of the innermost."""
+    rows = math.prod(t.shape[d] for d in order[:-1])
+    return rows, -(-t.shape[order[-1]] // count)
+
+
+def flush_count(t: TensorType, order: list[int], count: int) -> int:
+    """How often `reduction_loops` flushes the lanes over `order` of `t` (at most)."""
+    if not order:
+        return 0
+    rows, steps = _steps(t, order, count)
+    if steps > BLOCK_STEPS:  # long rows: every BLOCK_STEPS blocks, and at each row's end
+        return rows * (steps // BLOCK_STEPS + (rows > 1))
+    if rows * steps > BLOCK_STEPS:  # short rows: every BLOCK_STEPS // steps rows
+        return rows // (BLOCK_STEPS // steps) + 1
+    return 0
+
+
 def reduction_loops(b: ir.IRBuilder, t: TensorType, order: list[int], count: int,
                     accumulate: Callable[[ir.Value, dict[int, ir.Value]], None],
-                    each_block: Callable[[dict[int, ir.Value]], None] | None = None) -> None:
+                    each_block: Callable[[dict[int, ir.Value]], None] | None = None,
+                    flush: Callable[[], None] | None = None) -> None:
     """Loops over the reduced dimensions `order` of `t` (outermost first), calling
     accumulate(lane, index) for every element; the innermost dimension runs in blocks of
     `count` lanes, the remainder in the first lanes. `each_block(index)` runs once before
-    each full block, with the index of its first element."""
+    each full block, with the index of its first element. `flush()` runs whenever a lane may
+    have taken BLOCK_STEPS elements since the last flush (`flush_count` times at most)."""
     zero = ir.Constant(I64, 0)
     if not order:
         accumulate(zero, {})
@@ -103,18 +196,48 @@ def reduction_loops(b: ir.IRBuilder, t: TensorType, order: list[int], count: int
     outer, inner = order[:-1], order[-1]
     n = t.shape[inner]
     main = n - n % count
+    rows, steps = _steps(t, order, count)
+    if not flush_count(t, order, count):
+        flush = None
+    chunk = count * BLOCK_STEPS if flush is not None and steps > BLOCK_STEPS else 0
+    pending = None
+    if flush is not None and not chunk:
+        with b.goto_entry_block():
+            pending = b.alloca(I64)
+        b.store(zero, pending)
+
+    def blocks(fixed: dict[int, ir.Value], start: ir.Value | int, stop: ir.Value | int
+               ) -> None:
+        with for_range(b, start, stop, count, name="block") as first:
+            if each_block is not None:
+                each_block({**fixed, inner: first})
+            with for_range(b, 0, count, name="lane") as lane:
+                accumulate(lane, {**fixed, inner: b.add(first, lane, flags=["nsw"])})
 
     def innermost(counters: list[ir.Value]) -> None:
         fixed = dict(zip(outer, counters))
-        if main:
-            with for_range(b, 0, main, count, name="block") as start:
-                if each_block is not None:
-                    each_block({**fixed, inner: start})
-                with for_range(b, 0, count, name="lane") as lane:
-                    accumulate(lane, {**fixed, inner: b.add(start, lane, flags=["nsw"])})
+        chunked = main - main % chunk if chunk else 0
+        if chunked:
+            with for_range(b, 0, chunked, chunk, name="chunk") as first:
+                blocks(fixed, first, b.add(first, ir.Constant(I64, chunk), flags=["nsw"]))
+                assert flush is not None
+                flush()
+        if chunked < main:
+            blocks(fixed, chunked, main)
         if main < n:
             with for_range(b, 0, n - main, name="rest") as lane:
                 position = b.add(ir.Constant(I64, main), lane, flags=["nsw"])
                 accumulate(lane, {**fixed, inner: position})
+        if chunk and rows > 1:
+            assert flush is not None
+            flush()
+        if pending is not None:
+            # Flush before the next row could take a lane past BLOCK_STEPS.
+            taken = b.add(b.load(pending), ir.Constant(I64, steps))
+            full = b.icmp_signed(">", taken, ir.Constant(I64, BLOCK_STEPS - steps))
+            b.store(b.select(full, zero, taken), pending)
+            with b.if_then(full):
+                assert flush is not None
+                flush()
 
     loop_nest(b, [(0, t.shape[d]) for d in outer], innermost, name="ro")

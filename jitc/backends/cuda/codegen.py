@@ -14,6 +14,7 @@ from llvmlite import ir
 
 from jitc.backends.cpu.kernels import buffers_used
 from jitc.backends.cpu.plan import BufferPlan, plan_buffers
+from jitc.backends.cuda import ptx
 from jitc.backends.cuda.dot import dot_kernel
 from jitc.backends.cuda.elementwise import PhaseContext, convolution_element, elementwise_kernel
 from jitc.backends.cuda.kernel import GpuEmitter, KernelSpec
@@ -33,6 +34,7 @@ def lower_module(module: Module) -> Lowering:
     fn = module.entry
     plan = plan_buffers(fn)
     llvm_module = ir.Module(name="jitc_kernels")
+    llvm_module.triple = ptx.TRIPLE  # vmath emits no CPU-only code (vector variants) for it
     specs: list[KernelSpec] = []
     for n, inst in enumerate(fn.body):
         if inst.op in (ops.PARAMETER, ops.CONSTANT) or id(inst.results[0]) in plan.aliases:

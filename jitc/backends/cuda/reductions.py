@@ -13,7 +13,8 @@ Two shapes of kernel, chosen by whether the reduced elements of one output are c
 
 Every combination order is fixed by the launch configuration alone, so results are
 deterministic, and a butterfly of commutative combines leaves bitwise-equal totals in every
-lane. Reductions accumulate float16 in float32, as on the CPU.
+lane. Reductions accumulate float16 in float32, as on the CPU. A thread's share of a float sum
+is summed pairwise (llvm/reductions.py `Cascade`), so long sums keep numpy's accuracy.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from jitc.backends.cuda.kernel import KernelBuilder, KernelSpec, PhaseContext, S
 from jitc.backends.llvm import indexing
 from jitc.backends.llvm.elemental import _is_nan, convert_value
 from jitc.backends.llvm.loops import for_range
-from jitc.backends.llvm.reductions import accumulator_dtype, combine
+from jitc.backends.llvm.reductions import Cascade, accumulator_dtype, combine
 from jitc.backends.llvm.types import I1, I64, constant, value_type
 from jitc.ir import dtypes, ops
 from jitc.ir.core import Function, Instruction, Value
@@ -73,6 +74,11 @@ class Reduction:
         dtype = self.input.dtype
         worst = reduce_identity("max" if self.kind == "argmax" else "min", dtype.numpy)
         return [constant(dtype, worst), ir.Constant(I64, 2**63 - 1)]
+
+    def cascade(self, b: ir.IRBuilder, slots: list[ir.Value]) -> Cascade:
+        """Pairwise summation of a thread's share of a float sum (no code otherwise)."""
+        return Cascade(b, "" if self.is_arg else self.kind, [] if self.is_arg else self.accs,
+                       slots)
 
     def combine(self, b: ir.IRBuilder, x: list[ir.Value], y: list[ir.Value]) -> list[ir.Value]:
         if not self.is_arg:
@@ -216,13 +222,16 @@ def _accumulate(ctx: PhaseContext, reduction: Reduction, acc: list[StateSlot],
         slots = [b.alloca(t) for t in reduction.types]
     for slot, value in zip(slots, reduction.identity()):
         b.store(value, slot)
+    cascade = reduction.cascade(b, slots)
 
     def body(k: ir.Value) -> None:
         current = [b.load(s) for s in slots]
         x = reduction.read(ctx, index_at(k))
         for slot, value in zip(slots, reduction.combine(b, current, x)):
             b.store(value, slot)
+        cascade.step()
     thread.each(ctx, length, body)
+    cascade.finish()
     for state, slot, t in zip(acc, slots, reduction.types):
         ctx.store_state(state, b.load(slot, typ=t))
 
@@ -290,6 +299,7 @@ def column_kernel(kb: KernelBuilder, config: launches.ColumnReduction, reduction
             slots = [b.alloca(t) for t in reduction.types]
         for slot, value in zip(slots, reduction.identity()):
             b.store(value, slot)
+        cascade = reduction.cascade(b, slots)
         out_index = output_index(ctx, b.select(valid, o, ir.Constant(I64, 0)))
         start = b.select(valid, ty, ir.Constant(I64, length))
         with for_range(b, start, length, step=height, name="k") as k:
@@ -299,6 +309,8 @@ def column_kernel(kb: KernelBuilder, config: launches.ColumnReduction, reduction
             current = [b.load(s) for s in slots]
             for slot, value in zip(slots, reduction.combine(b, current, x)):
                 b.store(value, slot)
+            cascade.step()
+        cascade.finish()
         cell = b.add(b.mul(ty, ir.Constant(I64, width)), tx)
         for array, slot in zip(partials, slots):
             ctx.store_shared(array, cell, b.load(slot, typ=array.type))

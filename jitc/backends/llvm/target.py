@@ -67,6 +67,11 @@ def optimize(module: llvm.ModuleRef, tm: llvm.TargetMachine, speed_level: int = 
     builder = llvm.create_pass_builder(tm, tuning_options(speed_level))
     manager = builder.getModulePassManager()
     manager.run(module, builder)
+    # The loop vectorizer calls the vector variants of functions it widened (vmath's
+    # huge-argument trigonometry): inline them now, so their test is a branch in the loop.
+    inline = llvm.create_new_module_pass_manager()
+    inline.add_always_inliner_pass()
+    inline.run(module, builder)
 
 
 def parse(text: str, tm: llvm.TargetMachine, context: llvm.ContextRef | None = None

@@ -3,9 +3,10 @@
 sin/cos reduce by pi/2 with a three-part Cody-Waite constant and evaluate both
 polynomials on |r| <= pi/4, picking and signing by the quadrant with selects and a sign
 bit flip. The reduction is accurate while the quadrant count j is exact in the working
-precision (|x| < 2^24 for float, 2^48 as stated for double); beyond that the results are
-meaningless but stay within [-1, 1]. atan2 reduces to atan on [0, 1/2] through the
-octant symmetries. Coefficients are minimax fits (Remez, relative error of the result).
+precision (|x| < 2^24 for float, 2^48 for double); lanes beyond that take an exact
+Payne-Hanek reduction (vmath_trig_huge.py) that only runs when a lane needs it. atan2
+reduces to atan on [0, 1/2] through the octant symmetries. Coefficients are minimax fits
+(Remez, relative error of the result).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import math
 from llvmlite import ir
 
 from .vmath_base import MathBuilder, Value
+from .vmath_trig_huge import HUGE, call_huge
 
 # 2/pi = hi + lo, so that the quadrant j can be chosen from an exact product.
 TWO_OVER_PI = {32: (0.6366197466850281, 2.5682552973194106e-08),
@@ -62,8 +64,8 @@ PIO4 = {32: (0.7853981852531433, -2.1855694143368964e-08),
         64: (0.7853981633974483, 3.061616997868383e-17)}
 
 
-def _sin_cos(m: MathBuilder, x: Value, quadrant_offset: int) -> Value:
-    """sin(x) for offset 0, cos(x) = sin(x + pi/2) for offset 1."""
+def _cody_waite(m: MathBuilder, x: Value) -> tuple[Value, Value, Value]:
+    """(r, r_lo, j): x = j*pi/2 + r + r_lo with |r| <= pi/4, j integral (as a float)."""
     # j = rint(x * 2/pi), computed so that it is right even when the rounded product
     # lands near a half-integer: otherwise |r| could exceed pi/4 by ~|x| * 2^-24 and
     # leave the polynomials' range for large x.
@@ -81,6 +83,20 @@ def _sin_cos(m: MathBuilder, x: Value, quadrant_offset: int) -> Value:
     r = m.fma(neg_j, m.const(p1), x)
     r = m.fma(neg_j, m.const(p2), r)
     r_lo = m.mul(neg_j, m.const(p3))
+    return r, r_lo, j
+
+
+def quadrant_of(m: MathBuilder, j: Value) -> Value:
+    """j mod 4 as an i32, formed exactly in floating point so that any integral j works;
+    the clamp only matters for NaN (inf/NaN inputs), keeping fptosi free of poison."""
+    j_mod4 = m.fma(m.floor(m.mul(j, m.const(0.25))), m.const(-4.0), j)
+    return m.to_i32(m.clamp(j_mod4, 0.0, 3.0))
+
+
+def sin_cos_reduced(m: MathBuilder, r: Value, r_lo: Value, q: Value,
+                    quadrant_offset: int) -> Value:
+    """sin (offset 0) or cos (offset 1) of q*pi/2 + r + r_lo, for |r| <= pi/4 and the
+    quadrant q an i32 (only q mod 4 counts)."""
     # Only matters beyond the accurate domain, where r and r_lo are no longer small:
     # clamping keeps the polynomials, and so the results, within [-1, 1].
     r = m.clamp(r, -R_CLAMP, R_CLAMP)
@@ -92,16 +108,26 @@ def _sin_cos(m: MathBuilder, x: Value, quadrant_offset: int) -> Value:
     c = m.fma(z, m.fma(z, m.poly(z, COS_C[m.bits]), m.const(-0.5)), m.const(1.0))
     c = m.fma(m.neg(r), r_lo, c)
 
-    # Quadrant = j mod 4, formed exactly in floating point so that any integral j works;
-    # the clamp only matters for NaN (inf/NaN inputs), keeping fptosi free of poison.
-    j_mod4 = m.fma(m.floor(m.mul(j, m.const(0.25))), m.const(-4.0), j)
-    q = m.to_i32(m.clamp(j_mod4, 0.0, 3.0))
     q = m.b.add(q, m.iconst(quadrant_offset, m.i32))
     odd = m.b.trunc(q, m.shaped(ir.IntType(1)))
     res = m.select(odd, c, s)
     # Quadrants 2 and 3 negate: move bit 1 of q into the sign bit.
     flip = m.b.shl(m.widen(m.b.and_(q, m.iconst(2, m.i32))), m.iconst(m.bits - 2))
-    res = m.from_bits(m.b.xor(m.to_bits(res), flip))
+    return m.from_bits(m.b.xor(m.to_bits(res), flip))
+
+
+def _sin_cos(m: MathBuilder, x: Value, quadrant_offset: int) -> Value:
+    """sin(x) for offset 0, cos(x) = sin(x + pi/2) for offset 1."""
+    # Past the Cody-Waite domain the quadrant count is no longer exact: those lanes take
+    # the exact (Payne-Hanek) reduction, whose code only runs when a lane needs it. It
+    # comes first so that only x is live across its (cold) calls: after them, the fast
+    # path's temporaries would have to be spilled.
+    exact = call_huge(m, x, quadrant_offset, sin_cos_reduced)
+    r, r_lo, j = _cody_waite(m, x)
+    res = sin_cos_reduced(m, r, r_lo, quadrant_of(m, j), quadrant_offset)
+    huge = m.and_(m.cmp(">=", m.fabs(x), m.const(HUGE[m.bits])),
+                  m.cmp("<", m.fabs(x), m.const(math.inf)))
+    res = m.select(huge, exact, res)
 
     if quadrant_offset == 0:
         res = m.select(m.cmp("==", x, m.const(0.0)), x, res)  # sin(-0) = -0
