@@ -78,6 +78,11 @@ def dtype_enum(dtype: DType) -> str:
     return DTYPES[dtype][0]
 
 
+def padded(nbytes: int) -> int:
+    """`nbytes` rounded up to the workspace alignment."""
+    return -(-nbytes // WORKSPACE_ALIGNMENT) * WORKSPACE_ALIGNMENT
+
+
 @dataclass(frozen=True)
 class Argument:
     name: str          # the C parameter name
@@ -94,11 +99,26 @@ class FunctionABI:
     args: tuple[Argument, ...]
     results: tuple[Argument, ...]
     single_result: bool        # Python returns one array rather than a tuple
-    workspace_bytes: int
+    workspace_bytes: int       # all the caller provides: the entry's, then `scratch`
+    written: tuple[int, ...] = ()  # arguments the function writes (in/out parameters)
+    entry_workspace_bytes: int = -1  # the compiled entry's part (-1: all of it)
 
     @property
     def with_workspace(self) -> str:
         return f"{self.c_name}_with_workspace"
+
+    def scratch(self) -> list[tuple[int, int]]:
+        """(workspace offset, bytes) of the buffer each written argument's new value is
+        computed in before it is copied over the argument (compiled code reads the argument
+        while it computes the new value)."""
+        offset = self.workspace_bytes if self.entry_workspace_bytes < 0 else \
+            self.entry_workspace_bytes
+        out = []
+        for index in self.written:
+            size = self.args[index].type.nbytes
+            out.append((offset, size))
+            offset += padded(size)
+        return out
 
     @property
     def buffers(self) -> tuple[Argument, ...]:
@@ -110,7 +130,8 @@ class FunctionABI:
         return {"name": self.c_name, "python_name": self.python_name,
                 "args": [describe(a) for a in self.args],
                 "results": [describe(a) for a in self.results],
-                "single_result": self.single_result, "workspace_bytes": self.workspace_bytes}
+                "single_result": self.single_result, "workspace_bytes": self.workspace_bytes,
+                "written": list(self.written)}
 
 
 @dataclass(frozen=True)

@@ -209,13 +209,17 @@ def _describe(e: Exported, c_name: str, lowered: Lowered, optimized: Module,
         usable = _is_c_identifier(name) and name not in taken
         taken.add(name)
         args.append(Argument(name if usable else f"arg{i}", param.type))
-    results = tuple(Argument(f"res{i}", v.type) for i, v in enumerate(fn.outputs))
+    written = lowered.side_effects.written
+    count = len(fn.outputs) - len(written)  # the written arguments' values come last
+    results = tuple(Argument(f"res{i}", v.type) for i, v in enumerate(fn.outputs[:count]))
     for a in (*args, *results):
         if not a.type.is_row_major:
             raise AotError(f"{e.source[0]}:{e.source[1]}: {e.name}: internal error: "
                            f"{a.name} has the non-row-major layout {a.type}")
+    scratch = sum(abi.padded(args[i].type.nbytes) for i in written)
     return FunctionABI(c_name, e.name, e.source, tuple(args), results,
-                       lowered.out_tree == pytree.LEAF, workspace)
+                       lowered.out_tree == pytree.LEAF, workspace + scratch, tuple(written),
+                       workspace)
 
 
 def _compile_export(e: Exported, c_name: str, lib_name: str, threads: int,

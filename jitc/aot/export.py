@@ -105,10 +105,6 @@ class Exported(Jitted):
         specs = tuple(ArgSpec(t) for t in self.arg_types)
         module, out_tree, side_effects = trace_function(self.fun, self.signature,
                                                         placeholders, (), specs, treedef)
-        if side_effects.written:
-            names = ", ".join(self.arg_names[i] for i in side_effects.written)
-            raise _fail(self.fun, f"writes into its arguments ({names}); exported functions "
-                        "return their results. Return the updated arrays instead")
         return Lowered(self.name, module, self.signature, (), tuple(placeholders), treedef,
                        specs, out_tree, options, 0.0, side_effects)
 

@@ -74,7 +74,8 @@ def type_text(a: Argument) -> str:
 
 
 def _prototype(fn: FunctionABI, name: str, workspace: bool) -> str:
-    params = [f"const {abi.c_type(a.type.dtype)} *{a.name}" for a in fn.args]
+    params = [f"{'' if i in fn.written else 'const '}{abi.c_type(a.type.dtype)} *{a.name}"
+              for i, a in enumerate(fn.args)]
     params += [f"{abi.c_type(a.type.dtype)} *{a.name}" for a in fn.results]
     if workspace:
         params.append("void *workspace")
@@ -106,7 +107,14 @@ def _export_section(fn: FunctionABI) -> str:
     else:
         memory = (f"It needs no temporary memory: the workspace of {fn.with_workspace} may be "
                   "NULL.")
-    comment = textwrap.fill(f"From {fn.python_name} in {Path(file).name}:{line}. {memory}",
+    inout = ""
+    if fn.written:
+        names = ", ".join(fn.args[i].name for i in fn.written)
+        inout = (f"In/out: {names} {'is' if len(fn.written) == 1 else 'are'} written in place "
+                 "after the results are computed, as the Python function writes "
+                 f"{'it' if len(fn.written) == 1 else 'them'}. ")
+    comment = textwrap.fill(f"From {fn.python_name} in {Path(file).name}:{line}. {inout}"
+                            f"{memory}",
                             width=96, initial_indent=" * ", subsequent_indent=" * ")
     return f"""
 /* {fn.c_name}({args}) -> ({results})

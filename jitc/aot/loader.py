@@ -38,6 +38,7 @@ class AotFunction:
                         for r in manifest["results"]]
         self.single_result: bool = manifest["single_result"]
         self.workspace_bytes: int = manifest["workspace_bytes"]
+        self.written: tuple[int, ...] = tuple(manifest.get("written", ()))
         count = len(self.args) + len(self.results)
         self._plain = self._function(self.name, count)
         self._with_workspace = self._function(f"{self.name}_with_workspace", count + 1)
@@ -65,6 +66,11 @@ class AotFunction:
         to 64) calls the `_with_workspace` variant with it."""
         if len(args) != len(self.args):
             raise TypeError(f"{self.name} takes {len(self.args)} arguments, got {len(args)}")
+        for i in self.written:
+            target = args[i]
+            if not isinstance(target, np.ndarray) or not target.flags.writeable:
+                raise TypeError(f"{self.name}: argument {i} is written in place (in/out), so it "
+                                "must be a writable numpy array")
         arrays = [self._convert(i, a) for i, a in enumerate(args)]
         results = [np.empty(r.shape, r.dtype) for r in self.results]
         pointers = [a.ctypes.data for a in arrays + results]
@@ -77,6 +83,9 @@ class AotFunction:
             status = self._with_workspace(*pointers, workspace.ctypes.data)
         if status != 0:
             raise AotCallError(self.name, status, self.library.error_string(status))
+        for i in self.written:  # written into a converted copy: copy it back
+            if arrays[i] is not args[i]:
+                np.copyto(args[i], arrays[i], casting="unsafe")
         return results[0] if self.single_result else tuple(results)
 
     def __repr__(self) -> str:

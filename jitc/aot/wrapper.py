@@ -63,7 +63,8 @@ def _emit_checked(module: ir.Module, fn: FunctionABI, entry: ir.Function,
     null = ir.Constant(PTR, None)
     _return_if(b, _any(b, [b.icmp_unsigned("==", p, null) for p, _ in sized]),
                abi.NULL_POINTER, "null")
-    results = {id(p) for p in pointers[len(fn.args):]}
+    # Results and written arguments are written; only they must not overlap other buffers.
+    results = {id(p) for p in pointers[len(fn.args):]} | {id(pointers[i]) for i in fn.written}
     clashes = []
     for i, (p, n) in enumerate(sized):
         if id(p) not in results:
@@ -80,11 +81,22 @@ def _emit_checked(module: ir.Module, fn: FunctionABI, entry: ir.Function,
             ir.Constant(I64, 0))
         bad = b.or_(b.icmp_unsigned("==", workspace, null), misaligned)
         _return_if(b, bad, abi.BAD_WORKSPACE, "workspace")
-    # The entry reads [args..., results..., workspace] (constants are baked into the module).
-    table = b.alloca(PTR, ir.Constant(I64, len(buffers) + 1), name="buffers")
-    for i, p in enumerate([*pointers, workspace]):
+    # The entry reads [args..., results..., new values of written args..., workspace]
+    # (constants are baked into the module). A written argument's new value is computed in
+    # scratch space at the end of the workspace, then copied over the argument.
+    scratch = [b.gep(workspace, [ir.Constant(I64, offset)], source_etype=I8, inbounds=True)
+               for offset, _ in fn.scratch()]
+    entries = [*pointers, *scratch, workspace]
+    table = b.alloca(PTR, ir.Constant(I64, len(entries)), name="buffers")
+    for i, p in enumerate(entries):
         b.store(p, b.gep(table, [ir.Constant(I64, i)], source_etype=PTR, inbounds=True))
     b.call(entry, [table])
+    if fn.written:
+        memcpy = module.declare_intrinsic("llvm.memcpy", [PTR, PTR, I64])
+        for index, source, (_, size) in zip(fn.written, scratch, fn.scratch()):
+            if size:
+                b.call(memcpy, [pointers[index], source, ir.Constant(I64, size),
+                                ir.Constant(I1, 0)])
     b.ret(_status(abi.OK))
     return checked
 
