@@ -142,6 +142,11 @@ def _assign_basic(x: Tracer, items: list[Item], value: Tracer) -> Tracer:
         value = emit(ops.REVERSE, [value], {"dims": reversed_axes})
     if whole:
         return value
+    if not any(interior):
+        # A block: written at constant starts, which the simplifier joins when a loop fills
+        # an array block by block.
+        starts = [lift(np.int64(lo)) for lo in low]
+        return emit(ops.DYNAMIC_UPDATE_SLICE, [x, value, *starts])
     attrs = {"low": low, "high": high, "interior": interior}
     placed = emit(ops.PAD, [value, lift(np.zeros((), x.dtype))], attrs)
     true = broadcast_to(lift(np.True_), tuple(block))

@@ -322,6 +322,69 @@ def reduce_no_dims(b: Builder, inst: Instruction, operands: Sequence[Value]) -> 
     return operands
 
 
+# --- writes: chains of dynamic_update_slice at constant starts ---------------------------------
+# A Python loop that fills an array row by row (`y[i] = ...`) traces as one update per row. Each
+# writes its block at constant starts; two writes of adjacent blocks along one axis are one write
+# of their concatenation, and a write that covers the whole array is the update itself. So a
+# whole fill becomes a single concatenate, in time and code linear in the number of rows.
+
+
+def _constant_starts(starts: Sequence[Value]) -> list[int] | None:
+    values = []
+    for start in starts:
+        array = constant_array(start)
+        if array is None:
+            return None
+        values.append(int(array))
+    return values
+
+
+@rule(ops.DYNAMIC_UPDATE_SLICE)
+def update_whole(b: Builder, inst: Instruction, operands: Sequence[Value]) -> Replacement:
+    operand, update = operands[0], operands[1]
+    starts = _constant_starts(operands[2:])
+    if starts is None or update.type.shape != operand.type.shape or any(starts):
+        return None
+    return update
+
+
+@rule(ops.DYNAMIC_UPDATE_SLICE)
+def update_adjacent(b: Builder, inst: Instruction, operands: Sequence[Value]) -> Replacement:
+    inner = _producer(operands[0], ops.DYNAMIC_UPDATE_SLICE)
+    if inner is None:
+        return None
+    outer_starts = _constant_starts(operands[2:])
+    inner_starts = _constant_starts(inner.operands[2:])
+    if outer_starts is None or inner_starts is None:
+        return None
+    first, second = inner.operands[1], operands[1]
+    base = inner.operands[0]
+    if inner_starts == outer_starts and first.type.shape == second.type.shape:
+        return b.emit(ops.DYNAMIC_UPDATE_SLICE, [base, *operands[1:]], {}, inst.result.type)
+    differ = [d for d in range(len(outer_starts))
+              if (inner_starts[d], first.type.shape[d]) != (outer_starts[d], second.type.shape[d])]
+    if len(differ) != 1:
+        return None
+    axis = differ[0]
+    if inner_starts[axis] + first.type.shape[axis] == outer_starts[axis]:
+        pieces, starts = [first, second], inner.operands[2:]
+    elif outer_starts[axis] + second.type.shape[axis] == inner_starts[axis]:
+        pieces, starts = [second, first], operands[2:]
+    else:
+        return None
+    joined = []
+    for piece in pieces:  # keep one flat concatenate as rows keep coming
+        producer = _producer(piece, ops.CONCATENATE)
+        if producer is not None and producer.attrs["dimension"] == axis:
+            joined.extend(producer.operands)
+        else:
+            joined.append(piece)
+    shape = list(first.type.shape)
+    shape[axis] += second.type.shape[axis]
+    block = b.emit(ops.CONCATENATE, joined, {"dimension": axis})
+    return b.emit(ops.DYNAMIC_UPDATE_SLICE, [base, block, *starts], {}, inst.result.type)
+
+
 # --- the pass ----------------------------------------------------------------------------------
 
 def _simplify(builder: Builder, inst: Instruction,

@@ -522,3 +522,21 @@ def test_list_append_to_captured_state_is_refused_clearly() -> None:
     with pytest.raises(jitc.TraceError, match="list appends"):
         jitc.jit(f)(np.ones(2))
     assert history == []
+
+
+def _fill_rows(x):
+    y = np.empty_like(x)
+    for i in range(x.shape[0]):
+        y[i] = x[i] * (i % 7)
+    return y
+
+
+@pytest.mark.parametrize("backend", ["interpreter", pytest.param("cpu", marks=pytest.mark.slow)])
+def test_a_2000_row_fill_is_one_write(backend: str) -> None:
+    """Thousands of row writes neither recurse nor stay thousands of writes: the simplifier
+    joins adjacent blocks into one concatenate (the cpu run takes ~20 s, hence slow)."""
+    x = np.random.default_rng(0).standard_normal((2000, 2))
+    jitted = jitc.jit(_fill_rows, backend=backend)
+    np.testing.assert_array_equal(jitted(x), _fill_rows(x))
+    text = jitted.lower(x).as_text(optimized=True)
+    assert text.count("dynamic_update_slice") == 0 and text.count("concatenate(") == 1
