@@ -360,6 +360,72 @@ CASES = {
           return %x
         }
         """)),
+    "update_adjacent/rows-in-order-become-one-concatenate": (ir("""
+        func @f {
+          %x = parameter() index=0 : f32[3,2]{1,0}
+          %a = parameter() index=1 : f32[1,2]{1,0}
+          %b = parameter() index=2 : f32[1,2]{1,0}
+          %c = parameter() index=3 : f32[1,2]{1,0}
+          %i0 = constant() value=0 : i64[]
+          %i1 = constant() value=1 : i64[]
+          %i2 = constant() value=2 : i64[]
+          %0 = dynamic_update_slice(%x, %a, %i0, %i0) : f32[3,2]{1,0}
+          %1 = dynamic_update_slice(%0, %b, %i1, %i0) : f32[3,2]{1,0}
+          %2 = dynamic_update_slice(%1, %c, %i2, %i0) : f32[3,2]{1,0}
+          return %2
+        }
+        """), ir("""
+        func @f {
+          %x = parameter() index=0 : f32[3,2]{1,0}
+          %a = parameter() index=1 : f32[1,2]{1,0}
+          %b = parameter() index=2 : f32[1,2]{1,0}
+          %c = parameter() index=3 : f32[1,2]{1,0}
+          %0 = concatenate(%a, %b, %c) dimension=0 : f32[3,2]{1,0}
+          return %0
+        }
+        """)),
+    "update_adjacent/same-block-twice-and-backwards": (ir("""
+        func @f {
+          %x = parameter() index=0 : f32[4,3]{1,0}
+          %a = parameter() index=1 : f32[4,1]{1,0}
+          %b = parameter() index=2 : f32[4,1]{1,0}
+          %c = parameter() index=3 : f32[4,1]{1,0}
+          %i0 = constant() value=0 : i64[]
+          %i1 = constant() value=1 : i64[]
+          %i2 = constant() value=2 : i64[]
+          %0 = dynamic_update_slice(%x, %a, %i0, %i2) : f32[4,3]{1,0}
+          %1 = dynamic_update_slice(%0, %b, %i0, %i2) : f32[4,3]{1,0}
+          %2 = dynamic_update_slice(%1, %c, %i0, %i1) : f32[4,3]{1,0}
+          return %2
+        }
+        """), ir("""
+        func @f {
+          %x = parameter() index=0 : f32[4,3]{1,0}
+          %a = parameter() index=1 : f32[4,1]{1,0}
+          %b = parameter() index=2 : f32[4,1]{1,0}
+          %c = parameter() index=3 : f32[4,1]{1,0}
+          %i0 = constant() value=0 : i64[]
+          %i1 = constant() value=1 : i64[]
+          %0 = concatenate(%c, %b) dimension=1 : f32[4,2]{1,0}
+          %1 = dynamic_update_slice(%x, %0, %i0, %i1) : f32[4,3]{1,0}
+          return %1
+        }
+        """)),
+    "update_whole/a-write-of-everything-is-the-update": (ir("""
+        func @f {
+          %x = parameter() index=0 : i32[2,2]{1,0}
+          %y = parameter() index=1 : i32[2,2]{1,0}
+          %i0 = constant() value=0 : i64[]
+          %0 = dynamic_update_slice(%x, %y, %i0, %i0) : i32[2,2]{1,0}
+          return %0
+        }
+        """), ir("""
+        func @f {
+          %x = parameter() index=0 : i32[2,2]{1,0}
+          %y = parameter() index=1 : i32[2,2]{1,0}
+          return %y
+        }
+        """)),
 }
 
 KEPT = {
