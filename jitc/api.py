@@ -55,6 +55,10 @@ class ArgSpec:
         return self.type.short() + (" (Python scalar)" if self.weak else "")
 
 
+try:
+    from jitc._runtime import NO_RESULT as _NO_RESULT  # a C call of a function returning None
+except ImportError:  # the extension is not built: no C fast path at all
+    _NO_RESULT = object()
 _NO_SELF = capture._MISSING  # no bound instance: a plain function call
 _WEAK_TYPES = {bool: dtypes.bool_, int: dtypes.int64, float: dtypes.float64}
 
@@ -196,7 +200,7 @@ def trace_function(fun: Callable, signature: _Signature, dynamic: dict[str, Any]
     leaves, and what the function writes or rebinds there becomes extra outputs."""
     name = getattr(fun, "__name__", "function")
     state = TraceState(_ir_name(name), name)
-    captured = captured or capture.Captured([], [])
+    captured = capture.Captured([], []) if captured is None else captured
     paths = _leaf_names(dynamic) + [re.sub(r"\W+", "_", capture.path_name(p)).strip("_")
                                     for p, _ in captured.arrays]
     specs = list(specs) + [ArgSpec(TensorType(dtypes.from_numpy(a.dtype), a.shape))
@@ -213,6 +217,7 @@ def trace_function(fun: Callable, signature: _Signature, dynamic: dict[str, Any]
     shadow = capture.Shadow({p: t for (p, _), t in zip(captured.arrays,
                                                          tracers[argument_count:])},
                             captured.prefixes())
+    state.captured = {id(a): t for (_, a), t in zip(captured.arrays, tracers[argument_count:])}
     call_args = dict(zip(dynamic, traced_values))
     shadow_self = _NO_SELF
     if instance is not _NO_SELF:
@@ -438,7 +443,10 @@ class Compiled:
             write.apply(outputs, fun, instance)
         outputs = outputs[:count]
         for position, index, steps in effects_.returned:
-            outputs[position] = effects.numpy_view(leaves[index], steps)
+            # The argument itself, or the same view of it; where its strides make numpy copy
+            # instead (a reshape of a transposed array), the computed copy is numpy's answer.
+            with contextlib.suppress(ValueError):
+                outputs[position] = effects.numpy_view(leaves[index], steps)
         return pytree.unflatten(low.out_tree, outputs)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
@@ -456,7 +464,14 @@ class Compiled:
             raise TypeError(f"{low.name}: this compiled function takes ({want}) but was called "
                             f"with ({got}); call the jitted function instead, which compiles "
                             "for each new signature")
-        return self.call_flat(leaves)
+        fun, instance = low.signature.fun, low.instance
+        captured = [capture.resolve(p, fun, instance) for p in low.side_effects.captured]
+        if [abstractify(a, low.name) for a in captured] != list(low.specs[len(leaves):]):
+            names = ", ".join(map(capture.path_name, low.side_effects.captured))
+            raise TypeError(f"{low.name}: state it reads ({names}) changed shape or dtype "
+                            "since it was compiled; call the jitted function instead, which "
+                            "compiles anew")
+        return self.call_flat(leaves + captured, fun, instance)
 
 
 def _check_writable(low: Lowered, leaves: Sequence[object]) -> None:
@@ -498,6 +513,7 @@ class Lowered:
         self.name = name
         self.side_effects = side_effects
         self.guarded = False  # reads captured state, checked at each call (no C fast path)
+        self.instance: object = _NO_SELF  # the bound instance whose state it captured
         self.leaf_names = tuple(leaf_names) or tuple(f"arg{i}" for i in range(len(specs)))
         self.module = module
         self.signature = signature
@@ -622,6 +638,7 @@ class Jitted:
                           specs, out_tree, options, time.perf_counter() - start, side_effects,
                           names)
         lowered.guarded = bool(captured)
+        lowered.instance = instance
         return lowered
 
     def _donated_leaves(self, dynamic: dict[str, Any]) -> frozenset[int]:
@@ -644,7 +661,7 @@ class Jitted:
         if fast is not None and not kwargs:
             result = fast(args)  # C: checks the arrays against the last signature
             if result is not None:
-                return result
+                return None if result is _NO_RESULT else result
         if trace_stack() and _contains_tracer(args, kwargs):
             if self._instance is not _NO_SELF:
                 return self.fun(self._instance, *args, **kwargs)
@@ -700,15 +717,21 @@ class Jitted:
         make = getattr(compiled.executable, "dispatcher", None)
         low = compiled.lowered
         flat = pytree.TreeDef("tuple", (pytree.LEAF,) * len(low.specs))
+        effects_ = low.side_effects
         if make is None or not self.signature.simple or low.in_tree != flat or \
-                any(s.weak for s in low.specs) or low.side_effects or low.guarded:
+                any(s.weak for s in low.specs) or low.guarded or effects_.returned or \
+                effects_.rebound or effects_.captured:
             return None
-        from jitc._runtime import RESULT_SINGLE, RESULT_TUPLE
+        from jitc._runtime import RESULT_NONE, RESULT_SINGLE, RESULT_TUPLE
+        # Written arguments are copied into by the dispatcher after the call, in C.
+        writes = list(effects_.written) or None
         out = low.out_tree
         if out == pytree.LEAF:
-            return make(RESULT_SINGLE)
+            return make(RESULT_SINGLE, writes)
         if out.kind == "tuple" and all(c == pytree.LEAF for c in out.children):
-            return make(RESULT_TUPLE)
+            return make(RESULT_TUPLE, writes)
+        if out.kind == "none":
+            return make(RESULT_NONE, writes)
         return None
 
     def compile_stats(self) -> list[dict[str, Any]]:

@@ -31,7 +31,10 @@ typedef struct {
     npy_intp dims[NPY_MAXDIMS];
 } ArraySpec;
 
-enum { RESULT_SINGLE = 0, RESULT_TUPLE = 1, RESULT_LIST = 2 };
+enum { RESULT_SINGLE = 0, RESULT_TUPLE = 1, RESULT_LIST = 2, RESULT_NONE = 3 };
+
+/* What a call of a function that returns nothing gives back (None means "no match"). */
+static PyObject *no_result;
 
 typedef struct {
     PyObject_HEAD
@@ -48,6 +51,8 @@ typedef struct {
     int result_kind;
     int release_gil;
     Py_ssize_t *donated_from;  /* per result: the argument whose buffer it reuses, or -1 */
+    Py_ssize_t *writes_to;     /* the last nwrites results: the argument each is copied into */
+    Py_ssize_t nwrites;
     int large_results;         /* some result is allocated through the recycling handler */
 } Dispatcher;
 
@@ -213,9 +218,10 @@ static int Dispatcher_init(Dispatcher *self, PyObject *args, PyObject *kwds) {
     PyObject *arg_specs, *out_specs, *constants;
     Py_ssize_t workspace;
     int result_kind, release_gil;
-    PyObject *donations = NULL, *owner = NULL, *name = NULL;
-    if (!PyArg_ParseTuple(args, "KOOOnii|OOU", &address, &arg_specs, &out_specs, &constants,
-                          &workspace, &result_kind, &release_gil, &donations, &owner, &name))
+    PyObject *donations = NULL, *owner = NULL, *name = NULL, *writes = NULL;
+    if (!PyArg_ParseTuple(args, "KOOOnii|OOUO", &address, &arg_specs, &out_specs, &constants,
+                          &workspace, &result_kind, &release_gil, &donations, &owner, &name,
+                          &writes))
         return -1;
     if (!name) name = PyUnicode_FromString("the jitted function");
     else Py_INCREF(name);
@@ -263,6 +269,30 @@ static int Dispatcher_init(Dispatcher *self, PyObject *args, PyObject *kwds) {
             }
         }
     }
+    if (writes && writes != Py_None) {
+        PyObject *items = PySequence_Fast(writes, "writes must be a sequence");
+        if (!items) return -1;
+        self->nwrites = PySequence_Fast_GET_SIZE(items);
+        self->writes_to = malloc((self->nwrites ? self->nwrites : 1) * sizeof(Py_ssize_t));
+        if (!self->writes_to) {
+            Py_DECREF(items);
+            PyErr_NoMemory();
+            return -1;
+        }
+        for (Py_ssize_t i = 0; i < self->nwrites; i++)
+            self->writes_to[i] = PyLong_AsSsize_t(PySequence_Fast_GET_ITEM(items, i));
+        Py_DECREF(items);
+        if (PyErr_Occurred()) return -1;
+        for (Py_ssize_t i = 0; i < self->nwrites; i++) {
+            Py_ssize_t out = self->nouts - self->nwrites + i;
+            if (self->writes_to[i] < 0 || self->writes_to[i] >= self->nargs || out < 0 ||
+                self->donated_from[out] >= 0 ||
+                spec_bytes(&self->outs[out]) != spec_bytes(&self->args[self->writes_to[i]])) {
+                PyErr_SetString(PyExc_ValueError, "a write-back names no argument of its size");
+                return -1;
+            }
+        }
+    }
     for (Py_ssize_t i = 0; i < self->nouts; i++)
         if (self->donated_from[i] < 0 && spec_bytes(&self->outs[i]) >= RECYCLE_MIN_BYTES)
             self->large_results = 1;
@@ -278,6 +308,7 @@ static void Dispatcher_dealloc(Dispatcher *self) {
     free(self->outs);
     free(self->consts);
     free(self->donated_from);
+    free(self->writes_to);
     free(self->cached_workspace);
     Py_XDECREF(self->const_refs);
     Py_XDECREF(self->owner);
@@ -348,6 +379,16 @@ static PyObject *Dispatcher_call(Dispatcher *self, PyObject *call_args, PyObject
             if (j != from && overlaps(donated, (PyArrayObject *)PyTuple_GET_ITEM(args, j)))
                 Py_RETURN_NONE;
     }
+    /* An argument the function writes is updated after the call, from its own result: it
+       must be writable, and no other argument may see it change (the caller then raises). */
+    for (Py_ssize_t w = 0; w < self->nwrites; w++) {
+        PyArrayObject *target = (PyArrayObject *)PyTuple_GET_ITEM(args, self->writes_to[w]);
+        if (!PyArray_ISWRITEABLE(target)) Py_RETURN_NONE;
+        for (Py_ssize_t j = 0; j < self->nargs; j++)
+            if (j != self->writes_to[w] &&
+                overlaps(target, (PyArrayObject *)PyTuple_GET_ITEM(args, j)))
+                Py_RETURN_NONE;
+    }
 
     Py_ssize_t total = self->nargs + self->nouts + self->nconsts + 1;
     void *stack_buffers[STACK_BUFFERS];
@@ -415,6 +456,24 @@ static PyObject *Dispatcher_call(Dispatcher *self, PyObject *call_args, PyObject
     else
         free(workspace);
     if (buffers != stack_buffers) free(buffers);
+    if (self->nwrites) {
+        Py_ssize_t returned = self->nouts - self->nwrites;
+        for (Py_ssize_t w = 0; w < self->nwrites; w++) {
+            PyArrayObject *value = (PyArrayObject *)PyTuple_GET_ITEM(results, returned + w);
+            PyArrayObject *target =
+                (PyArrayObject *)PyTuple_GET_ITEM(args, self->writes_to[w]);
+            memcpy(PyArray_DATA(target), PyArray_DATA(value), PyArray_NBYTES(value));
+        }
+        PyObject *kept = PyTuple_GetSlice(results, 0, returned);
+        Py_DECREF(results);
+        if (!kept) return NULL;
+        results = kept;
+    }
+    if (self->result_kind == RESULT_NONE) {
+        Py_DECREF(results);
+        Py_INCREF(no_result);
+        return no_result;
+    }
     if (self->result_kind == RESULT_SINGLE) {
         PyObject *only = PyTuple_GET_ITEM(results, 0);
         Py_INCREF(only);
@@ -437,10 +496,11 @@ static PyTypeObject DispatcherType = {
     PyVarObject_HEAD_INIT(NULL, 0)
     .tp_name = "jitc._runtime.Dispatcher",
     .tp_doc = "Dispatcher(entry_address, arg_specs, out_specs, constants, workspace_bytes, "
-              "result_kind, release_gil, donations=None, owner=None, name=None): call compiled "
-              "code on arrays of one signature; donations[i] names the argument result i is "
-              "written into; owner keeps the machine code alive; name is the function's, for "
-              "error messages.",
+              "result_kind, release_gil, donations=None, owner=None, name=None, writes=None): call "
+              "compiled code on arrays of one signature; donations[i] names the argument result "
+              "i is written into; owner keeps the machine code alive; name is the function's, "
+              "for error messages; writes[k] names the argument that the k-th of the last "
+              "len(writes) results is copied into after the call (not returned).",
     .tp_basicsize = sizeof(Dispatcher),
     .tp_flags = Py_TPFLAGS_DEFAULT,
     .tp_new = PyType_GenericNew,
@@ -478,5 +538,8 @@ PyMODINIT_FUNC PyInit__runtime(void) {
     PyModule_AddIntConstant(module, "RESULT_SINGLE", RESULT_SINGLE);
     PyModule_AddIntConstant(module, "RESULT_TUPLE", RESULT_TUPLE);
     PyModule_AddIntConstant(module, "RESULT_LIST", RESULT_LIST);
+    PyModule_AddIntConstant(module, "RESULT_NONE", RESULT_NONE);
+    no_result = PyObject_CallNoArgs((PyObject *)&PyBaseObject_Type);
+    if (!no_result || PyModule_AddObjectRef(module, "NO_RESULT", no_result) < 0) return NULL;
     return module;
 }

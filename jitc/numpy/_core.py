@@ -135,6 +135,9 @@ def lift(x: ArrayLike, dtype: object = None, trace: TraceState | None = None) ->
         x = np.asarray(x)
     target = None if dtype is None else ir_dtype(dtype)
     if isinstance(x, np.ndarray):
+        captured = state.captured.get(id(x))
+        if captured is not None:  # read at call time (jitc.tracing.capture)
+            return captured if target is None else convert(captured, target.numpy)
         check_plain_array(x, located("an array used in the traced function"))
         return state.constant(x if target is None or x.dtype == target.numpy
                               else x.astype(target.numpy))

@@ -2,7 +2,9 @@
 
 numpy reads such state when it runs, so a jitted function must too. Before each call, `walk`
 follows the function's globals (the names its code uses), its closure cells and, for a method,
-`self`, through lists, tuples, dicts and the attributes of plain objects. What it finds:
+`self`, through lists, tuples, dicts, the attributes of plain objects, the helper functions it
+names (their globals and cells in turn) and the attributes of the user's modules it names.
+What it finds:
 
 - arrays become implicit arguments: read at call time, so a change in place or a rebinding
   between calls is seen by the next call; their shapes and dtypes join the cache key;
@@ -10,7 +12,8 @@ follows the function's globals (the names its code uses), its closure cells and,
   constants, and a new value traces anew (the cache key holds them).
 
 While tracing, the function runs on a *shadow* of that state: a copy of its globals and cells
-and of every container and object on the way, with a Tracer in place of each array. What the
+and of every container, object, helper function and module on the way, with a Tracer in place
+of each array. What the
 function did to the shadow is then replayed on the real state after each call (`WriteBack`):
 writes into an array are copied into it in place, and a rebinding (`self.pos += 1`,
 `self.cache = np.concatenate(...)`, `global step; step += 1`) assigns the new value.
@@ -91,10 +94,17 @@ class Captured:
     arrays: list[tuple[Path, np.ndarray]]
     scalars: list[tuple[Path, object]]
     containers: list[tuple[Path, object]] = field(default_factory=list)  # lists and dicts
+    # Further paths to an array already in `arrays` (by index): one array, one parameter.
+    aliases: list[tuple[Path, int]] = field(default_factory=list)
+    array_index: dict[int, int] = field(default_factory=dict)  # id(array) -> index
 
     def key(self) -> tuple:
         return (tuple((p, a.shape, a.dtype.str) for p, a in self.arrays),
-                tuple((p, type(v), _guard_value(v)) for p, v in self.scalars))
+                tuple((p, type(v), _guard_value(v)) for p, v in self.scalars),
+                tuple(self.aliases))
+
+    def __bool__(self) -> bool:
+        return bool(self.arrays or self.scalars)
 
     def prefixes(self) -> set[Path]:
         """Every container on the way to something captured (those the trace copies)."""
@@ -107,16 +117,18 @@ def _guard_value(value: object) -> object:
         return (value.shape, value.dtype.str, value.tobytes())
     return value if value == value else "nan"
 
-    def __bool__(self) -> bool:
-        return bool(self.arrays or self.scalars)
-
 
 def roots(fun: Callable, names: tuple[str, ...], instance: object = _MISSING
           ) -> Iterator[tuple[Path, object]]:
     namespace = getattr(fun, "__globals__", {})
     for name in names:
         value = namespace.get(name, _MISSING)
-        if value is not _MISSING:
+        if value is _MISSING:
+            continue
+        if isinstance(value, types.ModuleType):
+            for step, child in _module_children(value, names):
+                yield (("global", name), step), child
+        else:
             yield (("global", name),), value
     for i, cell in enumerate(getattr(fun, "__closure__", None) or ()):
         try:
@@ -139,6 +151,49 @@ def walk(fun: Callable, names: tuple[str, ...], instance: object = _MISSING) -> 
     return found
 
 
+def _module_children(module: types.ModuleType, names: tuple[str, ...]
+                     ) -> Iterator[tuple[tuple, object]]:
+    """The attributes of a user's module that code naming it may read (`layers.W`,
+    `layers.attention(x)`): those whose names the code uses."""
+    if not _user_module(module.__name__):
+        return
+    for name in names:
+        value = getattr(module, name, _MISSING)
+        if value is not _MISSING and not isinstance(value, types.ModuleType):
+            yield ("mattr", name), value
+
+
+def _function_children(fun: types.FunctionType) -> Iterator[tuple[Path, object]]:
+    """(steps, value) for what a helper function reads: its globals (through the modules it
+    names) and its closure cells."""
+    namespace = fun.__globals__
+    names = code_global_names(fun)
+    for name in names:
+        value = namespace.get(name, _MISSING)
+        if value is _MISSING:
+            continue
+        if isinstance(value, types.ModuleType):
+            for step, child in _module_children(value, names):
+                yield (("fglobal", name), step), child
+        else:
+            yield (("fglobal", name),), value
+    for i, cell in enumerate(fun.__closure__ or ()):
+        try:
+            yield (("fcell", i),), cell.cell_contents
+        except ValueError:
+            continue
+
+
+def _step(value: object, kind: str, key: object) -> Any:
+    if kind in ("attr", "mattr"):
+        return getattr(value, key)  # type: ignore[arg-type]
+    if kind == "fglobal":
+        return value.__globals__[key]  # type: ignore[attr-defined]
+    if kind == "fcell":
+        return value.__closure__[key].cell_contents  # type: ignore[attr-defined,index]
+    return value[key]  # type: ignore[index]
+
+
 def _children(value: object) -> Iterator[tuple[tuple, object]]:
     if isinstance(value, dict):
         for k, v in value.items():
@@ -157,7 +212,10 @@ def _walk(value: object, path: Path, found: Captured, seen: set[int], depth: int
     if type(value) is np.ndarray:
         if is_static_array(value):
             found.scalars.append((path, value))
+        elif id(value) in found.array_index:
+            found.aliases.append((path, found.array_index[id(value)]))
         else:
+            found.array_index[id(value)] = len(found.arrays)
             found.arrays.append((path, value))
         return
     if isinstance(value, SCALARS):
@@ -167,6 +225,16 @@ def _walk(value: object, path: Path, found: Captured, seen: set[int], depth: int
             found.scalars.append((path, value))
         return
     if depth >= _MAX_DEPTH or id(value) in seen:
+        return
+    if isinstance(value, types.FunctionType):
+        # A helper the function calls reads its own globals and cells when it runs: their
+        # arrays are captured too (by identity, see `TraceState.captured`) and their scalars
+        # guard the trace.
+        if id(value) in seen or not _user_module(value.__module__ or "builtins"):
+            return
+        seen.add(id(value))
+        for steps, child in _function_children(value):
+            _walk(child, path + steps, found, seen, depth + 1)
         return
     if isinstance(value, (dict, list, tuple)) or _plain_object(value):
         seen.add(id(value))
@@ -190,9 +258,29 @@ class Shadow:
         self.originals: dict[Path, object] = {}  # path -> original container or object
         self.shadows: dict[Path, object] = {}
 
+    def substitute(self, value: object, path: Path) -> object:
+        """What the shadowed code sees in place of `value` (found at `path`): numpy with
+        traced creation functions, shadows of what leads to captured state, else `value`."""
+        from jitc.numpy.creation import TRACED_CREATION, TracingNumpy
+        if value is np:
+            return TracingNumpy(np)
+        if _is_hashable(value) and value in TRACED_CREATION:
+            return TRACED_CREATION[value]
+        if path in self.prefixes and isinstance(value, types.ModuleType):
+            return _ModuleShadow(self, value, path)
+        return self.make(value, path)
+
     def make(self, value: object, path: Path, depth: int = 0) -> object:
         if path in self.tracers:
             return self.tracers[path]
+        if isinstance(value, types.FunctionType):
+            if path not in self.prefixes or not _user_module(value.__module__ or "builtins"):
+                return value
+            if id(value) not in self.copies:
+                self.copies[id(value)] = _shadow_code(
+                    value, self, lambda name: path + (("fglobal", name),),
+                    lambda i: path + (("fcell", i),))
+            return self.copies[id(value)]
         # Objects are always copied (an attribute the trace sets must not reach the real one
         # as a Tracer); containers only on the way to something captured.
         if depth >= _MAX_DEPTH or not (_plain_object(value) or (
@@ -237,33 +325,51 @@ def _is_hashable(value: object) -> bool:
 
 def shadow_function(fun: Callable, names: tuple[str, ...], shadow: Shadow) -> Callable:
     """`fun` with its globals and closure cells replaced by their shadows."""
-    from jitc.numpy.creation import TRACED_CREATION, TracingNumpy
+    copy = _shadow_code(fun, shadow, lambda name: (("global", name),),
+                        lambda i: (_cell_root(fun, i),))
+    shadow.namespace = copy.__globals__  # type: ignore[attr-defined]
+    shadow.cells = copy.__closure__  # type: ignore[attr-defined]
+    return copy
+
+
+def _shadow_code(fun: types.FunctionType, shadow: Shadow, global_path: Callable[[str], Path],
+                 cell_path: Callable[[int], Path]) -> types.FunctionType:
+    """A copy of `fun` whose globals (those its code names) and cells are shadows: the trace
+    runs the copy, so what it reads and writes there goes through tracers."""
     namespace = dict(fun.__globals__)
-    for name in names:
-        if name not in namespace:
-            continue
-        value = namespace[name]
-        if value is np:
-            namespace[name] = TracingNumpy(np)
-        elif _is_hashable(value) and value in TRACED_CREATION:
-            namespace[name] = TRACED_CREATION[value]
-        else:
-            namespace[name] = shadow.make(value, (("global", name),))
+    for name in code_global_names(fun):
+        if name in namespace:
+            namespace[name] = shadow.substitute(namespace[name], global_path(name))
     cells = None
     if fun.__closure__:
         cells = []
         for i, cell in enumerate(fun.__closure__):
             try:
-                cells.append(types.CellType(shadow.make(cell.cell_contents,
-                                                        (_cell_root(fun, i),))))
-            except ValueError:
+                cells.append(types.CellType(shadow.substitute(cell.cell_contents, cell_path(i))))
+            except ValueError:  # an empty cell
                 cells.append(cell)
         cells = tuple(cells)
     copy = types.FunctionType(fun.__code__, namespace, fun.__name__, fun.__defaults__, cells)
     copy.__kwdefaults__ = fun.__kwdefaults__
-    shadow.namespace = namespace  # type: ignore[attr-defined]
-    shadow.cells = cells  # type: ignore[attr-defined]
+    copy.__dict__.update(fun.__dict__)
     return copy
+
+
+class _ModuleShadow:
+    """A user's module as a shadowed function sees it: attributes on the way to captured
+    state are shadows (`layers.W`, `layers.attention`), the others the module's own."""
+
+    def __init__(self, shadow: Shadow, module: types.ModuleType, path: Path) -> None:
+        vars(self)["_jitc"] = (shadow, module, path, {})
+
+    def __getattr__(self, name: str) -> Any:
+        shadow, module, path, made = vars(self)["_jitc"]
+        if name not in made:
+            made[name] = shadow.substitute(getattr(module, name), path + (("mattr", name),))
+        return made[name]
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        vars(self)["_jitc"][3][name] = value
 
 
 # -- replaying the trace's effects on the real state ------------------------------------------
@@ -292,7 +398,7 @@ class WriteBack:
 def resolve(path: Path, fun: Callable, instance: object) -> Any:
     value = _root(path[0], fun, instance)
     for kind, key in path[1:]:
-        value = getattr(value, key) if kind == "attr" else value[key]
+        value = _step(value, kind, key)
     return value
 
 
@@ -316,8 +422,12 @@ def assign(path: Path, value: object, fun: Callable, instance: object) -> None:
         return
     parent = resolve(path[:-1], fun, instance)
     kind, key = path[-1]
-    if kind == "attr":
+    if kind in ("attr", "mattr"):
         setattr(parent, key, value)
+    elif kind == "fglobal":
+        parent.__globals__[key] = value
+    elif kind == "fcell":
+        parent.__closure__[key].cell_contents = value
     else:
         parent[key] = value
 
@@ -335,8 +445,8 @@ def shadow_value(path: Path, shadow: Shadow, instance_shadow: object) -> Any:
         if value is _MISSING:
             return value
         try:
-            value = getattr(value, key) if kind == "attr" else value[key]
-        except (AttributeError, KeyError, IndexError, TypeError):
+            value = _step(value, kind, key)
+        except (AttributeError, KeyError, IndexError, TypeError, ValueError):
             return _MISSING
     return value
 
@@ -346,5 +456,10 @@ def path_name(path: Path) -> str:
     root = path[0]
     text = "self" if root[0] == "self" else root[-1]
     for kind, key in path[1:]:
-        text += f".{key}" if kind == "attr" else f"[{key!r}]"
+        if kind == "fglobal":
+            text = key
+        elif kind == "fcell":
+            text += f".<closure {key}>"
+        else:
+            text += f".{key}" if kind in ("attr", "mattr") else f"[{key!r}]"
     return text

@@ -29,6 +29,9 @@ class TraceState:
         self.user_function_name = user_function_name
         self._constants: dict[object, Tracer] = {}
         self._keep_alive: list[object] = []
+        # id(array) -> its Tracer, for the captured arrays (jitc.tracing.capture): however the
+        # function reaches one (a helper's globals), it reads the implicit argument.
+        self.captured: dict[int, Tracer] = {}
 
     def constant(self, value: object, dtype: dtypes.DType | None = None,
                  weak: bool = False) -> Tracer:

@@ -161,9 +161,8 @@ def test_device_arrays_go_in_without_a_copy_and_come_back_with_asarray(
 
 
 def test_constants_and_temporaries_live_on_the_device(driver: FakeDriver) -> None:
-    table = np.linspace(0, 1, 64, dtype=np.float32).reshape(8, 8)
-
     def f(x):
+        table = np.linspace(0, 1, 64, dtype=np.float32).reshape(8, 8)  # a constant
         y = np.sin(x @ table)
         return (y @ table).sum(axis=0)
     x = np.random.default_rng(1).standard_normal((5, 8)).astype(np.float32)

@@ -144,11 +144,13 @@ def test_block_weights_as_globals(backend):
     lowered = jitted.lower(x)
     weights = [w for layer in GLOBAL_PARAMS.values() for w in layer.values()]
     assert len(lowered.module.entry.parameters) == 1 + len(weights)
-    before = jitted(x)
+    if backend == "cuda":
+        return  # tests/cuda runs this test to check the PTX only
+    jitted(x)
     GLOBAL_PARAMS["attn"]["w_out"] *= 2.0  # changed in place between calls: seen
     try:
-        check_jit(block_with_global_weights, x, backend=backend, atol=1e-5)
-        assert not np.allclose(jitted(x), before)
+        np.testing.assert_allclose(jitted(x), block_with_global_weights(x), atol=1e-5,
+                                   rtol=1e-5)
     finally:
         GLOBAL_PARAMS["attn"]["w_out"] /= 2.0
 

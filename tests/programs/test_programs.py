@@ -270,6 +270,59 @@ def global_weights_change_between_calls(jit):
 
 
 @program
+def helpers_of_another_module_read_its_globals(jit):
+    module_state.reset(rng())
+
+    def forward(x):
+        return module_state.mlp(x) * 2  # W1 and B1 are read by mlp, in module_state
+
+    f = jit(forward)
+    x = rng().standard_normal((2, 6))
+    first = f(x)
+    module_state.W1 *= 2
+    second = f(x)
+    module_state.B1 = np.ones(4)
+    module_state.EPS = 0.5  # not read: no retrace needed, none harmful
+    return {"out": (first, second, f(x))}
+
+
+@program
+def helper_of_another_module_accumulates_into_its_globals(jit):
+    module_state.reset(rng())
+    r = rng()
+    w, u = r.standard_normal((3, 6)), r.standard_normal((6, 6))
+
+    def train(xs, h):
+        for x in xs:
+            h = module_state.rnn_accumulate(x, h, w, u)  # writes GRAD_W, GRAD_B, STEP there
+        return h
+
+    f = jit(train)
+    h = np.zeros((4, 6))
+    for _ in range(2):
+        h = f(r.standard_normal((2, 4, 3)), h)
+    return {"h": h, "gw": module_state.GRAD_W, "gb": module_state.GRAD_B,
+            "step": module_state.STEP}
+
+
+@program
+def helper_function_in_a_closure(jit):
+    table = rng().standard_normal((5, 3))
+
+    def lookup(ids):
+        return table[ids]
+
+    def embed(ids):
+        return lookup(ids).sum(axis=0)
+
+    f = jit(embed)
+    ids = np.array([0, 3, 3, 1])
+    first = f(ids)
+    table[3] = 100.0
+    return {"out": (first, f(ids)), "table": table}
+
+
+@program
 def closure_weights_change_between_calls(jit):
     w = rng().standard_normal((3, 3))
 
@@ -540,3 +593,31 @@ def test_a_2000_row_fill_is_one_write(backend: str) -> None:
     np.testing.assert_array_equal(jitted(x), _fill_rows(x))
     text = jitted.lower(x).as_text(optimized=True)
     assert text.count("dynamic_update_slice") == 0 and text.count("concatenate(") == 1
+
+
+@pytest.mark.parametrize("backend", ["cpu", "c"])
+def test_writes_into_arguments_take_the_c_fast_path(backend: str) -> None:
+    def scale_into(out, x):
+        out[:] = x * 2
+    def bump(x):
+        x += 1
+        return x.sum()
+    write, count = jitc.jit(scale_into, backend=backend), jitc.jit(bump, backend=backend)
+    out, x = np.zeros(4), np.arange(4.0)
+    for _ in range(3):  # the first call compiles, the others run in C
+        assert write(out, x) is None
+        total = count(x)
+    assert write._fast is not None and count._fast is not None
+    plain = jitc.jit(lambda a: a + 1, backend=backend)  # no state: the C path as before
+    plain(x)
+    assert plain._fast is not None
+    np.testing.assert_array_equal(out, (np.arange(4.0) + 2) * 2)
+    np.testing.assert_array_equal(x, np.arange(4.0) + 3)
+    assert total == (np.arange(4.0) + 3).sum()
+    # What C cannot do, the Python path does, or refuses as numpy would.
+    with pytest.raises(ValueError, match="shares memory"):
+        write(x, x)
+    frozen = np.zeros(4)
+    frozen.flags.writeable = False
+    with pytest.raises(ValueError, match="read-only"):
+        write(frozen, x)

@@ -77,14 +77,15 @@ class CExecutable:
         else:
             self._call = self._call_with_ctypes
 
-    def _dispatcher(self, result_kind: int) -> Callable:
-        """A C-level callable for exactly this signature; returns None on any mismatch."""
+    def _dispatcher(self, result_kind: int, writes: Sequence[int] | None = None) -> Callable:
+        """A C-level callable for exactly this signature; returns None on any mismatch.
+        `writes`: the arguments the last len(writes) results are copied into after a call."""
         from jitc._runtime import Dispatcher
         specs = [(np.dtype(d).num, s) for s, d in self.arg_types]
         outs = [(np.dtype(d).num, s) for s, d in self.out_types]
         return Dispatcher(self.address, specs, outs, self.constants, self.workspace_bytes,
                           result_kind, int(self.release_gil), self._donations, self.library,
-                          self.module.entry.name)
+                          self.module.entry.name, writes)
 
     def _call_with_ctypes(self, args: Sequence[object]) -> list[np.ndarray] | None:
         if len(args) != len(self.arg_types) or not all(

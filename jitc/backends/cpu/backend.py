@@ -46,15 +46,16 @@ class CpuExecutable:
         from jitc._runtime import RESULT_LIST
         self._call = self.dispatcher(RESULT_LIST)
 
-    def dispatcher(self, result_kind: int) -> Callable:
-        """A C-level callable for exactly this signature; returns None on any mismatch."""
+    def dispatcher(self, result_kind: int, writes: Sequence[int] | None = None) -> Callable:
+        """A C-level callable for exactly this signature; returns None on any mismatch.
+        `writes`: the arguments the last len(writes) results are copied into after a call."""
         from jitc._runtime import Dispatcher
         specs = [(np.dtype(d).num, s) for s, d in self.arg_types]
         outs = [(np.dtype(d).num, s) for s, d in self.out_types]
         donations = [self.plan.donations.get(n, -1) for n in range(len(self.out_types))]
         return Dispatcher(self.address, specs, outs, self.constants, self.plan.workspace_bytes,
                           result_kind, int(self.release_gil), donations, self.engine,
-                          self.module.entry.name)
+                          self.module.entry.name, writes)
 
     def __call__(self, args: Sequence[np.ndarray]) -> list[np.ndarray]:
         result = self._call(tuple(args))
