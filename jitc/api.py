@@ -33,7 +33,7 @@ from jitc.ir.types import TensorType
 from jitc.options import Options
 from jitc.passes.pipeline import PassRecord, Pipeline
 from jitc.tracing import capture, effects, pytree
-from jitc.tracing.errors import JitcError, TraceError, located
+from jitc.tracing.errors import JitcError, SpecializeArgument, TraceError, located
 from jitc.tracing.state import TraceState, trace_stack
 from jitc.tracing.tracer import Tracer
 
@@ -214,6 +214,9 @@ def trace_function(fun: Callable, signature: _Signature, dynamic: dict[str, Any]
         tracers.append(tracer)
     argument_count = len(specs) - len(captured.arrays)
     traced_values = pytree.unflatten(treedef, tracers[:argument_count])
+    for name, value in zip(dynamic, traced_values):
+        if type(dynamic[name]) is int:
+            state.specializable[id(value)] = name
     shadow = capture.Shadow({p: t for (p, _), t in zip(captured.arrays,
                                                          tracers[argument_count:])},
                             captured.prefixes())
@@ -575,6 +578,7 @@ class Jitted:
         self.fun = fun
         self.options = options
         self.signature = _Signature(fun, static_argnums, static_argnames)
+        self._static_args = (tuple(static_argnums), tuple(static_argnames))
         self.donate_argnums = frozenset(donate_argnums)
         self.name = getattr(fun, "__name__", "function")
         # Least recently used first: past `cache_limit` signatures the oldest is dropped (a
@@ -616,8 +620,15 @@ class Jitted:
 
     def lower(self, *args: Any, **kwargs: Any) -> Lowered:
         instance = self._instance
-        dynamic, static, _, treedef, specs = self._abstract_call(args, kwargs, instance)
-        return self._lower(dynamic, static, treedef, specs, self._captured(instance), instance)
+        while True:
+            dynamic, static, _, treedef, specs = self._abstract_call(args, kwargs, instance)
+            try:
+                return self._lower(dynamic, static, treedef, specs, self._captured(instance),
+                                   instance)
+            except SpecializeArgument as exc:
+                if exc.name in self.signature.static_names:
+                    raise
+                self._specialize(exc.name)
 
     def _captured(self, instance: object) -> capture.Captured:
         return capture.walk(self.fun, self._global_names, instance)
@@ -668,7 +679,24 @@ class Jitted:
             return self.fun(*args, **kwargs)  # called from another traced function: inline
         return self._call(args, kwargs, self._instance)
 
+    def _specialize(self, name: str) -> None:
+        """From now on compile for each value of the Python int argument `name`: the function
+        used it as a Python int (a shape, `range(n)`), which only a static value can be."""
+        argnums, argnames = self._static_args
+        self._static_args = (argnums, (*argnames, name))
+        self.signature = _Signature(self.fun, *self._static_args)
+        self._fast = None
+
     def _call(self, args: tuple, kwargs: dict[str, Any], instance: object) -> Any:
+        while True:
+            try:
+                return self._call_once(args, kwargs, instance)
+            except SpecializeArgument as exc:
+                if exc.name in self.signature.static_names:
+                    raise
+                self._specialize(exc.name)
+
+    def _call_once(self, args: tuple, kwargs: dict[str, Any], instance: object) -> Any:
         dynamic, static, leaves, treedef, specs = self._abstract_call(args, kwargs, instance)
         captured = self._captured(instance)
         # The names matter: f(x, y=a) and f(x, z=a) have the same leaves but mean different

@@ -12,7 +12,7 @@ import numpy as np
 from jitc.arguments import check_plain_array
 from jitc.ir import dtypes, ops
 from jitc.ir.types import TensorType
-from jitc.tracing.errors import ShapeError, TraceError, located
+from jitc.tracing.errors import ShapeError, SpecializeArgument, TraceError, located
 from jitc.tracing.state import TraceState, current_trace, emit
 from jitc.tracing.tracer import Tracer
 
@@ -165,6 +165,9 @@ def stack_values(xs: Sequence[ArrayLike], dtype: object = None) -> Tracer:
 
 def check_static_int(value: object, what: str) -> int:
     if isinstance(value, Tracer):
+        name = value.trace.specializable.get(id(value))
+        if name is not None:
+            raise SpecializeArgument(name)
         raise TraceError(located(f"{what} must be a static integer, not a traced value; make "
                                  "it static with static_argnums or compute it from shapes"))
     try:

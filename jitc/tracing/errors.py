@@ -35,6 +35,15 @@ class ConcretizationError(TraceError):
     """A traced value was needed as a concrete Python value (control flow, int(), ...)."""
 
 
+class SpecializeArgument(ConcretizationError):
+    """A Python int argument was needed as a Python int (a shape, `range(n)`): jitc.jit
+    compiles for its value instead (see Jitted._call)."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(f"argument {name!r} is used as a Python int")
+        self.name = name
+
+
 def user_location() -> Location | None:
     """The innermost stack frame that belongs to the user's code, not to jitc or numpy."""
     frame = sys._getframe(1)

@@ -32,6 +32,9 @@ class TraceState:
         # id(array) -> its Tracer, for the captured arrays (jitc.tracing.capture): however the
         # function reaches one (a helper's globals), it reads the implicit argument.
         self.captured: dict[int, Tracer] = {}
+        # id(tracer) -> argument name, for Python int arguments: used as a Python int (a
+        # shape, range(n)), such an argument is made static (errors.SpecializeArgument).
+        self.specializable: dict[int, str] = {}
 
     def constant(self, value: object, dtype: dtypes.DType | None = None,
                  weak: bool = False) -> Tracer:

@@ -14,7 +14,13 @@ import numpy as np
 from jitc.ir.core import Value
 from jitc.ir.types import TensorType
 from jitc.tracing import effects
-from jitc.tracing.errors import ConcretizationError, located, user_location, where
+from jitc.tracing.errors import (
+    ConcretizationError,
+    SpecializeArgument,
+    located,
+    user_location,
+    where,
+)
 from jitc.tracing.state import TraceState
 
 
@@ -122,6 +128,9 @@ class Tracer:
             "encoding)."))
 
     def _concrete(self, what: str):
+        name = self.trace.specializable.get(id(self))
+        if name is not None:
+            raise SpecializeArgument(name)
         loc = user_location()
         fn = loc.function if loc else "the traced function"
         raise ConcretizationError(

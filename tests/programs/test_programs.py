@@ -621,3 +621,26 @@ def test_writes_into_arguments_take_the_c_fast_path(backend: str) -> None:
     frozen.flags.writeable = False
     with pytest.raises(ValueError, match="read-only"):
         write(frozen, x)
+
+
+@pytest.mark.parametrize("backend", ["interpreter", "cpu"])
+def test_int_arguments_used_as_python_ints_are_specialized(backend: str) -> None:
+    """An int argument used as a shape or a loop count compiles per value; one used only in
+    arithmetic or as a slice start stays traced (one compilation for every value)."""
+    def pad_rows(x, n):
+        out = np.zeros((n, x.shape[0]))
+        for i in range(n):
+            out[i] = x * i
+        return out
+
+    def window(x, t):
+        return x[t:t + 2] * t
+
+    rows, slide = jitc.jit(pad_rows, backend=backend), jitc.jit(window, backend=backend)
+    x = np.arange(4.0)
+    for n in (1, 3, 3, 2):
+        np.testing.assert_array_equal(rows(x, n), pad_rows(x, n))
+    assert rows.cache_size == 3
+    for t in (0, 1, 2):
+        np.testing.assert_array_equal(slide(x, t), window(x, t))
+    assert slide.cache_size == 1

@@ -1,0 +1,99 @@
+"""Random programs of in-place updates through views of argument and local arrays, run with
+numpy and under jitc.jit: the results and the final contents of the argument must agree.
+
+Each program is a list of steps over a pool of arrays (the argument `a`, a local copy, and the
+views and results made on the way): take a view (basic indexing with any steps, a transpose,
+a reshape), update one in place (`+=`, `*=`, `x[index] = value`, `np.copyto`), or read one
+(its sum joins the results); every array and view of the pool is a result at the end. numpy
+decides, in both runs, which reshapes are views.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import jitc
+
+AXIS_SLICES = [slice(None), slice(1, None), slice(None, -1), slice(None, None, 2),
+               slice(None, None, -1), slice(1, None, 2), slice(0, 1)]
+
+step = st.one_of(
+    st.tuples(st.just("slice"), st.integers(0, 9), st.lists(st.integers(0, 6), min_size=1,
+                                                            max_size=2)),
+    st.tuples(st.just("row"), st.integers(0, 9), st.integers(-2, 1)),
+    st.tuples(st.just("transpose"), st.integers(0, 9)),
+    st.tuples(st.just("reshape"), st.integers(0, 9)),
+    st.tuples(st.just("iadd"), st.integers(0, 9), st.integers(-3, 3)),
+    st.tuples(st.just("imul"), st.integers(0, 9), st.integers(-2, 2)),
+    st.tuples(st.just("assign"), st.integers(0, 9), st.integers(0, 6), st.integers(-5, 5)),
+    st.tuples(st.just("copyto"), st.integers(0, 9), st.integers(0, 9)),
+    st.tuples(st.just("read"), st.integers(0, 9)),
+)
+
+
+def run(steps: list[tuple], a: np.ndarray) -> list:
+    """The program: the same Python code whether `a` is an array or a tracer."""
+    pool = [a, a.copy()]
+    results = []
+    for op, i, *rest in steps:
+        x = pool[i % len(pool)]
+        if op == "slice" and x.ndim >= len(rest[0]):
+            pool.append(x[tuple(AXIS_SLICES[k] for k in rest[0])])
+        elif op == "row" and x.ndim >= 1 and -x.shape[0] <= rest[0] < x.shape[0]:
+            pool.append(x[rest[0]])
+        elif op == "transpose":
+            pool.append(x.T)
+        elif op == "reshape":
+            pool.append(x.reshape(-1))
+        elif op == "iadd":
+            x += rest[0]
+        elif op == "imul":
+            x *= rest[0]
+        elif op == "assign" and x.ndim >= 1:
+            x[AXIS_SLICES[rest[0]]] = rest[1]
+        elif op == "copyto":
+            source = pool[rest[0] % len(pool)]
+            if _broadcasts(source.shape, x.shape):
+                np.copyto(x, source)
+        elif op == "read":
+            results.append(x.sum())
+    return results + [x * 1 for x in pool]  # every array and view as it ends
+
+
+def _broadcasts(source: tuple[int, ...], target: tuple[int, ...]) -> bool:
+    try:
+        return np.broadcast_shapes(source, target) == target
+    except ValueError:
+        return False
+
+
+def check(steps: list[tuple], shape: tuple[int, ...], dtype: type, backend: str) -> None:
+    a = np.arange(np.prod(shape), dtype=dtype).reshape(shape)
+    want_a = a.copy()
+    want = run(steps, want_a)
+    frozen = tuple(tuple(tuple(p) if isinstance(p, list) else p for p in s) for s in steps)
+    got = jitc.jit(run, static_argnums=0, backend=backend)(frozen, a)
+    np.testing.assert_array_equal(a, want_a)
+    assert len(got) == len(want)
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(g, w)
+
+
+SHAPES = st.sampled_from([(4, 5), (3, 4), (2, 3, 4), (6,), (1, 5)])
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(step, min_size=1, max_size=8), SHAPES,
+       st.sampled_from([np.float64, np.int64]))
+def test_random_in_place_programs_match_numpy(steps, shape, dtype):
+    check(steps, shape, dtype, "interpreter")
+
+
+@pytest.mark.parametrize("backend", ["cpu", "c"])
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(step, min_size=2, max_size=8), SHAPES)
+def test_random_in_place_programs_on_compiled_backends(backend, steps, shape):
+    check(steps, shape, np.float64, backend)
