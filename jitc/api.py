@@ -192,7 +192,8 @@ class SideEffects:
 def trace_function(fun: Callable, signature: _Signature, dynamic: dict[str, Any], static: tuple,
                    specs: Sequence[ArgSpec], treedef: pytree.TreeDef,
                    captured: capture.Captured | None = None, instance: object = _NO_SELF,
-                   self_name: str = "self") -> tuple[Module, pytree.TreeDef, SideEffects]:
+                   self_name: str = "self", obstacles: list[JitcError] | None = None
+                   ) -> tuple[Module, pytree.TreeDef, SideEffects]:
     """Run `fun` on tracers and record what it does as a Module.
 
     With `captured` (see jitc.tracing.capture), `fun` runs on a shadow of the state it reads
@@ -200,6 +201,7 @@ def trace_function(fun: Callable, signature: _Signature, dynamic: dict[str, Any]
     leaves, and what the function writes or rebinds there becomes extra outputs."""
     name = getattr(fun, "__name__", "function")
     state = TraceState(_ir_name(name), name)
+    state.obstacles = obstacles
     captured = capture.Captured([], []) if captured is None else captured
     paths = _leaf_names(dynamic) + [re.sub(r"\W+", "_", capture.path_name(p)).strip("_")
                                     for p, _ in captured.arrays]
@@ -630,15 +632,40 @@ class Jitted:
                     raise
                 self._specialize(exc.name)
 
+    def explain(self, *args: Any, **kwargs: Any) -> list[str]:
+        """Every obstacle to compiling a call with these arguments, found in one trace: each
+        message names the construct, the line and the fix. Empty when the call compiles.
+
+        Past a data-dependent `if`, tracing goes on down the False branch; past an unsupported
+        numpy function, with numpy's result on zeros of the same shapes. A shape error ends
+        the trace (what follows has no shapes to go on with) and is the last entry.
+        """
+        instance = self._instance
+        while True:
+            obstacles: list[JitcError] = []
+            dynamic, static, _, treedef, specs = self._abstract_call(args, kwargs, instance)
+            try:
+                self._lower(dynamic, static, treedef, specs, self._captured(instance),
+                            instance, obstacles)
+            except SpecializeArgument as exc:
+                if exc.name in self.signature.static_names:
+                    raise
+                self._specialize(exc.name)
+                continue
+            except JitcError as exc:
+                obstacles.append(exc)
+            return [str(o) for o in obstacles]
+
     def _captured(self, instance: object) -> capture.Captured:
         return capture.walk(self.fun, self._global_names, instance)
 
     def _lower(self, dynamic, static, treedef, specs, captured: capture.Captured,
-               instance: object = _NO_SELF) -> Lowered:
+               instance: object = _NO_SELF, obstacles: list[JitcError] | None = None
+               ) -> Lowered:
         start = time.perf_counter()
         module, out_tree, side_effects = trace_function(
             self.fun, self.signature, dynamic, static, specs, treedef, captured, instance,
-            self._self_name)
+            self._self_name, obstacles)
         options = self.options
         if self.donate_argnums:
             options = options.with_(donated=self._donated_leaves(dynamic))

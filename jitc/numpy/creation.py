@@ -139,14 +139,38 @@ TRACED_CREATION = {
 
 class TracingNumpy:
     """The numpy module as a traced function sees it: creation functions give traced arrays,
-    everything else is numpy's own."""
+    `np.random` is refused, everything else is numpy's own."""
 
     def __init__(self, module) -> None:
         self._module = module
 
     def __getattr__(self, name: str):
+        if name == "random":
+            return _RandomRefused()
         value = getattr(self._module, name)
         return TRACED_CREATION.get(value, value) if callable(value) else value
+
+
+class _RandomRefused:
+    """`np.random` inside a traced function: it would run once, at trace time, and every call
+    would reuse the same numbers (a silent wrong answer); so it is an error."""
+
+    def __getattr__(self, name: str):
+        function = getattr(np.random, name)
+
+        def refused(*args, **kwargs):
+            from jitc.tracing.errors import TraceError, located
+            from jitc.tracing.state import current_trace
+            error = TraceError(located(
+                f"numpy.random.{name} inside a jitted function would run once, when the "
+                "function is traced, and every call would reuse the same numbers.\nDraw them "
+                "outside and pass them in: rng = np.random.default_rng(); f(x, "
+                "rng.standard_normal(x.shape))."))
+            state = current_trace()
+            if state is None:
+                raise error
+            return state.obstacle(error, function(*args, **kwargs))
+        return refused
 
     def __repr__(self) -> str:
         return f"<numpy as seen by a traced function ({self._module.__name__})>"

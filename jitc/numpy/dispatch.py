@@ -8,13 +8,39 @@ from typing import Any
 import numpy as np
 
 from jitc.numpy._core import HANDLED, implements, lift, unsupported
+from jitc.tracing import pytree
+from jitc.tracing.state import current_trace
+from jitc.tracing.tracer import Tracer
 
 
 def apply_function(func: Callable, args: tuple, kwargs: dict[str, Any]) -> Any:
     impl = HANDLED.get(func)
     if impl is None:
-        raise unsupported(public_name(func))
+        return unsupported_call(func, public_name(func), args, kwargs)
     return impl(*args, **kwargs)
+
+
+def unsupported_call(func: Callable, name: str, args: tuple, kwargs: dict[str, Any]) -> Any:
+    """The error for a numpy function jitc cannot trace; in explain mode (Jitted.explain) a
+    note, and tracing goes on with numpy's result on zeros of the same shapes."""
+    error = unsupported(name)
+    state = current_trace()
+    if state is None or state.obstacles is None:
+        raise error
+
+    def zeros(x: object) -> object:
+        return np.zeros(x.shape, x.dtype) if isinstance(x, Tracer) else x
+
+    leaves, tree = pytree.flatten((args, kwargs), lambda x: isinstance(x, Tracer))
+    try:
+        dummy_args, dummy_kwargs = pytree.unflatten(tree, [zeros(x) for x in leaves])
+        result = func(*dummy_args, **dummy_kwargs)
+    except Exception:
+        raise error from None  # not even its shape is known: the explanation ends here
+    state.obstacle(error, None)
+    results, out_tree = pytree.flatten(result, lambda x: isinstance(x, np.ndarray))
+    return pytree.unflatten(out_tree, [lift(np.asarray(r)).copy_tracer()
+                                       if isinstance(r, np.ndarray) else r for r in results])
 
 
 def public_name(func: Callable) -> str:

@@ -463,7 +463,8 @@ def apply_ufunc(ufunc: np.ufunc, method: str, inputs: tuple, kwargs: dict[str, A
                               "out=, and np.where(...) instead of where=.")
     impl = UFUNCS.get(ufunc)
     if impl is None:
-        raise unsupported(name)
+        from jitc.numpy.dispatch import unsupported_call
+        return unsupported_call(ufunc, name, inputs, kwargs)
     return call_ufunc(ufunc, impl, inputs, kwargs.get("dtype"))
 
 

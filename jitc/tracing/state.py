@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -16,7 +16,7 @@ from jitc.ir import dtypes, ops
 from jitc.ir.core import Builder, Function, Literal
 from jitc.ir.opdef import IRTypeError, OpDef, Trait
 from jitc.ir.types import TensorType
-from jitc.tracing.errors import ShapeError, TraceError, located, user_location
+from jitc.tracing.errors import JitcError, ShapeError, TraceError, located, user_location
 
 if TYPE_CHECKING:
     from jitc.tracing.tracer import Tracer
@@ -35,6 +35,15 @@ class TraceState:
         # id(tracer) -> argument name, for Python int arguments: used as a Python int (a
         # shape, range(n)), such an argument is made static (errors.SpecializeArgument).
         self.specializable: dict[int, str] = {}
+        # explain mode (Jitted.explain): obstacles are noted here and tracing goes on.
+        self.obstacles: list[JitcError] | None = None
+
+    def obstacle(self, error: JitcError, fallback: object) -> Any:
+        """Raise `error`; in explain mode note it and go on with `fallback` instead."""
+        if self.obstacles is None:
+            raise error
+        self.obstacles.append(error)
+        return fallback
 
     def constant(self, value: object, dtype: dtypes.DType | None = None,
                  weak: bool = False) -> Tracer:

@@ -7,6 +7,7 @@ and methods go the same way. Every path ends in `jitc.tracing.state.emit`.
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 import numpy as np
@@ -127,39 +128,60 @@ class Tracer:
             "traced, or compare instead (idx[..., None] == np.arange(n) is a one-hot "
             "encoding)."))
 
-    def _concrete(self, what: str):
+    def _concrete(self, what: str, fallback: Any = 0) -> Any:
+        """The value a Python construct needs now; an error, or in `explain` mode a note and
+        `fallback` so that tracing goes on to the next obstacle."""
         name = self.trace.specializable.get(id(self))
         if name is not None:
             raise SpecializeArgument(name)
         loc = user_location()
         fn = loc.function if loc else "the traced function"
-        raise ConcretizationError(
+        error = ConcretizationError(
             f"{where(loc).rstrip()}\n{what} of a traced array ({self.aval.short()}) in {fn}(): "
             "its value is only known when the compiled function runs, so Python control flow "
             "(if/while/and/or) and Python scalars cannot depend on it.\nUse jnp.where(cond, a, "
             "b) (or np.where) to select values, or make the argument static with "
             "jitc.jit(..., static_argnums=...) / static_argnames=...")
+        return self.trace.obstacle(error, fallback)
 
     def __bool__(self) -> bool:
-        self._concrete("the truth value")
+        return self._concrete("the truth value", False)
 
     def __int__(self) -> int:
-        self._concrete("int()")
+        return self._concrete("int()")
 
     def __float__(self) -> float:
-        self._concrete("float()")
+        return self._concrete("float()", 0.0)
 
     def __complex__(self) -> complex:
-        self._concrete("complex()")
+        return self._concrete("complex()", 0j)
 
     def __index__(self) -> int:
-        self._concrete("using as an index")
+        return self._concrete("using as an index")
 
     def item(self, *args: Any):
-        self._concrete(".item()")
+        return self._concrete(".item()")
 
     def tolist(self):
-        self._concrete(".tolist()")
+        return self._concrete(".tolist()", [])
+
+    def __str__(self) -> str:
+        # print(x) and f"{x}" in the user's code: numpy prints values at every call; a trace
+        # has none. jitc's own messages may show a tracer.
+        if sys._getframe(1).f_globals.get("__name__", "").startswith("jitc."):
+            return repr(self)
+        return self._printed()
+
+    def __format__(self, spec: str) -> str:
+        return self._printed()
+
+    def _printed(self) -> str:
+        error = ConcretizationError(located(
+            f"printing a traced array ({self.aval.short()}): its values exist only when the "
+            "compiled function runs, and the function body runs once, when traced.\nReturn the "
+            "value (or store it on an object) and print it after the call; print(x.shape) and "
+            "print(x.dtype) work."))
+        return self.trace.obstacle(error, repr(self))
 
     # -- operators: all routed through the ufunc path so dtype rules are numpy's -------------
     def __neg__(self):
