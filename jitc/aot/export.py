@@ -19,13 +19,14 @@ from typing import Any
 
 import numpy as np
 
-from jitc.api import ArgSpec, Jitted, Lowered, trace_function
+from jitc.api import Jitted, Lowered
 from jitc.ir import dtypes
 from jitc.ir.parser import ParseError, parse_type
 from jitc.ir.types import TensorType
 from jitc.options import Options
 from jitc.tracing import pytree
 from jitc.tracing.errors import JitcError
+from jitc.tracing.function import ArgSpec, trace_function
 
 
 class AotError(JitcError):

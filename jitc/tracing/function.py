@@ -1,0 +1,332 @@
+"""A Python function call traced into a Module: its arguments' abstract values, captured state,
+and the side effects the call must replay.
+
+`trace_function` runs the user's function on tracers, the arguments' array leaves as the
+module's first parameters and the captured arrays (jitc.tracing.capture) after them; writes
+into arguments and rebinding of captured state come back as `SideEffects`.
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+import types
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from jitc.arguments import check_int64, check_plain_array
+from jitc.ir import dtypes, ops
+from jitc.ir.core import Module
+from jitc.ir.types import TensorType
+from jitc.tracing import capture, effects, pytree
+from jitc.tracing.errors import JitcError, TraceError, located
+from jitc.tracing.state import TraceState, trace_stack
+from jitc.tracing.tracer import Tracer
+
+
+@dataclass(frozen=True)
+class ArgSpec:
+    """The abstract value of one array argument: its type, and whether it was a Python scalar
+    (weakly typed under NEP 50)."""
+
+    type: TensorType
+    weak: bool = False
+    array: bool = True  # an ndarray (writable in place), not a Python or numpy scalar
+
+    def __str__(self) -> str:
+        return self.type.short() + (" (Python scalar)" if self.weak else "")
+
+
+_NO_SELF = capture._MISSING  # no bound instance: a plain function call
+_WEAK_TYPES = {bool: dtypes.bool_, int: dtypes.int64, float: dtypes.float64}
+
+
+def abstractify(leaf: object, where: str) -> ArgSpec:
+    # `__jitc_array__`: an array held elsewhere (a GPU device array) that has shape and dtype.
+    if isinstance(leaf, np.ndarray) or getattr(type(leaf), "__jitc_array__", False):
+        if isinstance(leaf, np.ndarray):
+            check_plain_array(leaf, where)
+        try:
+            return ArgSpec(TensorType(dtypes.from_numpy(leaf.dtype), leaf.shape))
+        except TypeError as exc:
+            raise TypeError(f"{where}: {exc}") from None
+    kind = type(leaf)
+    if kind in _WEAK_TYPES:
+        if kind is int:
+            check_int64(leaf, where)  # type: ignore[arg-type]
+        return ArgSpec(TensorType(_WEAK_TYPES[kind], ()), weak=True, array=False)
+    if isinstance(leaf, np.generic):
+        spec = abstractify(np.asarray(leaf), where)
+        return ArgSpec(spec.type, array=False)
+    raise TypeError(f"{where}: jitc.jit arguments must be numpy arrays, Python or numpy "
+                    f"scalars, or tuples/lists/dicts of them; got {kind.__name__}. Mark "
+                    "non-array arguments static with static_argnums/static_argnames.")
+
+
+def _ir_name(name: str) -> str:
+    cleaned = re.sub(r"\W", "_", name)
+    return cleaned if cleaned and not cleaned[0].isdigit() else f"f_{cleaned}"
+
+
+class _Signature:
+    """Splits a call's arguments into static values and dynamic pytrees, once per function."""
+
+    def __init__(self, fun: Callable, static_argnums: Iterable[int],
+                 static_argnames: Iterable[str]) -> None:
+        self.fun = fun
+        try:
+            self.sig: inspect.Signature | None = inspect.signature(fun)
+        except (TypeError, ValueError):
+            self.sig = None
+        params = list(self.sig.parameters.values()) if self.sig else []
+        positional = [p.name for p in params
+                      if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+        names = set(static_argnames)
+        for n in static_argnums:
+            if not -len(positional) <= n < len(positional):
+                raise ValueError(f"static_argnums={n} is out of range for "
+                                 f"{fun.__name__}{self.sig}")
+            names.add(positional[n])
+        unknown = names - {p.name for p in params}
+        if unknown and self.sig is not None:
+            raise ValueError(f"static_argnames {sorted(unknown)} are not parameters of "
+                             f"{fun.__name__}{self.sig}")
+        self.static_names = frozenset(names)
+        self.simple = self.sig is not None and not names and all(
+            p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and p.default is p.empty
+            for p in params)
+        self.num_positional = len(params)
+
+    def split(self, args: tuple, kwargs: dict[str, Any]) -> tuple[dict[str, Any], tuple]:
+        """(dynamic arguments by name in order, static arguments as a hashable tuple)."""
+        if self.sig is None:
+            if kwargs:
+                raise TypeError("keyword arguments need a function with a signature")
+            return {f"arg{i}": a for i, a in enumerate(args)}, ()
+        bound = self.sig.bind(*args, **kwargs)
+        given = dict(bound.arguments)
+        # Defaults of static parameters join the cache key; defaults of the others are left
+        # to Python, so `def f(x, axis=-1)` keeps a plain int axis instead of tracing it.
+        bound.apply_defaults()
+        dynamic, static = {}, []
+        for name, value in bound.arguments.items():
+            if name not in self.static_names and name not in given:
+                continue
+            if name in self.static_names:
+                try:
+                    hash(value)
+                except TypeError:
+                    raise TypeError(f"static argument {name!r} of {self.fun.__name__} must be "
+                                    f"hashable, got {type(value).__name__}") from None
+                static.append((name, value))
+            else:
+                dynamic[name] = value
+        return dynamic, tuple(static)
+
+    def rebuild(self, dynamic: dict[str, Any], static: tuple) -> tuple[tuple, dict[str, Any]]:
+        values = dict(dynamic)
+        values.update(static)
+        if self.sig is None:
+            return tuple(values.values()), {}
+        bound = inspect.BoundArguments(self.sig, values)  # type: ignore[arg-type]
+        return bound.args, bound.kwargs
+
+
+def _leaf_names(dynamic: dict[str, Any]) -> list[str]:
+    """A readable name per array leaf, in flattening order: `x`, `params_w1`, `xs_0`."""
+    return [path for name, value in dynamic.items()
+            for path in pytree.leaf_paths(value, name)]
+
+
+def _flatten_arguments(dynamic: dict[str, Any]) -> tuple[list[Any], pytree.TreeDef]:
+    """The array leaves of the dynamic arguments, in parameter order."""
+    return pytree.flatten(tuple(dynamic.values()), _is_leaf)
+
+
+def _is_leaf(x: object) -> bool:
+    return isinstance(x, (Tracer, np.ndarray, np.generic)) or \
+        getattr(type(x), "__jitc_array__", False)
+
+
+@dataclass(frozen=True)
+class SideEffects:
+    """What a traced call does to its arguments beyond returning values.
+
+    `written`: flat indices of the array arguments the function writes; their final values
+    are the module's last outputs, copied back into the caller's arrays after each call.
+    `returned`: output position -> (argument index, view steps) for outputs that are an
+    argument itself or a view of it, returned as numpy would: that very array, or a view of it.
+    """
+
+    written: tuple[int, ...] = ()
+    returned: tuple[tuple[int, int, tuple[effects.Step, ...]], ...] = ()
+    rebound: tuple[capture.WriteBack, ...] = ()  # captured state the function rebinds
+    captured: tuple[capture.Path, ...] = ()  # paths of the implicit (captured) array arguments
+
+    def __bool__(self) -> bool:
+        return bool(self.written or self.returned or self.rebound or self.captured)
+
+
+def trace_function(fun: Callable, signature: _Signature, dynamic: dict[str, Any], static: tuple,
+                   specs: Sequence[ArgSpec], treedef: pytree.TreeDef,
+                   captured: capture.Captured | None = None, instance: object = _NO_SELF,
+                   self_name: str = "self", obstacles: list[JitcError] | None = None
+                   ) -> tuple[Module, pytree.TreeDef, SideEffects]:
+    """Run `fun` on tracers and record what it does as a Module.
+
+    With `captured` (see jitc.tracing.capture), `fun` runs on a shadow of the state it reads
+    (globals, closure cells, `self`): the captured arrays are parameters after the arguments'
+    leaves, and what the function writes or rebinds there becomes extra outputs."""
+    name = getattr(fun, "__name__", "function")
+    state = TraceState(_ir_name(name), name)
+    state.obstacles = obstacles
+    captured = capture.Captured([], []) if captured is None else captured
+    paths = _leaf_names(dynamic) + [re.sub(r"\W+", "_", capture.path_name(p)).strip("_")
+                                    for p, _ in captured.arrays]
+    specs = list(specs) + [ArgSpec(TensorType(dtypes.from_numpy(a.dtype), a.shape))
+                           for _, a in captured.arrays]
+    tracers = []
+    for i, spec in enumerate(specs):
+        hint = _ir_name(paths[i]) if i < len(paths) else None
+        value = state.builder.emit(ops.PARAMETER, [], {"index": i}, spec.type, name_hint=hint)
+        tracer = Tracer(state, value, spec.weak)
+        tracer._array = spec.array
+        tracers.append(tracer)
+    argument_count = len(specs) - len(captured.arrays)
+    traced_values = pytree.unflatten(treedef, tracers[:argument_count])
+    for name, value in zip(dynamic, traced_values):
+        if type(dynamic[name]) is int:
+            state.specializable[id(value)] = name
+    shadow = capture.Shadow({p: t for (p, _), t in zip(captured.arrays,
+                                                         tracers[argument_count:])},
+                            captured.prefixes())
+    state.captured = {id(a): t for (_, a), t in zip(captured.arrays, tracers[argument_count:])}
+    call_args = dict(zip(dynamic, traced_values))
+    shadow_self = _NO_SELF
+    if instance is not _NO_SELF:
+        shadow_self = call_args[self_name] = shadow.make(instance, (("self",),))
+    runnable = capture.shadow_function(fun, capture.code_global_names(fun), shadow) \
+        if isinstance(fun, types.FunctionType) else fun
+    args, kwargs = signature.rebuild(call_args, static)
+    stack = trace_stack()
+    stack.append(state)
+    try:
+        out = runnable(*args, **kwargs)
+    finally:
+        stack.pop()
+    _check_no_leaks(captured, shadow)
+    leaves, out_tree = pytree.flatten(out, _is_leaf)
+    outputs = []
+    returned = []
+    for i, leaf in enumerate(leaves):
+        source = _argument_view(leaf, tracers)
+        if source is not None:
+            returned.append((i, *source))
+        if isinstance(leaf, Tracer):
+            if leaf.trace is not state:
+                raise TraceError(f"{name} returned a traced value from another trace (a tracer "
+                                 "leaked out of an inner function)")
+            outputs.append(leaf.value)
+        elif isinstance(leaf, (np.ndarray, np.generic, bool, int, float)):
+            outputs.append(state.constant(np.asarray(leaf)).value)
+        else:
+            raise TraceError(f"{name} returned a {type(leaf).__name__} (output {i}); jitc "
+                             "functions return arrays, scalars, or tuples/lists/dicts of them")
+    written = tuple(i for i, t in enumerate(tracers) if t._version > 0)
+    outputs += [tracers[i].value for i in written]
+    rebound = []
+    for path, value in _rebindings(captured, shadow, shadow_self):
+        if isinstance(value, Tracer):
+            rebound.append(capture.WriteBack(path, output=len(outputs),
+                                             scalar=not value._array))
+            outputs.append(value.value)
+        else:
+            rebound.append(capture.WriteBack(path, constant=value))
+    state.function.outputs = outputs
+    return Module([state.function]), out_tree, SideEffects(
+        written, tuple(returned), tuple(rebound), tuple(p for p, _ in captured.arrays))
+
+
+def _check_no_leaks(captured: capture.Captured, shadow: capture.Shadow) -> None:
+    """A traced value stored into a real list or dict the trace did not copy would outlive the
+    trace: take it out again and say what to do instead."""
+    for path, container in captured.containers:
+        if id(container) in shadow.copies:
+            continue
+        items = list(container.items()) if isinstance(container, dict) else \
+            list(enumerate(container))
+        leaked = [key for key, value in items if isinstance(value, Tracer)]
+        if not leaked:
+            continue
+        if isinstance(container, dict):
+            for key in leaked:
+                del container[key]
+        else:
+            container[:] = [v for v in container if not isinstance(v, Tracer)]
+        raise TraceError(located(
+            f"the jitted function stored a traced array into {capture.path_name(path)}; jitc "
+            "replays writes into captured arrays and rebinding of names, not list appends or "
+            "new dict entries. Return the value instead (or pass the container as an "
+            "argument and return the new one)."))
+
+
+def _rebindings(captured: capture.Captured, shadow: capture.Shadow, shadow_self: object
+                ) -> Iterator[tuple[capture.Path, object]]:
+    """(path, new value) for each captured array or scalar that the trace rebound."""
+    for path, tracer in shadow.tracers.items():
+        now = capture.shadow_value(path, shadow, shadow_self)
+        if now is not tracer:
+            yield path, _checked_rebinding(path, now)
+    for path, original in captured.scalars:
+        now = capture.shadow_value(path, shadow, shadow_self)
+        if isinstance(original, np.ndarray):
+            continue  # a static array: the trace read it as a value
+        if now is not original and not (type(now) is type(original) and now == original):
+            yield path, _checked_rebinding(path, now)
+    for path, copy in shadow.shadows.items():
+        original = shadow.originals[path]
+        if isinstance(copy, list) and len(copy) != len(original):
+            raise TraceError(located(
+                f"the jitted function changed the length of the list "
+                f"{capture.path_name(path)}; jitc replays writes into captured arrays and "
+                "rebinding of names, not list appends. Pass the list as an argument and "
+                "return the new list instead."))
+        if isinstance(copy, dict) or capture._plain_object(original):
+            new = copy if isinstance(copy, dict) else vars(copy)
+            old = original if isinstance(original, dict) else vars(original)
+            kind = "item" if isinstance(copy, dict) else "attr"
+            for key, value in new.items():
+                if key not in old:
+                    yield path + ((kind, key),), _checked_rebinding(path, value)
+
+
+def _checked_rebinding(path: capture.Path, value: object) -> object:
+    if value is capture._MISSING:
+        raise TraceError(located(f"the jitted function deleted {capture.path_name(path)}; "
+                                 "jitc cannot replay deletions of captured state"))
+    if isinstance(value, np.ndarray):
+        return value.copy()
+    if isinstance(value, (Tracer, *capture.SCALARS)):
+        return value
+    raise TraceError(located(
+        f"the jitted function bound {capture.path_name(path)} to a "
+        f"{type(value).__name__}; jitc replays rebinding of captured state to arrays and "
+        "scalars only. Return the value instead."))
+
+
+def _argument_view(leaf: object, parameters: Sequence[Tracer]
+                   ) -> tuple[int, tuple[effects.Step, ...]] | None:
+    """(argument index, view steps) when `leaf` is an array argument or a current view of one."""
+    if not isinstance(leaf, Tracer):
+        return None
+    view = leaf._view
+    root, steps = (leaf, ()) if view is None else (view.root, view.steps)
+    if not all(step.static for step in steps):
+        return None  # a traced slice: the caller gets the values, not a view
+    for i, parameter in enumerate(parameters):
+        if parameter is root and parameter._array:
+            return i, steps
+    return None
