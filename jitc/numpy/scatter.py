@@ -133,7 +133,7 @@ def _assign_basic(x: Tracer, items: list[Item], value: Tracer) -> Tracer:
         count = len(positions)
         lo = positions[0] if count else 0
         low.append(lo)
-        interior.append(abs(step) - 1 if count else 0)
+        interior.append(abs(step) - 1 if count > 1 else 0)
         high.append(n - (lo + (count - 1) * abs(step) + 1) if count else n)
         block.append(count)
         whole = whole and count == n and abs(step) == 1

@@ -266,6 +266,12 @@ def _set_block(x):
     return x
 
 
+def _set_rows(x):
+    x = x.copy()
+    x[1:3] = 0
+    return x
+
+
 def _set_reversed_column(x, y):
     x = x.copy()
     x[::-1, 1] = y
@@ -503,9 +509,14 @@ def _shape_cases() -> list[OpCase]:
                concat, ALL, **exact),
         OpCase("np.stack", ("concatenate", "reshape"), lambda x, y: np.stack([x, y], -1),
                stack, ALL, **exact),
+        # A strided block is padded into place and selected; a contiguous one is written at
+        # constant starts (dynamic_update_slice), which the simplifier can join.
         OpCase("setitem_block", ("pad", "select"), _set_block,
-               shaped((4, 5), (3, 1), (5, 0), (3, 6)), ALL, **exact),
-        OpCase("setitem_reversed_column", ("pad", "select", "reverse"), _set_reversed_column,
+               shaped((4, 5), (3, 6)), ALL, **exact),
+        OpCase("setitem_rows", ("dynamic_update_slice",), _set_rows,
+               shaped((4, 5), (3, 1), (5, 0)), ALL, **exact),
+        OpCase("setitem_reversed_column", ("dynamic_update_slice", "reverse"),
+               _set_reversed_column,
                (pair("4x3_4", (4, 3), (4,)), pair("1x2_1", (1, 2), (1,)),
                 pair("0x2_0", (0, 2), (0,)), pair("3x3_3_N", (3, 3), (3,), "N"),
                 variant("python_scalar", Arg((2, 2)), Arg(python=True))), ALL, **exact),
