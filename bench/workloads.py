@@ -95,6 +95,21 @@ def add_one(xp, x):
     return x + 1
 
 
+def center_in_place(xp, x):
+    """Writes into its argument, as numpy code does: jitc copies the new values back in C."""
+    x -= x.mean()
+    return x.std()
+
+
+# A global the function reads without receiving it: jitc reads it at each call (an implicit
+# argument, found by a walk of the function's state); JAX and numba bake it in.
+OFFSETS = np.linspace(-1, 1, 4, dtype=np.float32)
+
+
+def add_global(xp, x):
+    return x + OFFSETS
+
+
 def _normal(rng, *shape, scale=1.0):
     return (rng.standard_normal(shape) * scale).astype(np.float32)
 
@@ -162,4 +177,8 @@ WORKLOADS = [
     Workload("RNN 50 steps", rnn, _rnn_inputs, "model"),
     Workload("GPT-2 block", gpt2_block, _gpt2_inputs, "model"),
     Workload("dispatch x+1 (4)", add_one, lambda rng, quick: (_normal(rng, 4),), "dispatch"),
+    Workload("dispatch x -= x.mean() (4)", center_in_place, lambda rng, quick: (_normal(rng, 4),),
+             "dispatch"),
+    Workload("dispatch x + global (4)", add_global, lambda rng, quick: (_normal(rng, 4),),
+             "dispatch"),
 ]

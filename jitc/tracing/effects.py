@@ -136,13 +136,15 @@ def derive(parent: Tracer, child: Tracer, step: Step) -> Tracer:
     parent's storage where numpy would return a view, else an array of its own."""
     from jitc.tracing.tracer import Tracer
     if not parent._array:
-        return child if child is not parent else parent.copy_tracer()
+        return _own(child, parent)
     try:
         shadow = step.on_numpy(shadow_of(parent))
     except ValueError:  # numpy would copy
-        return child if child is not parent else parent.copy_tracer()
+        return _own(child, parent)
     if not isinstance(shadow, np.ndarray):  # x[i, j] of a full index is a scalar, not a view
-        return child if child is not parent else parent.copy_tracer()
+        scalar = _own(child, parent)
+        scalar._array = False
+        return scalar
     pview = parent._view
     root = parent if pview is None else pview.root
     steps = (step,) if pview is None else pview.steps + (step,)
@@ -150,6 +152,15 @@ def derive(parent: Tracer, child: Tracer, step: Step) -> Tracer:
         child = Tracer(child.trace, child.value, child.weak)
     child._view = View(root, steps, shadow, root._version)
     child._array = True
+    return child
+
+
+def _own(child: Tracer, parent: Tracer) -> Tracer:
+    """`child` as an array of its own (numpy's copy): a new Tracer if it is `parent`, and no
+    link to a temporary the computation viewed on the way."""
+    if child is parent:
+        return parent.copy_tracer()
+    child._view = None
     return child
 
 

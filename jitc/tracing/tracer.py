@@ -275,7 +275,7 @@ def _is_basic_index(index: Any) -> bool:
 
 def _inplace(ufunc: np.ufunc):
     def method(self, other):
-        if not self._array and self._view is None:
+        if not self._array:
             # A scalar (numpy's are immutable): `s += 1` rebinds s, as in numpy.
             return _numpy().apply_operator(ufunc, (self, other))
         result = _numpy().apply_ufunc(ufunc, "__call__", (self, other), {})

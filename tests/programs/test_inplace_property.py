@@ -52,9 +52,9 @@ def run(steps: list[tuple], a: np.ndarray) -> list:
             x += rest[0]
         elif op == "imul":
             x *= rest[0]
-        elif op == "assign" and x.ndim >= 1:
+        elif op == "assign" and x.ndim >= 1:  # (numpy scalars take no item assignment)
             x[AXIS_SLICES[rest[0]]] = rest[1]
-        elif op == "copyto":
+        elif op == "copyto" and x.ndim >= 1:
             source = pool[rest[0] % len(pool)]
             if _broadcasts(source.shape, x.shape):
                 np.copyto(x, source)
