@@ -443,7 +443,7 @@ class Jitted:
             with contextlib.suppress(KeyError):  # another thread may have just evicted it
                 self._cache.move_to_end(key)
         if instance is _NO_SELF:
-            self._fast = self._fast_path(compiled)
+            self._fast = self._fast_path(compiled, captured)
         return compiled.call_flat(leaves + [a for _, a in captured.arrays], self.fun, instance)
 
     def _compile_once(self, key: tuple, dynamic: dict[str, Any], static: tuple,
@@ -472,28 +472,41 @@ class Jitted:
             with self._lock:
                 self._compiling.pop(key, None)
 
-    def _fast_path(self, compiled: Compiled) -> Callable | None:
+    def _fast_path(self, compiled: Compiled, captured: capture.Captured) -> Callable | None:
         """A C dispatcher for calls like this one, when the signature allows it: positional
-        array arguments only, results a single array or a flat tuple of arrays."""
+        array arguments only, results a single array, a flat tuple of arrays or None.
+
+        A function that reads captured state gets it too when that state needs no walk to
+        find: arrays and Python scalars named by paths through globals, cells and helpers
+        only (no lists, dicts or objects on the way, whose contents could change shape). Each
+        call then reads those paths, checks the scalars, and hands the arrays to C; anything
+        else that changed goes the Python way, which walks the state anew.
+        """
         make = getattr(compiled.executable, "dispatcher", None)
         low = compiled.lowered
-        flat = pytree.TreeDef("tuple", (pytree.LEAF,) * len(low.specs))
         effects_ = low.side_effects
+        arguments = len(low.specs) - len(effects_.captured)
+        flat = pytree.TreeDef("tuple", (pytree.LEAF,) * arguments)
         if make is None or not self.signature.simple or low.in_tree != flat or \
-                any(s.weak for s in low.specs) or low.guarded or effects_.returned or \
-                effects_.rebound or effects_.captured:
+                any(s.weak for s in low.specs) or effects_.returned or effects_.rebound or \
+                captured.structured or captured.aliases or \
+                any(isinstance(v, np.ndarray) for _, v in captured.scalars):
             return None
         from jitc._runtime import RESULT_NONE, RESULT_SINGLE, RESULT_TUPLE
         # Written arguments are copied into by the dispatcher after the call, in C.
         writes = list(effects_.written) or None
         out = low.out_tree
         if out == pytree.LEAF:
-            return make(RESULT_SINGLE, writes)
-        if out.kind == "tuple" and all(c == pytree.LEAF for c in out.children):
-            return make(RESULT_TUPLE, writes)
-        if out.kind == "none":
-            return make(RESULT_NONE, writes)
-        return None
+            dispatch = make(RESULT_SINGLE, writes)
+        elif out.kind == "tuple" and all(c == pytree.LEAF for c in out.children):
+            dispatch = make(RESULT_TUPLE, writes)
+        elif out.kind == "none":
+            dispatch = make(RESULT_NONE, writes)
+        else:
+            return None
+        if not captured:
+            return dispatch
+        return _reading_state(dispatch, self.fun, captured)
 
     def compile_stats(self) -> list[dict[str, Any]]:
         """Per compiled signature: trace, optimize and codegen seconds and each pass's time."""
@@ -542,6 +555,26 @@ class Jitted:
 def _unpickle_jitted(fun: Callable, option_changes: dict[str, Any],
                      static_argnames: tuple[str, ...], donate_argnums: tuple[int, ...]) -> Jitted:
     return Jitted(fun, Options().with_(**option_changes), (), static_argnames, donate_argnums)
+
+
+def _reading_state(dispatch: Callable, fun: Callable, captured: capture.Captured) -> Callable:
+    """`dispatch` called with the arguments and the captured arrays read at call time, after
+    checking the scalar guards; None (the Python path) when anything does not match."""
+    resolve = capture.resolve
+    paths = [p for p, _ in captured.arrays]
+    guards = [(p, type(v), v) for p, v in captured.scalars]
+
+    def fast(args: tuple) -> Any:
+        try:
+            for path, kind, value in guards:
+                now = resolve(path, fun, _NO_SELF)
+                if type(now) is not kind or now != value:
+                    return None
+            state = tuple(resolve(path, fun, _NO_SELF) for path in paths)
+        except (KeyError, AttributeError, IndexError, TypeError, ValueError):
+            return None
+        return dispatch(args + state)  # C checks each array's type, shape and layout
+    return fast
 
 
 class BoundJitted:

@@ -97,6 +97,7 @@ class Captured:
     # Further paths to an array already in `arrays` (by index): one array, one parameter.
     aliases: list[tuple[Path, int]] = field(default_factory=list)
     array_index: dict[int, int] = field(default_factory=dict)  # id(array) -> index
+    structured: bool = False  # a list, tuple, dict or object lies on the way
 
     def key(self) -> tuple:
         return (tuple((p, a.shape, a.dtype.str) for p, a in self.arrays),
@@ -237,6 +238,7 @@ def _walk(value: object, path: Path, found: Captured, seen: set[int], depth: int
             _walk(child, path + steps, found, seen, depth + 1)
         return
     if isinstance(value, (dict, list, tuple)) or _plain_object(value):
+        found.structured = True
         seen.add(id(value))
         if isinstance(value, (dict, list)):
             found.containers.append((path, value))

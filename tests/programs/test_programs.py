@@ -644,3 +644,34 @@ def test_int_arguments_used_as_python_ints_are_specialized(backend: str) -> None
     for t in (0, 1, 2):
         np.testing.assert_array_equal(slide(x, t), window(x, t))
     assert slide.cache_size == 1
+
+
+@pytest.mark.parametrize("backend", ["cpu", "c"])
+def test_state_read_through_globals_and_helpers_takes_the_c_path(backend: str) -> None:
+    """Captured arrays and scalars found without lists, dicts or objects on the way are read
+    by a small check before the C call; any change is still seen."""
+    module_state.reset(rng())
+
+    def forward(x):
+        return module_state.mlp(x) * SCALE_FOR_TEST
+
+    f = jitc.jit(forward, backend=backend)
+    x = rng().standard_normal((2, 6))
+    f(x)
+    assert f._fast is not None
+    for _ in range(2):
+        np.testing.assert_allclose(f(x), forward(x))
+    module_state.W1 *= 2  # in place
+    np.testing.assert_allclose(f(x), forward(x))
+    module_state.B1 = np.ones(4)  # rebound
+    np.testing.assert_allclose(f(x), forward(x))
+    global SCALE_FOR_TEST
+    SCALE_FOR_TEST = 3.0  # a guard: compiles anew
+    np.testing.assert_allclose(f(x), forward(x))
+    module_state.W1 = module_state.W1[:, :2].copy()  # a new shape: compiles anew
+    module_state.B1 = np.ones(2)
+    np.testing.assert_allclose(f(x), forward(x))
+    SCALE_FOR_TEST = 2.0
+
+
+SCALE_FOR_TEST = 2.0
