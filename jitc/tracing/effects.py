@@ -177,10 +177,13 @@ def refresh(x: Tracer) -> None:
 def assign(target: Tracer, new: Tracer) -> None:
     """numpy's in-place write: `target` takes the value `new` (already of its type), and so
     does the part of its root that it views."""
+    # The new value first: `new` may itself be a view of the root (np.copyto(x, x[::-1])),
+    # which the write below would make stale.
+    value = new.value
     view = target._view
     target._known = None
     if view is None:
-        target._value = new.value
+        target._value = value
         target._version += 1
         return
     root = view.root
@@ -193,7 +196,7 @@ def assign(target: Tracer, new: Tracer) -> None:
     root._value = updated.value
     root._version += 1
     root._known = None
-    target._value = new.value
+    target._value = value
     view.version = root._version
 
 
