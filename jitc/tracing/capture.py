@@ -121,6 +121,18 @@ def _guard_value(value: object) -> object:
 
 def roots(fun: Callable, names: tuple[str, ...], instance: object = _MISSING
           ) -> Iterator[tuple[Path, object]]:
+    """(path, value) for what the jitted function reads: the globals it names (through the
+    user's modules among them), its cells, and `self`."""
+    yield from _reads(fun, names, lambda name: ("global", name), lambda i: _cell_root(fun, i))
+    if instance is not _MISSING:
+        yield (("self",),), instance
+
+
+def _reads(fun: Callable, names: tuple[str, ...], global_step: Callable[[str], tuple],
+           cell_step: Callable[[int], tuple]) -> Iterator[tuple[Path, object]]:
+    """(steps, value) for the globals `names` of `fun` (a module among them: its attributes
+    that `names` name) and for its closure cells, each first step made by `global_step` or
+    `cell_step`."""
     namespace = getattr(fun, "__globals__", {})
     for name in names:
         value = namespace.get(name, _MISSING)
@@ -128,16 +140,14 @@ def roots(fun: Callable, names: tuple[str, ...], instance: object = _MISSING
             continue
         if isinstance(value, types.ModuleType):
             for step, child in _module_children(value, names):
-                yield (("global", name), step), child
+                yield (global_step(name), step), child
         else:
-            yield (("global", name),), value
+            yield (global_step(name),), value
     for i, cell in enumerate(getattr(fun, "__closure__", None) or ()):
         try:
-            yield (_cell_root(fun, i),), cell.cell_contents
+            yield (cell_step(i),), cell.cell_contents
         except ValueError:  # an empty cell: a name bound later
             continue
-    if instance is not _MISSING:
-        yield (("self",),), instance
 
 
 def _cell_root(fun: Callable, i: int) -> tuple:
@@ -165,24 +175,9 @@ def _module_children(module: types.ModuleType, names: tuple[str, ...]
 
 
 def _function_children(fun: types.FunctionType) -> Iterator[tuple[Path, object]]:
-    """(steps, value) for what a helper function reads: its globals (through the modules it
-    names) and its closure cells."""
-    namespace = fun.__globals__
-    names = code_global_names(fun)
-    for name in names:
-        value = namespace.get(name, _MISSING)
-        if value is _MISSING:
-            continue
-        if isinstance(value, types.ModuleType):
-            for step, child in _module_children(value, names):
-                yield (("fglobal", name), step), child
-        else:
-            yield (("fglobal", name),), value
-    for i, cell in enumerate(fun.__closure__ or ()):
-        try:
-            yield (("fcell", i),), cell.cell_contents
-        except ValueError:
-            continue
+    """(steps, value) for what a helper function reads: its globals and its closure cells."""
+    return _reads(fun, code_global_names(fun), lambda name: ("fglobal", name),
+                  lambda i: ("fcell", i))
 
 
 def _step(value: object, kind: str, key: object) -> Any:
