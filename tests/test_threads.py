@@ -90,3 +90,39 @@ def test_clear_cache_while_other_threads_call() -> None:
     for per_thread in results:
         for r in per_thread:
             np.testing.assert_array_equal(r, expected)
+
+
+def test_stress_sixteen_threads_new_shapes_and_repeated_calls() -> None:
+    """16 threads call one function with a mix of new and repeated shapes for a bounded time:
+    no crash, every result right, each signature traced exactly once."""
+    import time
+
+    traces: dict[tuple, int] = {}
+    lock = threading.Lock()
+
+    def f(x, y):
+        with lock:
+            traces[x.shape] = traces.get(x.shape, 0) + 1
+        return np.tanh(x * 0.5 + y).sum(axis=-1) + (x * y).mean()
+
+    jf = jitc.jit(f)
+    rng = np.random.default_rng(5)
+    shapes = [(n % 4 + 1, 8 + n % 6) for n in range(24)]
+    inputs = [(rng.standard_normal(s), rng.standard_normal(s)) for s in shapes]
+    deadline = time.perf_counter() + 4.0
+
+    def work(i: int) -> int:
+        calls = 0
+        k = i
+        while time.perf_counter() < deadline:
+            x, y = inputs[k % len(inputs)]
+            np.testing.assert_allclose(jf(x, y), np.tanh(x * 0.5 + y).sum(axis=-1)
+                                       + (x * y).mean(), rtol=1e-12, atol=1e-12)
+            calls += 1
+            k += 7
+        return calls
+
+    with ThreadPoolExecutor(16) as pool:
+        counts = list(pool.map(work, range(16)))
+    assert min(counts) > 0
+    assert traces == {s: 1 for s in set(shapes)}
