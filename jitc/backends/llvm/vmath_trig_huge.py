@@ -154,6 +154,13 @@ def _reduce_exactly(m: MathBuilder, x: Value) -> tuple[Value, Value, Value]:
     return r_hi, r_lo, q
 
 
+def _is_huge(m: MathBuilder, x: ir.Value, bits: int) -> ir.Value:
+    """Per lane: |x| is finite and too large for the fast (Cody-Waite) reduction."""
+    magnitude = m.fabs(x)
+    return m.and_(m.cmp(">=", magnitude, m.const(HUGE[bits])),
+                  m.cmp("<", magnitude, m.const(math.inf)))
+
+
 def _scalar_function(module: ir.Module, ty: ir.Type, quadrant_offset: int,
                      evaluate: Evaluate) -> ir.Function:
     """The scalar reduction and polynomial: 0 at once unless |x| is huge and finite."""
@@ -169,9 +176,7 @@ def _scalar_function(module: ir.Module, ty: ir.Type, quadrant_offset: int,
     b = ir.IRBuilder(fn.append_basic_block("entry"))
     m = MathBuilder(b, ty)
     (x,) = fn.args
-    magnitude = m.fabs(x)
-    huge = m.and_(m.cmp(">=", magnitude, m.const(HUGE[bits])),
-                  m.cmp("<", magnitude, m.const(math.inf)))
+    huge = _is_huge(m, x, bits)
     with b.if_then(b.not_(huge)):
         b.ret(m.const(0.0))
     r, r_lo, q = _reduce_exactly(m, x)
@@ -201,9 +206,7 @@ def _vector_variant(module: ir.Module, scalar: ir.Function, ty: ir.Type, lanes: 
     b = ir.IRBuilder(fn.append_basic_block("entry"))
     m = MathBuilder(b, vector)
     (x,) = fn.args
-    magnitude = m.fabs(x)
-    huge = m.and_(m.cmp(">=", magnitude, m.const(HUGE[bits])),
-                  m.cmp("<", magnitude, m.const(math.inf)))
+    huge = _is_huge(m, x, bits)
     bool_vector = ir.VectorType(ir.IntType(1), lanes)
     reduce_or = declare(module, f"llvm.vector.reduce.or.v{lanes}i1",
                         ir.FunctionType(ir.IntType(1), [bool_vector]))
