@@ -27,7 +27,6 @@ from jitc.backends.base import Executable
 from jitc.ir import analysis, dtypes
 from jitc.ir.core import Module
 from jitc.ir.printer import print_module
-from jitc.ir.types import TensorType
 from jitc.options import Options
 from jitc.passes.pipeline import PassRecord, Pipeline
 from jitc.tracing import capture, effects, pytree
@@ -42,6 +41,7 @@ from jitc.tracing.function import (
     _leaf_names,
     _Signature,
     abstractify,
+    captured_specs,
     trace_function,
 )
 from jitc.tracing.state import trace_stack
@@ -223,7 +223,6 @@ class Lowered:
                  leaf_names: Sequence[str] = ()) -> None:
         self.name = name
         self.side_effects = side_effects or SideEffects()
-        self.guarded = False  # reads captured state, checked at each call (no C fast path)
         self.instance: object = _NO_SELF  # the bound instance whose state it captured
         self.leaf_names = tuple(leaf_names) or tuple(f"arg{i}" for i in range(len(specs)))
         self.module = module
@@ -327,16 +326,13 @@ class Jitted:
         return dynamic, static, leaves, treedef, specs
 
     def lower(self, *args: Any, **kwargs: Any) -> Lowered:
-        instance = self._instance
-        while True:
-            dynamic, static, _, treedef, specs = self._abstract_call(args, kwargs, instance)
-            try:
-                return self._lower(dynamic, static, treedef, specs, self._captured(instance),
-                                   instance)
-            except SpecializeArgument as exc:
-                if exc.name in self.signature.static_names:
-                    raise
-                self._specialize(exc.name)
+        return self._specializing(lambda: self._lower_call(args, kwargs, self._instance))
+
+    def _lower_call(self, args: tuple, kwargs: dict[str, Any], instance: object,
+                    obstacles: list[JitcError] | None = None) -> Lowered:
+        dynamic, static, _, treedef, specs = self._abstract_call(args, kwargs, instance)
+        return self._lower(dynamic, static, treedef, specs, self._captured(instance), instance,
+                           obstacles)
 
     def explain(self, *args: Any, **kwargs: Any) -> list[str]:
         """Every obstacle to compiling a call with these arguments, found in one trace: each
@@ -346,21 +342,16 @@ class Jitted:
         numpy function, with numpy's result on zeros of the same shapes. A shape error ends
         the trace (what follows has no shapes to go on with) and is the last entry.
         """
-        instance = self._instance
-        while True:
+        def attempt() -> list[JitcError]:
             obstacles: list[JitcError] = []
-            dynamic, static, _, treedef, specs = self._abstract_call(args, kwargs, instance)
             try:
-                self._lower(dynamic, static, treedef, specs, self._captured(instance),
-                            instance, obstacles)
-            except SpecializeArgument as exc:
-                if exc.name in self.signature.static_names:
-                    raise
-                self._specialize(exc.name)
-                continue
+                self._lower_call(args, kwargs, self._instance, obstacles)
+            except SpecializeArgument:
+                raise
             except JitcError as exc:
                 obstacles.append(exc)
-            return [str(o) for o in obstacles]
+            return obstacles
+        return [str(o) for o in self._specializing(attempt)]
 
     def _captured(self, instance: object) -> capture.Captured:
         return capture.walk(self.fun, self._global_names, instance)
@@ -376,12 +367,10 @@ class Jitted:
         if self.donate_argnums:
             options = options.with_(donated=self._donated_leaves(dynamic))
         names = _leaf_names(dynamic) + [capture.path_name(p) for p, _ in captured.arrays]
-        specs = tuple(specs) + tuple(ArgSpec(TensorType(dtypes.from_numpy(a.dtype), a.shape))
-                                     for _, a in captured.arrays)
+        specs = (*specs, *captured_specs(captured))
         lowered = Lowered(self.name, module, self.signature, static, tuple(dynamic), treedef,
                           specs, out_tree, options, time.perf_counter() - start, side_effects,
                           names)
-        lowered.guarded = bool(captured)
         lowered.instance = instance
         return lowered
 
@@ -421,9 +410,14 @@ class Jitted:
         self._fast = None
 
     def _call(self, args: tuple, kwargs: dict[str, Any], instance: object) -> Any:
+        return self._specializing(lambda: self._call_once(args, kwargs, instance))
+
+    def _specializing(self, attempt: Callable[[], Any]) -> Any:
+        """`attempt()`, again after each int argument it needed as a Python int is made
+        static (see `_specialize`)."""
         while True:
             try:
-                return self._call_once(args, kwargs, instance)
+                return attempt()
             except SpecializeArgument as exc:
                 if exc.name in self.signature.static_names:
                     raise
@@ -592,9 +586,7 @@ class BoundJitted:
 
     def lower(self, *args: Any, **kwargs: Any) -> Lowered:
         jitted = self.jitted
-        dynamic, static, _, treedef, specs = jitted._abstract_call(args, kwargs, self.instance)
-        return jitted._lower(dynamic, static, treedef, specs,
-                             jitted._captured(self.instance), self.instance)
+        return jitted._specializing(lambda: jitted._lower_call(args, kwargs, self.instance))
 
     def __repr__(self) -> str:
         return f"<bound {self.jitted!r} of {self.instance!r}>"

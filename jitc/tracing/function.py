@@ -170,6 +170,11 @@ class SideEffects:
         return bool(self.written or self.returned or self.rebound or self.captured)
 
 
+def captured_specs(captured: capture.Captured) -> list[ArgSpec]:
+    """The specs of the captured arrays: parameters after the arguments' leaves."""
+    return [ArgSpec(TensorType(dtypes.from_numpy(a.dtype), a.shape)) for _, a in captured.arrays]
+
+
 def trace_function(fun: Callable, signature: _Signature, dynamic: dict[str, Any], static: tuple,
                    specs: Sequence[ArgSpec], treedef: pytree.TreeDef,
                    captured: capture.Captured | None = None, instance: object = _NO_SELF,
@@ -186,8 +191,7 @@ def trace_function(fun: Callable, signature: _Signature, dynamic: dict[str, Any]
     captured = capture.Captured([], []) if captured is None else captured
     paths = _leaf_names(dynamic) + [re.sub(r"\W+", "_", capture.path_name(p)).strip("_")
                                     for p, _ in captured.arrays]
-    specs = list(specs) + [ArgSpec(TensorType(dtypes.from_numpy(a.dtype), a.shape))
-                           for _, a in captured.arrays]
+    specs = list(specs) + captured_specs(captured)
     tracers = []
     for i, spec in enumerate(specs):
         hint = _ir_name(paths[i]) if i < len(paths) else None
