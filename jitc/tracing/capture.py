@@ -254,6 +254,9 @@ class Shadow:
         self.copies: dict[int, object] = {}  # id(original container) -> its shadow
         self.originals: dict[Path, object] = {}  # path -> original container or object
         self.shadows: dict[Path, object] = {}
+        # The jitted function's copied globals and cells (set by `shadow_function`).
+        self.namespace: dict[str, Any] = {}
+        self.cells: tuple[types.CellType, ...] = ()
 
     def substitute(self, value: object, path: Path) -> object:
         """What the shadowed code sees in place of `value` (found at `path`): numpy with
@@ -324,8 +327,8 @@ def shadow_function(fun: Callable, names: tuple[str, ...], shadow: Shadow) -> Ca
     """`fun` with its globals and closure cells replaced by their shadows."""
     copy = _shadow_code(fun, shadow, lambda name: (("global", name),),
                         lambda i: (_cell_root(fun, i),))
-    shadow.namespace = copy.__globals__  # type: ignore[attr-defined]
-    shadow.cells = copy.__closure__  # type: ignore[attr-defined]
+    shadow.namespace = copy.__globals__
+    shadow.cells = copy.__closure__ or ()
     return copy
 
 
@@ -433,9 +436,9 @@ def shadow_value(path: Path, shadow: Shadow, instance_shadow: object) -> Any:
     """The value at `path` in the shadow world after the trace."""
     step = path[0]
     if step[0] == "global":
-        value = shadow.namespace.get(step[1], _MISSING)  # type: ignore[attr-defined]
+        value = shadow.namespace.get(step[1], _MISSING)
     elif step[0] == "cell":
-        value = shadow.cells[step[1]].cell_contents  # type: ignore[attr-defined]
+        value = shadow.cells[step[1]].cell_contents
     else:
         value = instance_shadow
     for kind, key in path[1:]:
