@@ -145,14 +145,14 @@ def implementations() -> dict[str, Callable[[Workload], Callable] | str]:
     """Name -> factory turning a workload into a callable, or a note on why it is missing."""
     import jitc
     found: dict[str, Callable[[Workload], Callable] | str] = {}
-    found["numpy"] = lambda w: (lambda *a: w.fn(np, *a))
-    found["jitc"] = lambda w: jitc.jit(bind_numpy(w.fn))
+    found["numpy"] = lambda w: w.form(_no_wrap, np) if w.form else (lambda *a: w.fn(np, *a))
+    found["jitc"] = lambda w: w.form(jitc.jit, np) if w.form else jitc.jit(bind_numpy(w.fn))
     try:
         import jax
         import jax.numpy as jnp
         jax.config.update("jax_platforms", "cpu")
-        found["jax"] = lambda w: (lambda f: lambda *a: f(*a).block_until_ready())(
-            jax.jit(lambda *a: w.fn(jnp, *a)))
+        found["jax"] = lambda w: (lambda f: lambda *a: jax.block_until_ready(f(*a)))(
+            w.form(jax.jit, jnp) if w.form else jax.jit(lambda *a: w.fn(jnp, *a)))
     except ImportError:
         found["jax"] = "not installed (pip install -e '.[bench]')"
     try:
@@ -161,11 +161,21 @@ def implementations() -> dict[str, Callable[[Workload], Callable] | str]:
         import numba
         # parallel=True on a function with nothing to parallelise only warns; not news here.
         warnings.filterwarnings("ignore", category=numba.NumbaPerformanceWarning)
-        found["numba"] = lambda w: numba_compile(w.fn, parallel=False)
-        found["numba-par"] = lambda w: numba_compile(w.fn, parallel=True)
+        found["numba"] = lambda w: _no_form(w) or numba_compile(w.fn, parallel=False)
+        found["numba-par"] = lambda w: _no_form(w) or numba_compile(w.fn, parallel=True)
     except ImportError:
         found["numba"] = found["numba-par"] = "not installed (pip install -e '.[bench]')"
     return found
+
+
+def _no_wrap(fun: Callable, **options: object) -> Callable:
+    return fun
+
+
+def _no_form(w: Workload) -> None:
+    if w.form is not None:
+        raise TypeError("call forms are measured for jit wrappers only (numba takes "
+                        "positional arguments)")
 
 
 def run(workloads: list[Workload], quick: bool, min_seconds: float) -> list[dict]:
@@ -177,7 +187,7 @@ def run(workloads: list[Workload], quick: bool, min_seconds: float) -> list[dict
     rows = []
     for w in workloads:
         args = w.make(rng, quick)
-        reference = w.fn(np, *args)
+        reference = w.form(_no_wrap, np)(*args) if w.form else w.fn(np, *args)
         row: dict = {"workload": w.name, "group": w.group, "results": {}}
         live: dict[str, Callable] = {}
         warm: dict[str, float] = {}  # a second call's time: slow calls skip per-round warm-ups

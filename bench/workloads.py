@@ -20,6 +20,9 @@ class Workload:
     make: Callable          # make(rng, quick) -> tuple of float32 arrays
     group: str = ""
     static: dict = field(default_factory=dict)
+    # A call form (dispatch rows): form(wrap, xp) wraps a function of its own with `wrap`
+    # (jitc.jit, jax.jit, or nothing for numpy) and returns what calls it in that form.
+    form: Callable | None = None
 
 
 def elementwise(xp, a, b, c):
@@ -110,6 +113,68 @@ def add_global(xp, x):
     return x + OFFSETS
 
 
+# Call forms beyond positional arrays: each returns a callable of the workload's arrays that
+# calls a wrapped function in one form (keyword, default, static, *args, a dict of weights, a
+# user's decorator, a method reading `self`).
+def keyword_form(wrap, xp):
+    f = wrap(lambda x, y: x + y)
+    return lambda x, y: f(x, y=y)
+
+
+def default_form(wrap, xp):
+    def scaled(x, y, scale=2.0):
+        return x * scale + y
+    f = wrap(scaled)
+    return lambda x, y: f(x, y)
+
+
+def static_form(wrap, xp):
+    def total(x, axis):
+        return x.sum(axis=axis)
+    f = wrap(total, static_argnames="axis")
+    return lambda x, y: f(x, axis=0)
+
+
+def varargs_form(wrap, xp):
+    f = wrap(lambda *xs: xs[0] + xs[1])
+    return lambda x, y: f(x, y)
+
+
+def pytree_form(wrap, xp):
+    f = wrap(lambda x, p: x * p["w"] + p["b"])
+    return lambda x, y: f(x, {"w": y, "b": x})
+
+
+def _logged(fun):
+    def wrapper(*args, **kwargs):  # a user's decorator, without functools.wraps
+        return fun(*args, **kwargs)
+    return wrapper
+
+
+def decorated_form(wrap, xp):
+    f = wrap(_logged(lambda x, y: x + y))
+    return lambda x, y: f(x, y)
+
+
+class _Scale:
+    def __init__(self, wrap, w):
+        self.w = w
+        self.apply = wrap(self._apply)
+
+    def _apply(self, x):
+        return x * self.w
+
+
+def method_form(wrap, xp):
+    holder: dict = {}
+
+    def call(x, y):
+        if "model" not in holder:
+            holder["model"] = _Scale(wrap, y)
+        return holder["model"].apply(x)
+    return call
+
+
 def _normal(rng, *shape, scale=1.0):
     return (rng.standard_normal(shape) * scale).astype(np.float32)
 
@@ -181,4 +246,11 @@ WORKLOADS = [
              "dispatch"),
     Workload("dispatch x + global (4)", add_global, lambda rng, quick: (_normal(rng, 4),),
              "dispatch"),
+    *(Workload(f"dispatch {label} (4)", add_one, lambda rng, quick: (_normal(rng, 4),
+                                                                     _normal(rng, 4)),
+               "dispatch", form=form)
+      for label, form in [("f(x, y=y)", keyword_form), ("default arg", default_form),
+                          ("static arg", static_form), ("*args", varargs_form),
+                          ("dict of weights", pytree_form), ("decorated", decorated_form),
+                          ("method self.w", method_form)]),
 ]

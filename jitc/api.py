@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from jitc import dispatch
 from jitc.arguments import check_python_ints, python_int_bounds
 from jitc.backends import get_backend
 from jitc.backends.base import Executable
@@ -109,6 +110,8 @@ class Compiled:
         self.optimized_module = optimized
         self.executable = executable
         self.stats = stats
+        # Fast paths for calls of this signature, by call form (see Jitted._remember_form).
+        self.fast_paths: dict[object, Callable | None] = {}
 
     def as_text(self, **options: Any) -> str:
         """The backend's code: optimized IR (interpreter), LLVM IR (cpu; `assembly=True` for
@@ -294,7 +297,9 @@ class Jitted:
             raise ValueError(f"cache_limit must be at least 1, got {cache_limit}")
         self.cache_limit = cache_limit
         self._cache: OrderedDict[tuple, Compiled] = OrderedDict()
-        self._fast: Callable | None = None
+        self._fast: Callable | None = None  # positional arrays (jitc.dispatch)
+        # Per call form (bound or not, positional count, keyword names): its fast path.
+        self._forms: dict[tuple, Callable] = {}
         # One compile per signature however many threads ask for it at once: the others wait
         # for it. Each signature has its own lock, so different signatures compile in parallel;
         # reentrant, since tracing may call this function with concrete arrays.
@@ -395,6 +400,12 @@ class Jitted:
             result = fast(args)  # C: checks the arrays against the last signature
             if result is not None:
                 return None if result is _NO_RESULT else result
+        instance = self._instance  # a jitted bound method's instance, else _NO_SELF
+        form = self._forms.get((instance is not _NO_SELF, len(args), *kwargs))
+        if form is not None:
+            result = form(args, kwargs, instance)
+            if result is not dispatch.MISS:
+                return result
         if trace_stack() and _contains_tracer(args, kwargs):
             if self._instance is not _NO_SELF:
                 return self.fun(self._instance, *args, **kwargs)
@@ -408,6 +419,7 @@ class Jitted:
         self._static_args = (argnums, (*argnames, name))
         self.signature = _Signature(self.fun, *self._static_args)
         self._fast = None
+        self._forms = {}
 
     def _call(self, args: tuple, kwargs: dict[str, Any], instance: object) -> Any:
         return self._specializing(lambda: self._call_once(args, kwargs, instance))
@@ -428,7 +440,9 @@ class Jitted:
         captured = self._captured(instance)
         # The names matter: f(x, y=a) and f(x, z=a) have the same leaves but mean different
         # things when y and z have defaults.
-        key = (tuple(dynamic), treedef, specs, static, captured.key())
+        # Static values by type too: 1 == True, but `flag is True` tells them apart.
+        key = (tuple(dynamic), treedef, specs, static, tuple(type(v) for _, v in static),
+               captured.key())
         compiled = self._cache.get(key)
         if compiled is None:
             compiled = self._compile_once(key, dynamic, static, treedef, specs, captured,
@@ -436,8 +450,7 @@ class Jitted:
         else:
             with contextlib.suppress(KeyError):  # another thread may have just evicted it
                 self._cache.move_to_end(key)
-        if instance is _NO_SELF:
-            self._fast = self._fast_path(compiled, captured)
+        self._remember_form(compiled, captured, args, kwargs, leaves, instance)
         return compiled.call_flat(leaves + [a for _, a in captured.arrays], self.fun, instance)
 
     def _compile_once(self, key: tuple, dynamic: dict[str, Any], static: tuple,
@@ -466,41 +479,28 @@ class Jitted:
             with self._lock:
                 self._compiling.pop(key, None)
 
-    def _fast_path(self, compiled: Compiled, captured: capture.Captured) -> Callable | None:
-        """A C dispatcher for calls like this one, when the signature allows it: positional
-        array arguments only, results a single array, a flat tuple of arrays or None.
-
-        A function that reads captured state gets it too when that state needs no walk to
-        find: arrays and Python scalars named by paths through globals, cells and helpers
-        only (no lists, dicts or objects on the way, whose contents could change shape). Each
-        call then reads those paths, checks the scalars, and hands the arrays to C; anything
-        else that changed goes the Python way, which walks the state anew.
-        """
-        make = getattr(compiled.executable, "dispatcher", None)
-        low = compiled.lowered
-        effects_ = low.side_effects
-        arguments = len(low.specs) - len(effects_.captured)
-        flat = pytree.TreeDef("tuple", (pytree.LEAF,) * arguments)
-        if make is None or not self.signature.simple or low.in_tree != flat or \
-                any(s.weak for s in low.specs) or effects_.returned or effects_.rebound or \
-                captured.structured or captured.aliases or \
-                any(isinstance(v, np.ndarray) for _, v in captured.scalars):
-            return None
-        from jitc._runtime import RESULT_NONE, RESULT_SINGLE, RESULT_TUPLE
-        # Written arguments are copied into by the dispatcher after the call, in C.
-        writes = list(effects_.written) or None
-        out = low.out_tree
-        if out == pytree.LEAF:
-            dispatch = make(RESULT_SINGLE, writes)
-        elif out.kind == "tuple" and all(c == pytree.LEAF for c in out.children):
-            dispatch = make(RESULT_TUPLE, writes)
-        elif out.kind == "none":
-            dispatch = make(RESULT_NONE, writes)
+    def _remember_form(self, compiled: Compiled, captured: capture.Captured, args: tuple,
+                       kwargs: dict[str, Any], leaves: Sequence[object],
+                       instance: object) -> None:
+        """Set up the fast paths (jitc.dispatch) for calls like this one; each is built once
+        per compiled signature and call form, and kept with the compiled signature."""
+        form_key = (instance is not _NO_SELF, len(args), *kwargs)
+        made = compiled.fast_paths
+        if form_key not in made:
+            made[form_key] = (
+                dispatch.form_path(self, compiled, captured, args, kwargs, leaves, instance)
+                if self.signature.sig is not None else None)
+            if form_key == (False, len(args)):
+                made["positional"] = dispatch.positional_path(self, compiled, captured)
+        if form_key == (False, len(args)) and made.get("positional") is not None:
+            self._fast = made["positional"]
+            self._forms.pop(form_key, None)
+        elif made[form_key] is not None:
+            if form_key == (False, len(args)):
+                self._fast = None
+            self._forms[form_key] = made[form_key]
         else:
-            return None
-        if not captured:
-            return dispatch
-        return _reading_state(dispatch, self.fun, captured)
+            self._forms.pop(form_key, None)
 
     def compile_stats(self) -> list[dict[str, Any]]:
         """Per compiled signature: trace, optimize and codegen seconds and each pass's time."""
@@ -518,6 +518,7 @@ class Jitted:
     def clear_cache(self) -> None:
         self._cache.clear()
         self._fast = None
+        self._forms = {}
 
     @property
     def cache_size(self) -> int:
@@ -551,26 +552,6 @@ def _unpickle_jitted(fun: Callable, option_changes: dict[str, Any],
     return Jitted(fun, Options().with_(**option_changes), (), static_argnames, donate_argnums)
 
 
-def _reading_state(dispatch: Callable, fun: Callable, captured: capture.Captured) -> Callable:
-    """`dispatch` called with the arguments and the captured arrays read at call time, after
-    checking the scalar guards; None (the Python path) when anything does not match."""
-    resolve = capture.resolve
-    paths = [p for p, _ in captured.arrays]
-    guards = [(p, type(v), v) for p, v in captured.scalars]
-
-    def fast(args: tuple) -> Any:
-        try:
-            for path, kind, value in guards:
-                now = resolve(path, fun, _NO_SELF)
-                if type(now) is not kind or now != value:
-                    return None
-            state = tuple(resolve(path, fun, _NO_SELF) for path in paths)
-        except (KeyError, AttributeError, IndexError, TypeError, ValueError):
-            return None
-        return dispatch(args + state)  # C checks each array's type, shape and layout
-    return fast
-
-
 class BoundJitted:
     """A jitted method bound to an instance (what `obj.method` gives)."""
 
@@ -580,6 +561,11 @@ class BoundJitted:
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         jitted = self.jitted
+        form = jitted._forms.get((True, len(args), *kwargs))
+        if form is not None:
+            result = form(args, kwargs, self.instance)
+            if result is not dispatch.MISS:
+                return result
         if trace_stack() and _contains_tracer(args, kwargs):
             return jitted.fun(self.instance, *args, **kwargs)
         return jitted._call(args, kwargs, self.instance)

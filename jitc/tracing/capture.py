@@ -98,14 +98,17 @@ class Captured:
     aliases: list[tuple[Path, int]] = field(default_factory=list)
     array_index: dict[int, int] = field(default_factory=dict)  # id(array) -> index
     structured: bool = False  # a list, tuple, dict or object lies on the way
+    # The user's functions it may call and the classes of the objects it reads, by identity:
+    # rebinding a helper, or an object of another class in an object's place, traces anew.
+    identities: list[tuple[Path, object]] = field(default_factory=list)
 
     def key(self) -> tuple:
         return (tuple((p, a.shape, a.dtype.str) for p, a in self.arrays),
                 tuple((p, type(v), _guard_value(v)) for p, v in self.scalars),
-                tuple(self.aliases))
+                tuple(self.aliases), tuple(self.identities))
 
     def __bool__(self) -> bool:
-        return bool(self.arrays or self.scalars)
+        return bool(self.arrays or self.scalars or self.identities)
 
     def prefixes(self) -> set[Path]:
         """Every container on the way to something captured (those the trace copies)."""
@@ -198,9 +201,41 @@ def _children(value: object) -> Iterator[tuple[tuple, object]]:
     elif isinstance(value, (list, tuple)):
         for i, v in enumerate(value):
             yield ("item", i), v
-    elif _plain_object(value):
-        for k, v in vars(value).items():
+    elif _user_class(value):
+        for k, v in class_attributes(value):  # type: ignore[arg-type]
             yield ("attr", k), v
+    elif _plain_object(value):
+        own = vars(value)
+        for k, v in own.items():
+            yield ("attr", k), v
+        for k, v in class_attributes(type(value)):
+            if k not in own:
+                yield ("attr", k), v
+
+
+def _user_class(value: object) -> bool:
+    return isinstance(value, type) and _user_module(value.__module__ or "builtins")
+
+
+def class_attributes(cls: type) -> Iterator[tuple[str, object]]:
+    """The arrays and scalars a user's class (and its user base classes) holds for its
+    instances (`W = np.ones(...)`, `heads = 12` in the class body): `self.W` reads them."""
+    seen: set[str] = set()
+    for klass in cls.__mro__:
+        if klass is object or not _user_module(klass.__module__ or "builtins"):
+            continue
+        for k, v in vars(klass).items():
+            if k.startswith("__") or k in seen:
+                continue
+            seen.add(k)
+            if type(v) is np.ndarray or isinstance(v, SCALARS):
+                yield k, v
+
+
+def user_classes(cls: type) -> list[type]:
+    """The classes of `cls`'s method resolution order that `class_attributes` reads."""
+    return [k for k in cls.__mro__
+            if k is not object and _user_module(k.__module__ or "builtins")]
 
 
 def _walk(value: object, path: Path, found: Captured, seen: set[int], depth: int,
@@ -229,12 +264,24 @@ def _walk(value: object, path: Path, found: Captured, seen: set[int], depth: int
         if id(value) in seen or not _user_module(value.__module__ or "builtins"):
             return
         seen.add(id(value))
+        found.identities.append((path, value))
         for steps, child in _function_children(value):
             _walk(child, path + steps, found, seen, depth + 1)
+        return
+    if _user_class(value):
+        # `Config.W`: a class's arrays are read at call time like any other state. The
+        # trace reads them through the class itself and finds their tracers by identity.
+        seen.add(id(value))
+        found.structured = True
+        found.identities.append((path, value))
+        for step, child in _children(value):
+            _walk(child, path + (step,), found, seen, depth + 1)
         return
     if isinstance(value, (dict, list, tuple)) or _plain_object(value):
         found.structured = True
         seen.add(id(value))
+        if not isinstance(value, (dict, list, tuple)):
+            found.identities.append((path, type(value)))
         if isinstance(value, (dict, list)):
             found.containers.append((path, value))
         for step, child in _children(value):
@@ -284,10 +331,14 @@ class Shadow:
         # Objects are always copied (an attribute the trace sets must not reach the real one
         # as a Tracer); containers only on the way to something captured.
         if depth >= _MAX_DEPTH or not (_plain_object(value) or (
-                path in self.prefixes and isinstance(value, (dict, list, tuple)))):
+                path in self.prefixes and (isinstance(value, (dict, list, tuple))
+                                           or _user_class(value)))):
             return value  # holds nothing captured: the trace sees the object itself
         if id(value) in self.copies:
             return self.copies[id(value)]
+        if path in self.prefixes and _user_class(value):
+            copy = self.copies[id(value)] = _ClassShadow(self, value, path)  # type: ignore
+            return copy
         if isinstance(value, dict):
             copy: Any = {}
             self.copies[id(value)] = copy
@@ -307,8 +358,10 @@ class Shadow:
         else:
             copy = object.__new__(type(value))
             self.copies[id(value)] = copy
-            state = {k: self.make(v, path + (("attr", k),), depth + 1)
-                     for k, v in vars(value).items()}
+            # Class attributes too, as instance attributes of the copy: there the trace
+            # reads them as tracers (`_rebindings` tells them from ones the trace adds).
+            state = {step[1]: self.make(v, path + (step,), depth + 1)
+                     for step, v in _children(value)}
             vars(copy).update(state)
         self.originals[path] = value
         self.shadows[path] = copy
@@ -370,6 +423,38 @@ class _ModuleShadow:
 
     def __setattr__(self, name: str, value: Any) -> None:
         vars(self)["_jitc"][3][name] = value
+
+
+class _ClassShadow:
+    """A user's class as a shadowed function sees it (`Config.W`): its captured attributes
+    are tracers, everything else (construction, isinstance, methods) is the class's own."""
+
+    def __init__(self, shadow: Shadow, cls: type, path: Path) -> None:
+        vars(self)["_jitc"] = (shadow, cls, path, {})
+
+    def __getattr__(self, name: str) -> Any:
+        shadow, cls, path, made = vars(self)["_jitc"]
+        if name not in made:
+            value = getattr(cls, name)
+            step = path + (("attr", name),)
+            made[name] = shadow.make(value, step) if step in shadow.tracers or \
+                step in shadow.prefixes else value
+        return made[name]
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        vars(self)["_jitc"][3][name] = value
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return vars(self)["_jitc"][1](*args, **kwargs)
+
+    def __instancecheck__(self, instance: object) -> bool:
+        return isinstance(instance, vars(self)["_jitc"][1])
+
+    def __subclasscheck__(self, subclass: type) -> bool:
+        return issubclass(subclass, vars(self)["_jitc"][1])
+
+    def __repr__(self) -> str:
+        return repr(vars(self)["_jitc"][1])
 
 
 # -- replaying the trace's effects on the real state ------------------------------------------

@@ -280,9 +280,12 @@ def _check_no_leaks(captured: capture.Captured, shadow: capture.Shadow) -> None:
 def _rebindings(captured: capture.Captured, shadow: capture.Shadow, shadow_self: object
                 ) -> Iterator[tuple[capture.Path, object]]:
     """(path, new value) for each captured array or scalar that the trace rebound."""
+    real = dict(captured.arrays)
     for path, tracer in shadow.tracers.items():
         now = capture.shadow_value(path, shadow, shadow_self)
-        if now is not tracer:
+        # Read through something not shadowed (a class attribute), the path still leads to
+        # the real array: no rebinding.
+        if now is not tracer and now is not real.get(path):
             yield path, _checked_rebinding(path, now)
     for path, original in captured.scalars:
         now = capture.shadow_value(path, shadow, shadow_self)
@@ -300,7 +303,8 @@ def _rebindings(captured: capture.Captured, shadow: capture.Shadow, shadow_self:
                 "return the new list instead."))
         if isinstance(copy, dict) or capture._plain_object(original):
             new = copy if isinstance(copy, dict) else vars(copy)
-            old = original if isinstance(original, dict) else vars(original)
+            old = original if isinstance(original, dict) else \
+                {step[1] for step, _ in capture._children(original)}
             kind = "item" if isinstance(copy, dict) else "attr"
             for key, value in new.items():
                 if key not in old:
