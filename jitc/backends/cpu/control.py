@@ -21,7 +21,7 @@ from jitc.backends.cpu.kernels import Kernel
 from jitc.backends.cpu.plan import ALIGNMENT, BufferPlan, is_inline_constant
 from jitc.backends.llvm.types import I8, I32, I64, PTR, VOID, constant, memory_type
 from jitc.ir.core import Function, Instruction, Module, Value
-from jitc.ir.ops import CONDITIONAL, WHILE
+from jitc.ir.ops import CONDITIONAL, DYNAMIC_UPDATE_SLICE, WHILE
 from jitc.ir.ops.control import branch_index
 
 
@@ -41,12 +41,12 @@ def _aligned(n: int) -> int:
     return (n + ALIGNMENT - 1) // ALIGNMENT * ALIGNMENT
 
 
-def region_module(program: Module, name: str, outputs: Sequence[int] | None = None) -> Module:
+def region_module(program: Module, name: str, outputs: Sequence[Value] | None = None) -> Module:
     """Function `name` of `program` as the entry of a module of its own (with the functions it
-    runs), returning only the outputs at positions `outputs` when given."""
+    runs), returning `outputs` (values of the function) when given."""
     fn = program.functions[name]
     if outputs is not None:
-        fn = Function(fn.name, fn.body, [fn.outputs[i] for i in outputs])
+        fn = Function(fn.name, fn.body, list(outputs))
     functions = {name: fn}
     pending = [fn]
     while pending:
@@ -126,18 +126,51 @@ def emit_control(module: ir.Module, plan: BufferPlan, name: str, inst: Instructi
     raise NotImplementedError(f"the CPU backend cannot lower {inst.op.name}")
 
 
+def _block_writes(body: Function) -> dict[int, Instruction]:
+    """Carry position -> the dynamic_update_slice that computes it from the carried value
+    itself, where that is the value's only use and the block is contiguous in memory (scan's
+    stacked outputs): the step writes the block into the carry's buffer in place instead of the
+    body copying the whole array."""
+    params = body.parameters
+    found = {}
+    for j, out in enumerate(body.outputs):
+        inst = out.producer
+        if inst.op is not DYNAMIC_UPDATE_SLICE or inst.operands[0] is not params[j]:
+            continue
+        uses = sum(v is params[j] for user in body.body for v in user.operands)
+        if uses != 1 or any(v is params[j] for v in body.outputs):
+            continue
+        operand, update = inst.operands[0].type, inst.operands[1].type
+        if not (operand.is_row_major and update.is_row_major):
+            continue
+        split = next((d for d, n in enumerate(update.shape) if n != 1), update.rank)
+        if update.shape[split + 1:] == operand.shape[split + 1:]:
+            found[j] = inst
+    return found
+
+
 def _emit_while(module: ir.Module, plan: BufferPlan, name: str, inst: Instruction,
                 program: Module, lower_region: LowerRegion) -> Kernel:
     body_fn = program.functions[inst.attrs["body"]]  # type: ignore[index]
     params = body_fn.parameters
-    # Carries the body returns unchanged keep their buffer; the others alternate with B.
-    moving = [i for i, out in enumerate(body_fn.outputs) if out is not params[i]]
+    writes = _block_writes(body_fn)
+    # Carries the body returns unchanged keep their buffer, and so do those it writes a block
+    # of (the body returns the block and its start indices); the others alternate with B.
+    moving = [i for i, out in enumerate(body_fn.outputs)
+              if out is not params[i] and i not in writes]
+    block_outputs = [v for j in writes for v in writes[j].operands[1:]]
     cond = lower_region(region_module(program, inst.attrs["cond"]), f"{name}.cond.")  # type: ignore
-    body = lower_region(region_module(program, body_fn.name, moving), f"{name}.body.")
+    body = lower_region(region_module(program, body_fn.name,
+                                      [body_fn.outputs[i] for i in moving] + block_outputs),
+                        f"{name}.body.")
     offsets, size = {}, 0
     for i in moving:
         offsets[i] = size
         size += _aligned(max(inst.results[i].type.nbytes, 1))
+    block_offsets = []
+    for v in block_outputs:
+        block_offsets.append(size)
+        size += _aligned(max(v.type.nbytes, 1))
     region_workspace = size
     size += max(cond.workspace_bytes, body.workspace_bytes)
     scratch_slot = _scratch(plan, size)
@@ -162,7 +195,9 @@ def _emit_while(module: ir.Module, plan: BufferPlan, name: str, inst: Instructio
     workspace = b.gep(scratch, [ir.Constant(I64, region_workspace)], source_etype=I8)
     predicate = b.alloca(I8)
     cond_buffers = step.buffers(count + 1)
-    body_buffers = step.buffers(count + len(moving))
+    body_buffers = step.buffers(count + len(moving) + len(block_outputs))
+    blocks = [b.gep(scratch, [ir.Constant(I64, offset)], source_etype=I8)
+              for offset in block_offsets]
     loop = step.function.append_basic_block("loop")
     run_body = step.function.append_basic_block("body")
     done = step.function.append_basic_block("done")
@@ -177,7 +212,13 @@ def _emit_while(module: ir.Module, plan: BufferPlan, name: str, inst: Instructio
     b.position_at_end(run_body)
     carry = [b.load(cell(current, i), typ=PTR) for i in range(count)]
     targets = [b.load(cell(spare, i), typ=PTR) for i in moving]
-    step.call_region(body, body_buffers, [*carry, *targets], workspace)
+    step.call_region(body, body_buffers, [*carry, *targets, *blocks], workspace)
+    position = 0
+    for j, write in writes.items():
+        count_starts = len(write.operands) - 2
+        _write_block(step, carry[j], write, blocks[position],
+                     blocks[position + 1:position + 1 + count_starts])
+        position += 1 + count_starts
     for i, target in zip(moving, targets):
         b.store(carry[i], cell(spare, i))
         b.store(target, cell(current, i))
@@ -190,6 +231,25 @@ def _emit_while(module: ir.Module, plan: BufferPlan, name: str, inst: Instructio
             step.copy(results[i], last, inst.results[i].type.nbytes)
     b.ret_void()
     return Kernel(name, 1, 0)
+
+
+def _write_block(step: _Step, target: ir.Value, write: Instruction, block: ir.Value,
+                 starts: Sequence[ir.Value]) -> None:
+    """dynamic_update_slice in place: the block at the clamped starts of `target`."""
+    b = step.b
+    operand, update = write.operands[0].type, write.operands[1].type
+    offset: ir.Value = ir.Constant(I64, 0)
+    for d, (pointer, start_value) in enumerate(zip(starts, write.operands[2:])):
+        start = b.load(pointer, typ=memory_type(start_value.type.dtype))
+        if start.type != I64:
+            start = b.sext(start, I64)
+        limit = ir.Constant(I64, operand.shape[d] - update.shape[d])
+        start = b.select(b.icmp_signed("<", start, ir.Constant(I64, 0)), ir.Constant(I64, 0),
+                         start)
+        start = b.select(b.icmp_signed(">", start, limit), limit, start)
+        stride = operand.strides[d] * operand.dtype.itemsize
+        offset = b.add(offset, b.mul(start, ir.Constant(I64, stride)))
+    step.copy(b.gep(target, [offset], source_etype=I8), block, update.nbytes)
 
 
 def _emit_conditional(module: ir.Module, plan: BufferPlan, name: str, inst: Instruction,
