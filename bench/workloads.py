@@ -72,6 +72,17 @@ def rnn(xp, xs, h, wx, wh, b):
     return h
 
 
+def rnn_scan(xp, xs, h, wx, wh, b):
+    """The RNN as one jitc.lax.scan: traced once whatever the step count (eager Python steps
+    outside jitc)."""
+    from jitc import lax
+
+    def step(h, x):
+        h = xp.tanh(x @ wx + h @ wh + b)
+        return h, h
+    return lax.scan(step, h, xs)[1]  # every step's h, stacked
+
+
 def gpt2_block(xp, x, ln1_g, ln1_b, w_qkv, b_qkv, w_o, b_o, ln2_g, ln2_b, w_fc, b_fc, w_pr,
                b_pr):
     seq, d = x.shape
@@ -214,6 +225,12 @@ def _rnn_inputs(rng, quick):
             _normal(rng, 128, 128, scale=0.1), _normal(rng, 128))
 
 
+def _rnn_scan_inputs(rng, quick):
+    steps = 100 if quick else 1000
+    return (_normal(rng, steps, 32, 64), _normal(rng, 32, 128), _normal(rng, 64, 128, scale=0.1),
+            _normal(rng, 128, 128, scale=0.1), _normal(rng, 128))
+
+
 def _gpt2_inputs(rng, quick):
     d, s = 768, 64
     return (_normal(rng, s, d), 1 + _normal(rng, d, scale=0.1), _normal(rng, d, scale=0.1),
@@ -240,6 +257,7 @@ WORKLOADS = [
     Workload("matmul 2048", matmul, _matmul_inputs(2048), "matmul"),
     Workload("MLP 784-512-512-10", mlp, _mlp_inputs, "model"),
     Workload("RNN 50 steps", rnn, _rnn_inputs, "model"),
+    Workload("RNN scan 1000 steps", rnn_scan, _rnn_scan_inputs, "model"),
     Workload("GPT-2 block", gpt2_block, _gpt2_inputs, "model"),
     Workload("dispatch x+1 (4)", add_one, lambda rng, quick: (_normal(rng, 4),), "dispatch"),
     Workload("dispatch x -= x.mean() (4)", center_in_place, lambda rng, quick: (_normal(rng, 4),),

@@ -9,7 +9,7 @@
 
 __version__ = "0.1.0"
 
-from jitc import numpy
+from jitc import lax, numpy
 from jitc.aot.export import ShapeDtype, export
 from jitc.api import ArgSpec, Compiled, Jitted, Lowered, jit
 from jitc.backends.cuda.device import device_put
@@ -23,6 +23,6 @@ from jitc.tracing.errors import (
     TraceError,
 )
 
-__all__ = ["jit", "device_put", "export", "ShapeDtype", "numpy", "interpret", "ArgSpec",
+__all__ = ["jit", "lax", "device_put", "export", "ShapeDtype", "numpy", "interpret", "ArgSpec",
            "Compiled", "Jitted", "Lowered", "Options", "JitcError", "ConcretizationError",
            "IndexingError", "ShapeError", "TraceError", "__version__"]

@@ -7,7 +7,7 @@ eagerly on numpy arrays.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -16,7 +16,9 @@ from jitc.ir import dtypes, ops
 from jitc.ir.opdef import OpDef
 from jitc.ir.types import TensorType
 from jitc.numpy._core import lift, lift_all, tracers_in
-from jitc.tracing.state import emit, emit_multi
+from jitc.tracing import pytree, regions
+from jitc.tracing.errors import TraceError, located, user_location
+from jitc.tracing.state import current_trace, emit, emit_multi, trace_stack
 from jitc.tracing.tracer import Tracer
 
 
@@ -93,7 +95,6 @@ def bitcast_convert_type(x: Any, dtype: Any) -> Any:
 
 def iota(dtype: Any, shape: Sequence[int], dimension: int = 0) -> Any:
     result = TensorType(dtypes.from_numpy(dtype), tuple(shape))
-    from jitc.tracing.state import current_trace
     if current_trace() is None:
         return _eager(ops.IOTA, [], {"dimension": dimension}, (result,))[0]
     return emit(ops.IOTA, [], {"dimension": dimension}, result)
@@ -175,3 +176,242 @@ def select(pred: Any, on_true: Any, on_false: Any) -> Any:
         return np.where(pred, on_true, on_false)
     a, b = lift_all([on_true, on_false])
     return emit(ops.SELECT, [lift(pred), a, b])
+
+
+# -- control flow -----------------------------------------------------------------------------
+# Each function traces its Python callables once, into regions of one `while` or `conditional`
+# op (jitc.tracing.regions), so compile time does not grow with the trip count. Outside a trace
+# they run eagerly in Python, with JAX's semantics.
+
+def _tracing() -> bool:
+    return current_trace() is not None
+
+
+def _carry_types(leaves: Sequence[Any]) -> list[TensorType]:
+    return [regions.leaf_type(leaf) for leaf in leaves]
+
+
+def _check_outputs(region: regions.Region, tree: pytree.TreeDef, types: Sequence[TensorType],
+                   what: str) -> None:
+    """A body or branch returns exactly the structure and types it must (constants are
+    converted to the type)."""
+    if region.tree != tree:
+        raise TraceError(located(f"{what} must return the same structure as its carry "
+                                 f"({tree.num_leaves} leaves), it returned "
+                                 f"{region.tree.num_leaves}"))
+    for n, (leaf, want) in enumerate(zip(region.leaves, types)):
+        if isinstance(leaf, Tracer) and not leaf.value.type.same_shape_and_dtype(want):
+            raise TraceError(located(
+                f"{what} returned {leaf.value.type.short()} for carried value {n}, which is "
+                f"{want.short()}: a carried value keeps its shape and dtype across steps.\n"
+                f"Convert it (x.astype(np.{want.dtype.numpy})) or start the carry with the "
+                "dtype the body produces."))
+
+
+def _traced_while(cond_fun: Callable, body_fun: Callable, leaves: list[Any],
+                  tree: pytree.TreeDef) -> list[Any]:
+    state = current_trace()
+    types = _carry_types(leaves)
+    cond = regions.trace_region("cond", lambda *c: cond_fun(pytree.unflatten(tree, list(c))),
+                                types, pytree.TreeDef("tuple", (pytree.LEAF,) * len(types)),
+                                "the while_loop condition")
+    if len(cond.leaves) != 1 or regions.leaf_type(cond.leaves[0]).shape != ():
+        raise TraceError(located("the while_loop condition must return one scalar, got "
+                                 f"{len(cond.leaves)} value(s) of shapes "
+                                 f"{[regions.leaf_type(x).shape for x in cond.leaves]}"))
+    predicate = cond.leaves[0]
+    if not (isinstance(predicate, Tracer) and predicate.dtype == np.bool_):
+        stack = trace_stack()
+        stack.append(cond.state)
+        try:
+            cond.leaves = [lift(predicate) != 0]
+        finally:
+            stack.pop()
+    body = regions.trace_region("body", lambda *c: body_fun(pytree.unflatten(tree, list(c))),
+                                types, pytree.TreeDef("tuple", (pytree.LEAF,) * len(types)),
+                                "the while_loop body")
+    _check_outputs(body, tree, types, "the while_loop body")
+    regions.set_outputs(cond)
+    regions.set_outputs(body, types)
+    free = regions.union_of_free([cond, body])
+    regions.close_over(cond, free)
+    regions.close_over(body, free, pass_through=True)
+    operands = [regions.as_value(state, leaf, t) for leaf, t in zip(leaves, types)] + free
+    results = state.builder.emit_multi(
+        ops.WHILE, operands, {"cond": cond.state.function.name, "body": body.state.function.name},
+        loc=user_location())
+    return [Tracer(state, v) for v in results[:len(leaves)]]
+
+
+def while_loop(cond_fun: Callable[[Any], Any], body_fun: Callable[[Any], Any],
+               init_val: Any) -> Any:
+    """`while cond_fun(val): val = body_fun(val)`; `val` is a pytree of arrays whose shapes and
+    dtypes stay the same across steps (jax.lax.while_loop)."""
+    if not _tracing():
+        val = init_val
+        while cond_fun(val):
+            val = body_fun(val)
+        return val
+    leaves, tree = pytree.flatten(init_val, regions.is_leaf)
+    return pytree.unflatten(tree, _traced_while(cond_fun, body_fun, leaves, tree))
+
+
+def _counter_dtype(lower: Any, upper: Any) -> np.dtype:
+    kinds = [np.asarray(x).dtype if not isinstance(x, Tracer) else x.dtype
+             for x in (lower, upper)]
+    return np.result_type(*kinds)
+
+
+def fori_loop(lower: Any, upper: Any, body_fun: Callable[[Any, Any], Any],
+              init_val: Any) -> Any:
+    """`for i in range(lower, upper): val = body_fun(i, val)` (jax.lax.fori_loop); the bounds
+    may be traced."""
+    if not _tracing():
+        val = init_val
+        for i in range(int(lower), int(upper)):
+            val = body_fun(i, val)
+        return val
+    counter = _counter_dtype(lower, upper)
+    start = lift(lower).astype(counter) if isinstance(lower, Tracer) else counter.type(lower)
+    stop = lift(upper).astype(counter) if isinstance(upper, Tracer) else counter.type(upper)
+
+    def cond(carry: tuple) -> Any:
+        return carry[0] < stop
+
+    def body(carry: tuple) -> tuple:
+        i, val = carry
+        return i + counter.type(1), body_fun(i, val)
+
+    return while_loop(cond, body, (start, init_val))[1]
+
+
+def _step_slice(x: Any, t: Any) -> Any:
+    """x[t] for a traced index t, as one dynamic_slice."""
+    zeros = [np.int64(0)] * (x.ndim - 1)
+    block = dynamic_slice(x, [t, *zeros], [1, *x.shape[1:]])
+    return block.reshape(x.shape[1:])
+
+
+def scan(f: Callable[[Any, Any], tuple[Any, Any]], init: Any, xs: Any = None,
+         length: int | None = None, reverse: bool = False) -> tuple[Any, Any]:
+    """jax.lax.scan: `carry, y = f(carry, x)` for each x along the leading axis of `xs` (in
+    reverse order with `reverse`); returns the last carry and the ys stacked along a new
+    leading axis."""
+    x_leaves, x_tree = pytree.flatten(xs, regions.is_leaf)
+    lengths = {np.shape(x)[0] if not isinstance(x, Tracer) else x.shape[0] for x in x_leaves}
+    if length is not None:
+        lengths.add(int(length))
+    if len(lengths) != 1:
+        problem = f"the leading axes of xs and length disagree: {sorted(lengths)}" \
+            if lengths else "give xs or length"
+        raise ValueError(located(f"scan: {problem}"))
+    (n,) = lengths
+    if not _tracing():
+        carry, ys = init, []
+        for i in (reversed(range(n)) if reverse else range(n)):
+            x = pytree.unflatten(x_tree, [leaf[i] for leaf in x_leaves])
+            carry, y = f(carry, x)
+            ys.append(y)
+        if reverse:
+            ys.reverse()
+        return carry, _stack_trees(ys)
+    x_leaves = [lift(x) for x in x_leaves]
+    carry_leaves, carry_tree = pytree.flatten(init, regions.is_leaf)
+    carry_types = _carry_types(carry_leaves)
+
+    def step(i: Any, carry: Any) -> tuple[Any, Any]:
+        t = (n - 1 - i) if reverse else i
+        x = pytree.unflatten(x_tree, [_step_slice(leaf, t) for leaf in x_leaves])
+        return f(carry, x)
+
+    # One trace to learn the types of y; the loop body is traced afresh below.
+    probe = regions.trace_region(
+        "probe", lambda i, *c: step(i, pytree.unflatten(carry_tree, list(c))),
+        [TensorType(dtypes.from_numpy(np.int64), ()), *carry_types],
+        pytree.TreeDef("tuple", (pytree.LEAF,) * (1 + len(carry_types))), "the scan function")
+    regions.discard(probe)
+    if probe.tree.kind not in ("tuple", "list") or len(probe.tree.children) != 2:
+        raise TraceError(located("the scan function must return a pair (carry, y)"))
+    y_tree = probe.tree.children[1]
+    y_types = _carry_types(probe.leaves[carry_tree.num_leaves:])
+    buffers = [np.zeros((n, *t.shape), t.dtype.numpy) for t in y_types]
+
+    def body(state: tuple) -> tuple:
+        i, carry, ys = state
+        t = (n - 1 - i) if reverse else i
+        new_carry, y = step(i, carry)
+        y_leaves = pytree.flatten(y, regions.is_leaf)[0]
+        ys = [dynamic_update_slice(buf, lift(leaf, buf.dtype)[None],
+                                   [t, *([np.int64(0)] * (buf.ndim - 1))])
+              for buf, leaf in zip(ys, y_leaves)]
+        return i + np.int64(1), new_carry, ys
+
+    def cond(state: tuple) -> Any:
+        return state[0] < np.int64(n)
+
+    _, carry, ys = while_loop(cond, body, (np.int64(0), init, buffers))
+    return carry, pytree.unflatten(y_tree, list(ys))
+
+
+def _stack_trees(ys: list[Any]) -> Any:
+    if not ys:
+        raise ValueError("scan with length 0 outside a trace cannot tell the shape of ys")
+    leaves = [pytree.flatten(y, regions.is_leaf) for y in ys]
+    tree = leaves[0][1]
+    columns = zip(*(ls for ls, _ in leaves))
+    return pytree.unflatten(tree, [np.stack([np.asarray(v) for v in col]) for col in columns])
+
+
+def _traced_branches(index: Any, branches: Sequence[Callable], operands: tuple) -> Any:
+    state = current_trace()
+    leaves, tree = pytree.flatten(operands, regions.is_leaf)
+    types = _carry_types(leaves)
+    traced = [regions.trace_region("branch", lambda *a, b=b: b(*pytree.unflatten(tree, list(a))),
+                                   types, tree, "a branch of cond/switch") for b in branches]
+    first = traced[0]
+    out_types: list[TensorType] = []
+    for n in range(len(first.leaves)):
+        kinds = [regions.leaf_type(r.leaves[n]) for r in traced if n < len(r.leaves)
+                 and isinstance(r.leaves[n], Tracer)]
+        out_types.append(kinds[0] if kinds else regions.leaf_type(first.leaves[n]))
+    for k, region in enumerate(traced):
+        _check_outputs(region, first.tree, out_types, f"branch {k} of cond/switch")
+        regions.set_outputs(region, out_types)
+    free = regions.union_of_free(traced)
+    for region in traced:
+        regions.close_over(region, free)
+    operand_values = [regions.as_value(state, leaf, t) for leaf, t in zip(leaves, types)]
+    results = state.builder.emit_multi(
+        ops.CONDITIONAL, [lift(index).value, *operand_values, *free],
+        {"branches": [r.state.function.name for r in traced]}, out_types, loc=user_location())
+    return pytree.unflatten(first.tree, [Tracer(state, v) for v in results])
+
+
+def switch(index: Any, branches: Sequence[Callable[..., Any]], *operands: Any) -> Any:
+    """`branches[index](*operands)`, the index clamped into range (jax.lax.switch); every
+    branch is traced once and returns the same structure, shapes and dtypes."""
+    count = len(branches)
+    if count == 0:
+        raise ValueError("switch needs at least one branch")
+    if not isinstance(index, Tracer):
+        chosen = min(max(int(np.asarray(index)), 0), count - 1)
+        return branches[chosen](*operands)
+    if index.shape != () or index.dtype.kind not in "biu":
+        raise TypeError(located(f"switch: the index must be an integer scalar, got "
+                                f"{index.aval.short()}"))
+    wide = index.astype(np.int64)
+    clamped = clamp(np.int64(0), wide, np.int64(count - 1)).astype(np.int32)
+    return _traced_branches(clamped, branches, operands)
+
+
+def cond(pred: Any, true_fun: Callable[..., Any], false_fun: Callable[..., Any],
+         *operands: Any) -> Any:
+    """`true_fun(*operands) if pred else false_fun(*operands)` (jax.lax.cond), with a traced
+    scalar `pred`: both functions are traced, one runs."""
+    if not isinstance(pred, Tracer):
+        return true_fun(*operands) if pred else false_fun(*operands)
+    if pred.shape != ():
+        raise TypeError(located(f"cond: the predicate must be a scalar, got "
+                                f"{pred.aval.short()}; np.where selects elementwise"))
+    index = (pred != 0).astype(np.int32)
+    return _traced_branches(index, [false_fun, true_fun], operands)

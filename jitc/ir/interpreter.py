@@ -34,6 +34,10 @@ def check_arguments(fn: Function, args: Sequence[object]) -> list[np.ndarray]:
 
 def run_function(module: Module, fn: Function, args: Sequence[np.ndarray]) -> list[np.ndarray]:
     env: dict[int, np.ndarray] = {id(p): a for p, a in zip(fn.parameters, args)}
+
+    def call(name: str, arrays: list[np.ndarray]) -> list[np.ndarray]:
+        return run_function(module, module.functions[name], arrays)
+
     with np.errstate(all="ignore"):
         for inst in fn.body:
             if inst.op.name == "parameter":
@@ -43,6 +47,8 @@ def run_function(module: Module, fn: Function, args: Sequence[np.ndarray]) -> li
             if inst.op.has(Trait.CALLS):
                 callee = module.functions[inst.attrs["calls"]]  # type: ignore[index]
                 outputs = run_function(module, callee, operands)
+            elif inst.op.control is not None:
+                outputs = inst.op.control.evaluate(inst.attrs, operands, call)
             else:
                 outputs = inst.op.reference(operands, inst.attrs, types)
             for value, out in zip(inst.results, outputs):

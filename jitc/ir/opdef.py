@@ -30,6 +30,7 @@ class Trait(enum.Enum):
     SIDE_EFFECT = enum.auto()       # never removed by DCE even when unused
     TYPED_RESULT = enum.auto()      # the result type is part of the instruction, not inferred
     CALLS = enum.auto()             # runs the function named by its `calls` attribute
+    REGIONS = enum.auto()           # control flow: runs functions of the module (`control`)
 
 
 class AttrKind(enum.Enum):
@@ -42,6 +43,7 @@ class AttrKind(enum.Enum):
     STRING = "string"
     LITERAL = "literal"
     FUNCTION = "function"
+    FUNCTIONS = "functions"
 
 
 REQUIRED = object()
@@ -81,6 +83,10 @@ class Attr:
                 if not isinstance(value, str):
                     raise TypeError("expected a string")
                 return value
+            if kind is AttrKind.FUNCTIONS:
+                if isinstance(value, str) or not all(isinstance(v, str) for v in value):
+                    raise TypeError("expected a list of function names")
+                return tuple(value)
             if kind is AttrKind.LITERAL:
                 return value if isinstance(value, Literal) else Literal(value)
         except (TypeError, ValueError) as exc:
@@ -92,6 +98,24 @@ def _as_int(value: object) -> int:
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
         raise TypeError(f"expected an integer, got {value!r}")
     return int(value)
+
+
+# Runs one function of the module on arrays: what control flow ops evaluate their regions with.
+CallFunction = Callable[[str, Sequence[np.ndarray]], list[np.ndarray]]
+
+
+@dataclass(frozen=True)
+class ControlFlow:
+    """What a control flow op declares besides its shape rule: how it runs its regions (the
+    functions its attributes name) and what their signatures must be.
+
+    `evaluate(attrs, operands, call)` gives the results, calling regions through `call`;
+    `check(attrs, operand_types, result_types, signature)` returns the problem or None, where
+    `signature(name)` is the (parameter types, output types) of a function of the module."""
+
+    evaluate: Callable[[Mapping[str, object], Sequence[np.ndarray], CallFunction],
+                       list[np.ndarray]]
+    check: Callable[..., str | None]
 
 
 ShapeRule = Callable[[Sequence[TensorType], Mapping[str, object], Sequence[TensorType] | None],
@@ -114,12 +138,23 @@ class OpDef:
     summary: str
     attrs: tuple[Attr, ...] = ()
     traits: frozenset[Trait] = field(default_factory=frozenset)
+    control: ControlFlow | None = None  # for REGIONS ops
 
     def __repr__(self) -> str:
         return f"OpDef({self.name})"
 
     def has(self, trait: Trait) -> bool:
         return trait in self.traits
+
+    def called_functions(self, attrs: Mapping[str, object]) -> list[str]:
+        """The functions of the module an instruction with these attributes refers to."""
+        names: list[str] = []
+        for spec in self.attrs:
+            if spec.kind is AttrKind.FUNCTION:
+                names.append(attrs[spec.name])  # type: ignore[arg-type]
+            elif spec.kind is AttrKind.FUNCTIONS:
+                names.extend(attrs[spec.name])  # type: ignore[arg-type]
+        return names
 
     def normalize_attrs(self, attrs: Mapping[str, object]) -> dict[str, object]:
         known = {a.name: a for a in self.attrs}

@@ -262,6 +262,11 @@ class _Parser:
             return self.literal(value, result)
         if kind in (AttrKind.INTS, AttrKind.INT_PAIRS):
             return _tree(value, int)
+        if kind is AttrKind.FUNCTIONS:
+            if not isinstance(value, list) or not all(
+                    isinstance(v, Token) and v.kind == "global" for v in value):
+                raise TypeError("expected a list of functions like [@f, @g]")
+            return [v.text[1:] for v in value]
         if not isinstance(value, Token):
             raise TypeError("expected a single value, not a list")
         if kind is AttrKind.INT:

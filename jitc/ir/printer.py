@@ -105,6 +105,8 @@ class _Printer:
             return self.literal(value)
         if kind is AttrKind.FUNCTION:
             return f"@{value}"
+        if kind is AttrKind.FUNCTIONS:
+            return "[" + ", ".join(f"@{v}" for v in value) + "]"  # type: ignore[union-attr]
         return str(value)
 
     def function(self, fn: Function) -> list[str]:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from jitc.ir.core import Function, Module
-from jitc.ir.opdef import AttrKind, IRTypeError, Trait
+from jitc.ir.opdef import IRTypeError, Trait
 from jitc.ir.printer import print_module
 
 
@@ -43,6 +43,19 @@ def _call_mismatch(module: Module, caller: Function, inst) -> str | None:
     return None
 
 
+def _region_mismatch(module: Module, caller: Function, inst) -> str | None:
+    """Why the regions of a control flow op do not fit its operands and results, or None."""
+    for name in inst.op.called_functions(inst.attrs):
+        if name == caller.name or name == module.entry_name:
+            return f"cannot run @{name} (the entry function or itself) as a region"
+
+    def signature(name: str) -> tuple[list, list]:
+        region = module.functions[name]
+        return region.parameter_types, region.output_types
+    return inst.op.control.check(inst.attrs, [v.type for v in inst.operands],
+                                 [v.type for v in inst.results], signature)
+
+
 def verify_function(module: Module, fn: Function) -> None:
     defined: set[int] = set()
     parameter_positions: dict[int, int] = {}  # parameter index -> position in the body
@@ -61,9 +74,13 @@ def verify_function(module: Module, fn: Function) -> None:
             raise fail(str(exc)) from None
         if attrs != inst.attrs:
             raise fail("attributes are not in canonical form")
-        for spec in inst.op.attrs:
-            if spec.kind is AttrKind.FUNCTION and inst.attrs[spec.name] not in module.functions:
-                raise fail(f"calls @{inst.attrs[spec.name]}, which the module does not define")
+        for name in inst.op.called_functions(inst.attrs):
+            if name not in module.functions:
+                raise fail(f"calls @{name}, which the module does not define")
+        if inst.op.control is not None:
+            problem = _region_mismatch(module, fn, inst)
+            if problem:
+                raise fail(problem)
         if inst.op.has(Trait.CALLS):
             problem = _call_mismatch(module, fn, inst)
             if problem:

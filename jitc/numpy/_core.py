@@ -37,10 +37,12 @@ def tracers_in(args: Iterable[object]) -> list[Tracer]:
 
 
 def trace_of(*args: object) -> TraceState:
+    state = current_trace()
+    if state is not None:
+        return state
     found = tracers_in(args)
     if found:
         return found[0].trace
-    state = current_trace()
     if state is None:
         raise TraceError("jitc: no active trace")
     return state

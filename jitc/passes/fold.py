@@ -115,6 +115,7 @@ def _evaluate(inst: Instruction, arrays: Sequence[np.ndarray],
 
 def _foldable(op: OpDef) -> bool:
     return (op not in NEVER_FOLDED and not op.has(Trait.SIDE_EFFECT)
+            and not op.has(Trait.REGIONS)
             and all(a.kind is not AttrKind.FUNCTION for a in op.attrs))
 
 

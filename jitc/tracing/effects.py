@@ -21,7 +21,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from jitc.tracing.errors import located
+from jitc.tracing.errors import TraceError, located
+from jitc.tracing.state import current_trace, trace_stack
 
 if TYPE_CHECKING:
     from jitc.tracing.tracer import Tracer
@@ -168,9 +169,15 @@ def refresh(x: Tracer) -> None:
     """Recompute a view from its root after the root was written."""
     view = x._view
     value = view.root
-    for step in view.steps:
-        value = step.apply(value)
-    x._value = value.value
+    # The view belongs to its root's trace, even when first read inside a jitc.lax region.
+    stack = trace_stack()
+    stack.append(view.root.trace)
+    try:
+        for step in view.steps:
+            value = step.apply(value)
+        x._value = value.value
+    finally:
+        stack.pop()
     view.version = view.root._version
 
 
@@ -181,6 +188,13 @@ def assign(target: Tracer, new: Tracer) -> None:
     # which the write below would make stale.
     value = new.value
     view = target._view
+    owner = target if view is None else view.root
+    if owner.trace is not current_trace():
+        raise TraceError(located(
+            "writing into an array defined outside a jitc.lax loop or branch: the function "
+            "traces it once, into a separate function, so the write cannot reach the array.\n"
+            "Carry the array instead: pass it in the loop's carry (or as an operand of the "
+            "branch), write into the carried value and return it."))
     target._known = None
     if view is None:
         target._value = value

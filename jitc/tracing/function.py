@@ -250,7 +250,7 @@ def trace_function(fun: Callable, signature: _Signature, dynamic: dict[str, Any]
         else:
             rebound.append(capture.WriteBack(path, constant=value))
     state.function.outputs = outputs
-    return Module([state.function]), out_tree, SideEffects(
+    return Module([state.function, *state.regions[1:]]), out_tree, SideEffects(
         written, tuple(returned), tuple(rebound), tuple(p for p, _ in captured.arrays))
 
 

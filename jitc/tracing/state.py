@@ -37,6 +37,10 @@ class TraceState:
         self.specializable: dict[int, str] = {}
         # explain mode (Jitted.explain): obstacles are noted here and tracing goes on.
         self.obstacles: list[JitcError] | None = None
+        # The traced function first, then the regions of control flow ops
+        # (jitc.tracing.regions), shared by the nested traces of one trace; empty until the
+        # first region.
+        self.regions: list[Function] = []
 
     def obstacle(self, error: JitcError, fallback: object) -> Any:
         """Raise `error`; in explain mode note it and go on with `fallback` instead."""
@@ -88,7 +92,9 @@ def emit_multi(op: OpDef, operands: Sequence[Tracer], attrs: Mapping[str, object
                result_types: Sequence[TensorType] | None = None,
                trace: TraceState | None = None) -> tuple[Tracer, ...]:
     from jitc.tracing.tracer import Tracer
-    state = trace or (operands[0].trace if operands else current_trace())
+    # The innermost trace: inside a jitc.lax region, ops on values of enclosing traces belong
+    # to the region too (it reads those values as extra operands).
+    state = trace or current_trace() or (operands[0].trace if operands else None)
     if state is None:
         raise TraceError("jitc operations need a trace; call them inside a jitc.jit function")
     loc = user_location()

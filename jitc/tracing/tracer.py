@@ -139,8 +139,10 @@ class Tracer:
         error = ConcretizationError(
             f"{where(loc).rstrip()}\n{what} of a traced array ({self.aval.short()}) in {fn}(): "
             "its value is only known when the compiled function runs, so Python control flow "
-            "(if/while/and/or) and Python scalars cannot depend on it.\nUse jnp.where(cond, a, "
-            "b) (or np.where) to select values, or make the argument static with "
+            "(if/while/and/or) and Python scalars cannot depend on it.\nUse np.where(cond, a, "
+            "b) to select values elementwise; jitc.lax.cond(pred, true_fun, false_fun, "
+            "*operands) to run one of two functions, jitc.lax.while_loop / fori_loop for a "
+            "loop whose trip count is traced; or make the argument static with "
             "jitc.jit(..., static_argnums=...) / static_argnames=...")
         return self.trace.obstacle(error, fallback)
 

@@ -253,8 +253,35 @@ def fusion_call() -> Module:
     return module(entry.function, body.function)
 
 
+def control_flow() -> Module:
+    """A while loop counting to 5 while doubling a vector, then a two-way conditional."""
+    cond = FunctionBuilder("cond")
+    i, _ = cond.param(tt(i32, ())), cond.param(tt(f32, (4,)))
+    five = cond.builder.emit(ops.CONSTANT, [], {"value": Literal(np.int32(5))})
+    cond.done(cond.emit(ops.COMPARE, i, five, direction="lt"))
+    body = FunctionBuilder("body")
+    i, x = body.param(tt(i32, ())), body.param(tt(f32, (4,)))
+    one = body.builder.emit(ops.CONSTANT, [], {"value": Literal(np.int32(1))})
+    body.done(body.emit(ops.ADD, i, one), body.emit(ops.ADD, x, x))
+    negate = FunctionBuilder("negate")
+    negate.done(negate.emit(ops.NEG, negate.param(tt(f32, (4,)))))
+    same = FunctionBuilder("same")
+    same.done(same.param(tt(f32, (4,))))
+    entry = FunctionBuilder("main")
+    x = entry.param(tt(f32, (4,)), "x")
+    zero = entry.builder.emit(ops.CONSTANT, [], {"value": Literal(np.int32(0))})
+    count, doubled = entry.builder.emit_multi(ops.WHILE, [zero, x],
+                                              {"cond": "cond", "body": "body"})
+    chosen = entry.builder.emit_multi(ops.CONDITIONAL, [count, doubled],
+                                      {"branches": ["negate", "same"]}, [tt(f32, (4,))])
+    entry.done(count, *chosen)
+    return module(entry.function, cond.function, body.function, negate.function,
+                  same.function)
+
+
 CASES: dict[str, Callable[[], Module]] = {
     "fusion": fusion_call,
+    "control-flow": control_flow,
     **_elementwise_cases(),
     "compare": compare_all_directions,
     "select-clamp": select_and_clamp,

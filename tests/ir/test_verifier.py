@@ -341,3 +341,68 @@ def test_function_type_errors_are_reported_for_the_defining_line() -> None:
 def test_parameter_index_errors_are_the_verifier_s() -> None:
     text = GOOD.replace("index=0", "index=1")
     assert "parameter index 1 leaves a gap" in verify_error(parse_module(text))
+
+
+# -- control flow: regions must fit the carry, the operands and the results ----------------------
+def _control_text(cond_out: str = "bool[]", body_out: str = "f32[4]",
+                  branch_param: str = "f32[4]") -> str:
+    return f"""
+func @main {{
+  %x = parameter() index=0 : f32[4]
+  %y = while(%x) cond=@c body=@b : f32[4]
+  %k = constant() value=0 : i32[]
+  %z = conditional(%k, %y) branches=[@neg] : f32[4]
+  return %z
+}}
+
+func @c {{
+  %x = parameter() index=0 : f32[4]
+  %s = reduce(%x) dims=[0] kind=sum : f32[]
+  %z = constant() value=0.0 : f32[]
+  %p = compare(%s, %z) direction=gt : bool[]
+  %q = convert(%p) : {cond_out}
+  return %q
+}}
+
+func @b {{
+  %x = parameter() index=0 : f32[4]
+  %h = constant() value=[0.5, 0.5, 0.5, 0.5] : f32[4]
+  %y = mul(%x, %h) : f32[4]
+  %w = convert(%y) : {body_out}
+  return %w
+}}
+
+func @neg {{
+  %x = parameter() index=0 : {branch_param}
+  %y = neg(%x) : {branch_param}
+  return %y
+}}
+"""
+
+
+def test_control_flow_regions_that_fit_verify() -> None:
+    verify(parse_module(_control_text()))
+
+
+@pytest.mark.parametrize("change,message", [
+    ({"cond_out": "i32[]"}, "the condition @c returns (i32[]), not (bool[])"),
+    ({"body_out": "f64[4]"}, "the body @b returns (f64[4]), the carry is (f32[4])"),
+    ({"branch_param": "f64[4]"}, "the branch @neg takes (f64[4]), the operands are (f32[4])"),
+])
+def test_control_flow_region_mismatches_are_named(change: dict, message: str) -> None:
+    with pytest.raises(VerifyError) as info:
+        verify(parse_module(_control_text(**change)))
+    assert message in str(info.value)
+    assert "@main" in str(info.value)
+
+
+def test_a_region_must_be_defined() -> None:
+    text = _control_text().replace("body=@b", "body=@missing")
+    with pytest.raises(VerifyError, match="calls @missing, which the module does not define"):
+        verify(parse_module(text))
+
+
+def test_conditional_index_must_be_i32() -> None:
+    text = _control_text().replace("value=0 : i32[]", "value=0 : i64[]")
+    with pytest.raises(ParseError, match="branch index must be i32"):
+        parse_module(text)

@@ -728,9 +728,27 @@ def _contraction_cases() -> list[OpCase]:
     return cases
 
 
+def _control_cases() -> list[OpCase]:
+    """Control flow: the expected values are the same functions run eagerly (a Python loop or
+    `if`), which jitc.lax does outside a trace."""
+    def tripled_twice(x):
+        return lax.fori_loop(0, 2, lambda i, v: v + v + v, x)
+
+    def sign_branch(x):
+        return lax.cond((x > 0).any(), lambda v: v | v if v.dtype == bool else v + v,
+                        lambda v: -v if v.dtype != bool else ~v, x)
+    return [OpCase("lax.fori_loop", ("while",), tripled_twice, unary(), NUMERIC, tol=EXACT),
+            OpCase("lax.cond", ("conditional",), sign_branch, unary(), ALL, tol=EXACT)]
+
+
+# Ops that only some backends lower (the others raise NotImplementedError naming the op).
+CONTROL_FLOW_OPS = frozenset({"while", "conditional"})
+CONTROL_FLOW_BACKENDS = frozenset({"interpreter", "cpu"})
+
 CASES: list[OpCase] = (_unary_cases() + _binary_cases() + _ternary_cases()
                        + _conversion_cases() + _leaf_cases() + _shape_cases()
-                       + _dynamic_cases() + _reduction_cases() + _contraction_cases())
+                       + _dynamic_cases() + _reduction_cases() + _contraction_cases()
+                       + _control_cases())
 
 _names = [c.name for c in CASES]
 assert len(set(_names)) == len(_names), "op case names must be unique"

@@ -25,12 +25,14 @@ import numpy as np
 from llvmlite import ir
 
 from jitc.backends.cpu import gemm_routines, kernels
+from jitc.backends.cpu.control import RegionCode, emit_control
 from jitc.backends.cpu.fusions import emit_fusion, fusion_buffers
 from jitc.backends.cpu.plan import ALIGNMENT, BufferPlan, plan_buffers
 from jitc.backends.llvm.elemental import RULES
 from jitc.backends.llvm.types import I8, I64, PTR, VOID
 from jitc.backends.llvm.vmath_base import scale_with_ldexp
 from jitc.ir.core import Instruction, Module
+from jitc.ir.opdef import Trait
 from jitc.ir.ops import FUSION
 from jitc.ir.printer import print_module
 
@@ -151,8 +153,32 @@ def lower_module(module: Module, num_threads: int = 1, name: str = "jitc",
         home[kernel_name] = part
         return kernel
 
+    def lower_region(region: Module, region_prefix: str) -> RegionCode:
+        # Regions are optimized and lowered as programs of their own; their modules join
+        # the parts that are compiled and linked together.
+        if linkage.internal:
+            raise NotImplementedError(
+                f"{region.entry.name}: control flow (while, conditional) cannot be exported "
+                "by jitc aot yet; it runs with jitc.jit on the cpu backend")
+        from jitc.passes import KERNEL_PASSES
+        from jitc.passes.pipeline import Pipeline
+        optimized = Pipeline("region", KERNEL_PASSES, verify=False).run(region)
+        lowered = lower_module(optimized, num_threads, name=f"{name}.{region_prefix}",
+                               linkage=Linkage(prefix + region_prefix, bake_constants=True),
+                               partitions=1,
+                               external_routines=external_routines, native_ldexp=native_ldexp)
+        region_parts.extend(lowered.parts)
+        return RegionCode(lowered.entry, lowered.plan.workspace_bytes)
+
+    region_parts: list[ir.Module] = []
     for n, inst in enumerate(fn.body):
         if inst.op.name in ("parameter", "constant") or id(inst.results[0]) in plan.aliases:
+            continue
+        if inst.op.has(Trait.REGIONS):
+            # The step function is internal: it stays with the entry that calls it.
+            step = f"{prefix}k{n}.{inst.op.name}"
+            emitted.append(emit_control(parts[0], plan, step, inst, module, lower_region))
+            home[step] = 0
             continue
         label = inst.attrs["kind"] if inst.op is FUSION else inst.op.name
         name = f"{prefix}k{n}.{label}"
@@ -190,7 +216,7 @@ def lower_module(module: Module, num_threads: int = 1, name: str = "jitc",
             llvm_module.get_global(kernel.name).linkage = "internal"
     entry = _emit_entry(llvm_module, plan, emitted, num_threads, linkage)
     used = [part for p, part in enumerate(parts) if p == 0 or load[p] > 0]
-    return Lowering(llvm_module, plan, emitted, entry.name, used)
+    return Lowering(llvm_module, plan, emitted, entry.name, used + region_parts)
 
 
 def _baked_constants(module: ir.Module, plan: BufferPlan, prefix: str) -> list[ir.GlobalValue]:

@@ -1,6 +1,7 @@
 """The op table. Importing this package registers every op in `jitc.ir.opdef.OPS`."""
 
 from jitc.ir.opdef import OPS, lookup
+from jitc.ir.ops.control import CONDITIONAL, WHILE
 from jitc.ir.ops.elementwise import *  # noqa: F403
 from jitc.ir.ops.fusion import FUSION, FUSION_KINDS
 from jitc.ir.ops.leaves import CONSTANT, IOTA, PARAMETER
@@ -20,7 +21,8 @@ from jitc.ir.ops.shape import (
 )
 
 __all__ = [
-    "OPS", "lookup", "FUSION", "FUSION_KINDS", "CONSTANT", "IOTA", "PARAMETER", "CONVOLUTION",
+    "OPS", "lookup", "CONDITIONAL", "WHILE", "FUSION", "FUSION_KINDS", "CONSTANT", "IOTA",
+    "PARAMETER", "CONVOLUTION",
     "DOT_GENERAL",
     "parse_dim_labels", "ARGMAX", "ARGMIN", "REDUCE", "reduce_identity", "BROADCAST_IN_DIM",
     "CONCATENATE", "DYNAMIC_SLICE", "DYNAMIC_UPDATE_SLICE", "GATHER", "PAD", "RESHAPE",
