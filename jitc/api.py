@@ -161,6 +161,8 @@ class Compiled:
             # instead (a reshape of a transposed array), the computed copy is numpy's answer.
             with contextlib.suppress(ValueError):
                 outputs[position] = effects.numpy_view(leaves[index], steps)
+        for position in effects_.scalars:
+            outputs[position] = outputs[position][()]
         return pytree.unflatten(low.out_tree, outputs)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:

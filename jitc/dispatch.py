@@ -82,9 +82,16 @@ def positional_path(jitted: Jitted, compiled: Compiled, captured: capture.Captur
     simple_out = out == pytree.LEAF or out.kind == "none" or (
         out.kind == "tuple" and all(c == pytree.LEAF for c in out.children))
     if not jitted.signature.simple or low.in_tree != flat or not simple_out or \
-            any(s.weak or not s.array for s in low.specs[:arguments]) or effects_.returned:
+            any(s.weak or not s.array for s in low.specs[:arguments]) or effects_.returned \
+            or effects_.scalars not in ((), (0,)) or (effects_.scalars and out != pytree.LEAF):
         return None
     dispatch = _dispatcher(compiled, _result_kind(out))
+    if dispatch is not None and effects_.scalars:  # `x.sum()`: a numpy scalar, as numpy's
+        array_result = dispatch
+
+        def dispatch(args: tuple) -> Any:
+            result = array_result(args)
+            return None if result is None else result[()]
     if dispatch is None or not captured:
         return dispatch
     read = state_reader(jitted, compiled, captured, _NO_SELF)
@@ -231,7 +238,7 @@ def form_path(jitted: Jitted, compiled: Compiled, captured: capture.Captured,
     writer.fail_unless("result is not None")
     if kind == RESULT_NONE:
         writer.lines.append("return None")
-    elif kind == RESULT_SINGLE and not effects_.returned:
+    elif kind == RESULT_SINGLE and not effects_.returned and not effects_.scalars:
         writer.lines.append("return result")
     else:
         writer.lines.append(f"return finish(result, ({''.join(v + ', ' for v in writer.leaves)}))")
@@ -247,12 +254,15 @@ def _finisher(low: Any) -> Callable[[Any, tuple], Any]:
     """The results as the function returns them: its pytree, with each argument it returned
     (or a view of one) as that very array, as in numpy."""
     out, returned = low.out_tree, low.side_effects.returned
+    scalars = low.side_effects.scalars
 
     def finish(result: Any, leaves: tuple) -> Any:
         outputs = [result] if out == pytree.LEAF else list(result)
         for position, index, steps in returned:
             with contextlib.suppress(ValueError):
                 outputs[position] = effects.numpy_view(leaves[index], steps)
+        for position in scalars:
+            outputs[position] = outputs[position][()]
         return pytree.unflatten(out, outputs)
     return finish
 

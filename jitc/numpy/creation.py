@@ -55,9 +55,18 @@ def full(shape, fill_value, dtype=None, order="C", *, device=None, like=None):
     return broadcast_to(lift(fill_value, target), shape)
 
 
+def _an_array(traced: Tracer) -> Tracer:
+    """`traced` as an ndarray: a 0-d result then stays a 0-d array where numpy would return
+    a scalar (`np.asarray(x.sum())`, `np.zeros(())` are arrays; `x.sum()` is a scalar)."""
+    if not traced._array:
+        traced = traced.copy_tracer()
+        traced._array = True
+    return traced
+
+
 def asarray(a, dtype=None, order=None, *, copy=None, device=None, like=None):
     if isinstance(a, Tracer):
-        return a if dtype is None else lift(a, dtype)
+        return _an_array(a if dtype is None else lift(a, dtype))
     if isinstance(a, (list, tuple)) and any(isinstance(v, Tracer) for v in a):
         from jitc.numpy.shapes import stack
         return lift(stack(list(a)), dtype)
@@ -67,8 +76,8 @@ def asarray(a, dtype=None, order=None, *, copy=None, device=None, like=None):
 def array(a, dtype=None, *, copy=True, order="K", subok=False, ndmin=0, like=None):
     result = asarray(a, dtype)
     if copy and result is a and isinstance(a, Tracer):
-        return a.copy_tracer()  # numpy's copy is a new array: writes must not reach `a`
-    return result
+        return _an_array(a.copy_tracer())  # a new array: writes must not reach `a`
+    return _an_array(result) if isinstance(result, Tracer) else result
 
 
 # -- creation inside a traced function -----------------------------------------------------------
@@ -79,7 +88,7 @@ def array(a, dtype=None, *, copy=True, order="K", subok=False, ndmin=0, like=Non
 
 
 def _traced(array: np.ndarray) -> Tracer:
-    traced = lift(array).copy_tracer()
+    traced = _an_array(lift(array).copy_tracer())
     if array.dtype.kind in "biu":
         traced._known = array  # still static as an index until written
     return traced
@@ -88,7 +97,7 @@ def _traced(array: np.ndarray) -> Tracer:
 def _filled(shape, value, dtype) -> Tracer:
     fill = np.asarray(value, dtype=dtype if dtype is not None else np.asarray(value).dtype)
     shape = (shape,) if isinstance(shape, (int, np.integer)) else tuple(shape)
-    return broadcast_to(lift(fill), shape).copy_tracer()
+    return _an_array(broadcast_to(lift(fill), shape).copy_tracer())
 
 
 def _traced_zeros(shape, dtype=float, order="C", *, device=None, like=None):
@@ -101,14 +110,14 @@ def _traced_ones(shape, dtype=None, order="C", *, device=None, like=None):
 
 def _traced_full(shape, fill_value, dtype=None, order="C", *, device=None, like=None):
     if isinstance(fill_value, Tracer):
-        return full(shape, fill_value, dtype).copy_tracer()
+        return _an_array(full(shape, fill_value, dtype).copy_tracer())
     return _filled(shape, fill_value, dtype)
 
 
 def _traced_array(a, dtype=None, *args, copy=True, **kwargs):
     if isinstance(a, Tracer):
         result = a if dtype is None else lift(a, dtype)
-        return result.copy_tracer() if copy and result is a else result
+        return _an_array(result.copy_tracer() if copy and result is a else result)
     if isinstance(a, (list, tuple)) and any(isinstance(v, Tracer) for v in a):
         return asarray(a, dtype)
     return _traced(np.array(a, dtype, *args, copy=True, **kwargs))

@@ -114,7 +114,9 @@ def tensordot(a, b, axes=2):
         if x.shape[i] != y.shape[j]:
             raise ShapeError(located(f"tensordot: axis {i} of {x.aval.short()} does not match "
                                      f"axis {j} of {y.aval.short()}"))
-    return dot_general(x, y, (xa, ya))
+    result = dot_general(x, y, (xa, ya))
+    result._array = True  # numpy's tensordot reshapes its product: a 0-d one is an array
+    return result
 
 
 # -- norms -------------------------------------------------------------------------------------

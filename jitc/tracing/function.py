@@ -165,9 +165,12 @@ class SideEffects:
     returned: tuple[tuple[int, int, tuple[effects.Step, ...]], ...] = ()
     rebound: tuple[capture.WriteBack, ...] = ()  # captured state the function rebinds
     captured: tuple[capture.Path, ...] = ()  # paths of the implicit (captured) array arguments
+    # Output positions numpy returns as numpy scalars (`x.sum()`), not 0-d arrays.
+    scalars: tuple[int, ...] = ()
 
     def __bool__(self) -> bool:
-        return bool(self.written or self.returned or self.rebound or self.captured)
+        return bool(self.written or self.returned or self.rebound or self.captured or
+                    self.scalars)
 
 
 def captured_specs(captured: capture.Captured) -> list[ArgSpec]:
@@ -239,6 +242,8 @@ def trace_function(fun: Callable, signature: _Signature, dynamic: dict[str, Any]
         else:
             raise TraceError(f"{name} returned a {type(leaf).__name__} (output {i}); jitc "
                              "functions return arrays, scalars, or tuples/lists/dicts of them")
+    scalars = tuple(i for i, leaf in enumerate(leaves)
+                    if isinstance(leaf, Tracer) and leaf.value.type.rank == 0 and not leaf._array)
     written = tuple(i for i, t in enumerate(tracers) if t._version > 0)
     outputs += [tracers[i].value for i in written]
     rebound = []
@@ -251,7 +256,8 @@ def trace_function(fun: Callable, signature: _Signature, dynamic: dict[str, Any]
             rebound.append(capture.WriteBack(path, constant=value))
     state.function.outputs = outputs
     return Module([state.function, *state.regions[1:]]), out_tree, SideEffects(
-        written, tuple(returned), tuple(rebound), tuple(p for p, _ in captured.arrays))
+        written, tuple(returned), tuple(rebound), tuple(p for p, _ in captured.arrays),
+        scalars)
 
 
 def _check_no_leaks(captured: capture.Captured, shadow: capture.Shadow) -> None:

@@ -65,7 +65,9 @@ class Tracer:
 
     def copy_tracer(self) -> Tracer:
         """A new array with this one's current value (numpy's copy)."""
-        return Tracer(self.trace, self.value, self.weak)
+        copy = Tracer(self.trace, self.value, self.weak)
+        copy._array = self._array
+        return copy
 
     # -- static properties -----------------------------------------------------------------
     @property
