@@ -170,7 +170,7 @@ def lower_unit(module: Module, donated: frozenset[int] = frozenset(), prefix: st
     helpers: set[str] = set()
 
     def lower_region(region_module: Module, region_prefix: str) -> Unit:
-        unit = lower_unit(region_module, prefix=prefix + region_prefix, region=True)
+        unit = lower_unit(region_module, prefix=region_prefix, region=True)  # has `prefix`
         region_code.extend(unit.functions)
         helpers.update(unit.helpers)
         return unit
