@@ -13,8 +13,8 @@ from jitc.tracing.errors import ConcretizationError, TraceError
 
 # Backends that lower `while` and `conditional`; the others raise NotImplementedError naming
 # the op and the backend (test_unsupported_backends_name_the_op).
-LOOP_BACKENDS = ["interpreter", "cpu"]
-UNSUPPORTED = ["c", "cuda-sim"]
+LOOP_BACKENDS = ["interpreter", "cpu", "c"]
+UNSUPPORTED = ["cuda-sim"]
 
 rng = np.random.default_rng(7)
 H = rng.standard_normal((4, 8)).astype(np.float32)
@@ -210,3 +210,26 @@ def test_unsupported_backends_name_the_op(backend: str) -> None:
     require(backend)
     with pytest.raises(NotImplementedError, match="cannot lower while"):
         jitc.jit(power_sum, backend=backend)(np.ones(2), np.int64(2))
+
+
+@pytest.mark.parametrize("backend", LOOP_BACKENDS)
+def test_loop_regions_with_array_constants_and_narrow_dtypes(backend: str) -> None:
+    # The body holds an array constant (baked into the region's code) and carries float16
+    # and bool values, which live in memory as 2 and 1 bytes.
+    def f(x, n):
+        def body(i, state):
+            v, flag = state
+            v = (v * np.array([0.5, 2.0, -1.0], np.float16) + np.float16(1)).astype(np.float16)
+            return v, flag ^ (v.sum() > 0)
+        return lax.fori_loop(0, n, body, (x, np.bool_(False)))
+
+    def reference(x, n):
+        v, flag = x, np.bool_(False)
+        for _ in range(int(n)):
+            v = (v * np.array([0.5, 2.0, -1.0], np.float16) + np.float16(1)).astype(np.float16)
+            flag = flag ^ (v.sum() > 0)
+        return v, flag
+    x = np.array([1.0, -2.0, 3.0], np.float16)
+    compiled = jitc.jit(f, backend=backend)
+    for n in (0, 1, 5):
+        assert_trees_close(compiled(x, np.int64(n)), reference(x, n))

@@ -223,8 +223,9 @@ def _describe(e: Exported, c_name: str, lowered: Lowered, optimized: Module,
 
 
 def _compile_export(e: Exported, c_name: str, lib_name: str, threads: int,
-                    tm: llvm.TargetMachine) -> tuple[FunctionABI, str, bool]:
-    """One export as LLVM IR text; whether it calls the thread pool."""
+                    tm: llvm.TargetMachine) -> tuple[FunctionABI, list[str], bool]:
+    """One export as LLVM IR texts (the entry's module first, then its regions'); whether it
+    calls the thread pool."""
     file, line = e.source
     options = Options().with_(backend="cpu", num_threads=threads)
     try:
@@ -245,10 +246,13 @@ def _compile_export(e: Exported, c_name: str, lib_name: str, threads: int,
         raise
     except Exception as exc:
         raise AotError(f"{file}:{line}: {e.name}: cannot compile: {one_line(exc)}") from exc
-    pool = lowering.llvm_ir.globals.get(parallel_for)
-    if pool is not None:
-        pool.visibility = "hidden"  # defined in this library, never exported from it
-    return fn, str(lowering.llvm_ir), pool is not None
+    uses_pool = False
+    for part in lowering.parts:  # the entry's module, then those of control-flow regions
+        pool = part.globals.get(parallel_for)
+        if pool is not None:
+            pool.visibility = "hidden"  # defined in this library, never exported from it
+            uses_pool = True
+    return fn, [str(part) for part in lowering.parts], uses_pool
 
 
 def _check_unique(lib: LibraryABI, source: Path) -> None:
@@ -282,9 +286,9 @@ def compile_object(exports: Sequence[Exported], config: BuildConfig, target_: Ta
                        "supported")
     texts, functions, threaded = [], [], False
     for e, c_name in zip(exports, names):
-        fn, text, uses_pool = _compile_export(e, c_name, config.name, config.threads, tm)
+        fn, parts, uses_pool = _compile_export(e, c_name, config.name, config.threads, tm)
         functions.append(fn)
-        texts.append(text)
+        texts.extend(parts)
         threaded |= uses_pool
     lib = LibraryABI(config.name, tuple(functions), version, target_.triple, target_.cpu,
                      config.threads if threaded else 1)

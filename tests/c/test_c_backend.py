@@ -251,7 +251,9 @@ def test_every_op_of_the_table_has_a_c_lowering() -> None:
     from jitc.ir import ops
     from jitc.passes.fusion import ELEMENTAL
     assert {op.name for op in ELEMENTAL} <= set(RULES)
-    lowered = set(RULES) | {op.name for op in _SPECIAL} | {"parameter", "constant", "fusion"}
+    from jitc.backends.c.control import CONTROL
+    lowered = set(RULES) | {op.name for op in _SPECIAL} | {op.name for op in CONTROL} | \
+        {"parameter", "constant", "fusion"}
     assert set(ops.OPS) <= lowered, sorted(set(ops.OPS) - lowered)
 
 

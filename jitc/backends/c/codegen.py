@@ -12,9 +12,12 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+import numpy as np
+
 from jitc.backends.cpu.plan import ALIGNMENT, BufferPlan, is_inline_constant, plan_buffers
 from jitc.ir import ops
 from jitc.ir.core import Function, Instruction, Module, Value
+from jitc.ir.opdef import Trait
 from jitc.ir.printer import print_module, value_names
 from jitc.ir.types import TensorType
 
@@ -86,8 +89,11 @@ class Program:
     def scratch(self, t: TensorType) -> tuple[str, object]:
         """Workspace bytes past the arena for a kernel's private use: (the entry's argument
         expression, a storage key)."""
+        return self.scratch_bytes(t.nbytes)
+
+    def scratch_bytes(self, nbytes: int) -> tuple[str, object]:
         end = self.workspace_bytes
-        self.scratch_offsets.append((end, max(t.nbytes, 1)))
+        self.scratch_offsets.append((end, max(nbytes, 1)))
         return f"(void *)(workspace + {end})", ("scratch", end)
 
     @property
@@ -125,29 +131,87 @@ class Translation:
     workspace_bytes: int
 
 
+@dataclass
+class Unit:
+    """One lowered function of the translation unit: its `static` C functions in definition
+    order (region code, kernels, then its entry), the helpers they call and its entry."""
+
+    functions: list[str]
+    helpers: set[str]
+    entry: str
+    workspace_bytes: int
+    kernel_count: int
+    program: Program
+
+
 def lower_module(module: Module, donated: frozenset[int] = frozenset()) -> Translation:
     """The C source of an optimized module; `donated` names arguments whose buffers results
     may be computed in (buffer assignment decides where that is safe)."""
+    unit = lower_unit(module, donated)
+    parts = [_header(module.entry, unit.program),
+             "\n".join(f"#include <{h}>" for h in INCLUDES)]
+    if unit.helpers:
+        parts.append(preamble(unit.helpers))
+    parts += unit.functions
+    return Translation("\n\n".join(parts) + "\n", unit.program.plan, unit.kernel_count,
+                       unit.workspace_bytes)
+
+
+def lower_unit(module: Module, donated: frozenset[int] = frozenset(), prefix: str = "",
+               region: bool = False) -> Unit:
+    """The C functions of `module`. The entry of a `region` is `static void
+    {prefix}entry(void **buffers)` taking `[arguments..., results..., workspace]`, with its
+    array constants baked into the unit; kernel names start with `prefix`."""
+    from .control import emit_control
     fn = module.entry
     program = Program(module, donated)
     kernels: list[Kernel] = []
+    region_code: list[str] = []
+    helpers: set[str] = set()
+
+    def lower_region(region_module: Module, region_prefix: str) -> Unit:
+        unit = lower_unit(region_module, prefix=region_prefix, region=True)  # has `prefix`
+        region_code.extend(unit.functions)
+        helpers.update(unit.helpers)
+        return unit
+
     for n, inst in enumerate(fn.body):
         if inst.op in (ops.PARAMETER, ops.CONSTANT) or id(inst.results[0]) in \
                 program.plan.aliases:
             continue
         label = inst.attrs["kind"] if inst.op is ops.FUSION else inst.op.name
-        kernels.append(emit_kernel(program, f"k{n}_{label}", inst))
+        name = f"{prefix}k{n}_{label}"
+        if inst.op.has(Trait.REGIONS):
+            kernels.append(emit_control(program, name, inst, lower_region))
+        else:
+            kernels.append(emit_kernel(program, name, inst))
     for n, (source, slot) in enumerate(program.plan.copies):
-        kernels.append(emit_copy(program, f"copy{n}", source, slot, program.slot_names[slot]))
-    parts = [_header(fn, program), "\n".join(f"#include <{h}>" for h in INCLUDES)]
+        kernels.append(emit_copy(program, f"{prefix}copy{n}", source, slot,
+                                 program.slot_names[slot]))
     # The helpers the final code calls (dead code removal may have dropped some calls).
-    called = {name for k in kernels for name in _HELPER_CALL.findall(k.source)} & set(HELPERS)
-    if called:
-        parts.append(preamble(called))
-    parts += [k.source for k in kernels]
-    parts.append(_entry(fn, program, kernels))
-    return Translation("\n\n".join(parts) + "\n", program.plan, len(kernels),
-                       program.workspace_bytes)
+    helpers |= {name for k in kernels for name in _HELPER_CALL.findall(k.source)} & \
+        set(HELPERS)
+    functions = region_code + [k.source for k in kernels]
+    if region:
+        functions += [baked_array(f"{prefix}const{n}", array)
+                      for n, array in enumerate(program.plan.constants)]
+        entry = f"{prefix}entry"
+        functions.append(_entry(fn, program, kernels, entry, prefix if region else None))
+    else:
+        entry = ENTRY
+        functions.append(_entry(fn, program, kernels, entry, None))
+    return Unit(functions, helpers, entry, program.workspace_bytes, len(kernels), program)
+
+
+def baked_array(name: str, array: np.ndarray) -> str:
+    """`array`'s bytes as a static array of 64-bit words (aligned for every element type),
+    in the host's byte order: the unit is compiled for the host."""
+    data = np.ascontiguousarray(array).tobytes()
+    data += bytes(-len(data) % 8 if data else 8)  # C has no arrays of zero elements
+    words = np.frombuffer(data, np.uint64)
+    rows = [", ".join(f"{int(w):#x}u" for w in words[i:i + 6]) for i in range(0, len(words), 6)]
+    body = ",\n    ".join(rows)
+    return f"static const uint64_t {name}[{len(words)}] = {{\n    {body}}};"
 
 
 def _header(fn: Function, program: Program) -> str:
@@ -173,20 +237,30 @@ def _header(fn: Function, program: Program) -> str:
         " */"])
 
 
-def _entry(fn: Function, program: Program, kernels: list[Kernel]) -> str:
+def _entry(fn: Function, program: Program, kernels: list[Kernel], entry: str,
+           baked: str | None) -> str:
+    """The entry function; `baked` is the prefix of the array constants baked into the unit
+    (a region's entry), or None when they are passed in `buffers`."""
     plan = program.plan
     used = {arg for k in kernels for arg in k.arguments}
-    direct = plan.num_args + plan.num_outputs + len(plan.constants)
+    passed = plan.num_args + plan.num_outputs
+    direct = passed + len(plan.constants)
+    workspace_index = passed if baked is not None else direct
     roles = ["argument"] * plan.num_args + ["result"] * plan.num_outputs + \
         ["constant"] * len(plan.constants)
-    lines = [f"void {ENTRY}(void **buffers) {{"]
+    linkage = "static " if baked is not None else ""
+    lines = [f"{linkage}void {entry}(void **buffers) {{"]
     for slot in range(direct):
         name = program.slot_names[slot]
-        if name in used:
+        if name not in used:
+            continue
+        if slot >= passed and baked is not None:
+            lines.append(f"    void *{name} = (void *){baked}const{slot - passed};")
+        else:
             lines.append(f"    void *{name} = buffers[{slot}]; /* {roles[slot]} */")
     if any("workspace" in arg for arg in used) or \
             any(program.slot_names[s] in used for s in plan.temp_offsets):
-        lines.append(f"    char *workspace = buffers[{direct}]; /* "
+        lines.append(f"    char *workspace = buffers[{workspace_index}]; /* "
                      f"{program.workspace_bytes} bytes */")
     for slot, offset in sorted(plan.temp_offsets.items(), key=lambda item: item[1]):
         name = program.slot_names[slot]
@@ -200,4 +274,4 @@ def _entry(fn: Function, program: Program, kernels: list[Kernel]) -> str:
     return "\n".join(lines)
 
 
-__all__ = ["ENTRY", "Program", "Translation", "lower_module"]
+__all__ = ["ENTRY", "Program", "Translation", "Unit", "lower_module", "lower_unit"]

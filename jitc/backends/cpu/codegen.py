@@ -9,7 +9,8 @@ function was compiled for more than one thread.
 `Linkage` changes how the symbols are named and seen, for `jitc aot`: several functions share
 one object file there, so names get a prefix, kernels and the entry become internal, and array
 constants are baked into the module as read-only globals (then `buffers` has no constant
-pointers).
+pointers). The regions of control flow are modules of their own (`Lowering.parts`); under
+internal linkage their entries are hidden, not internal, so that the parts link together.
 
 For the in-process JIT the kernels may be spread over several LLVM modules (`partitions`), so
 that they compile on several threads; the entry lives in the first and declares the kernels of
@@ -19,7 +20,7 @@ the others, and the GEMM routines are declarations the backend links (gemm_routi
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 from llvmlite import ir
@@ -155,18 +156,23 @@ def lower_module(module: Module, num_threads: int = 1, name: str = "jitc",
 
     def lower_region(region: Module, region_prefix: str) -> RegionCode:
         # Regions are optimized and lowered as programs of their own; their modules join
-        # the parts that are compiled and linked together.
-        if linkage.internal:
-            raise NotImplementedError(
-                f"{region.entry.name}: control flow (while, conditional) cannot be exported "
-                "by jitc aot yet; it runs with jitc.jit on the cpu backend")
+        # the parts that are compiled and linked together. (`region_prefix` starts with the
+        # step's name, which has `prefix`.)
         from jitc.passes import KERNEL_PASSES
         from jitc.passes.pipeline import Pipeline
         optimized = Pipeline("region", KERNEL_PASSES, verify=False).run(region)
         lowered = lower_module(optimized, num_threads, name=f"{name}.{region_prefix}",
-                               linkage=Linkage(prefix + region_prefix, bake_constants=True),
+                               linkage=replace(linkage, prefix=region_prefix,
+                                               bake_constants=True),
                                partitions=1,
                                external_routines=external_routines, native_ldexp=native_ldexp)
+        if linkage.internal:
+            # The step calls the region's entry from another module: the entry is linked
+            # across modules, yet never exported from the library.
+            # llvmlite prints no visibility for a function but prints its linkage verbatim
+            # before the return type, where `hidden` reads as default linkage, hidden
+            # visibility.
+            lowered.llvm_ir.get_global(lowered.entry).linkage = "hidden"
         region_parts.extend(lowered.parts)
         return RegionCode(lowered.entry, lowered.plan.workspace_bytes)
 

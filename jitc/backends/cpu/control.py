@@ -126,7 +126,7 @@ def emit_control(module: ir.Module, plan: BufferPlan, name: str, inst: Instructi
     raise NotImplementedError(f"the CPU backend cannot lower {inst.op.name}")
 
 
-def _block_writes(body: Function) -> dict[int, Instruction]:
+def block_writes(body: Function) -> dict[int, Instruction]:
     """Carry position -> the dynamic_update_slice that computes it from the carried value
     itself, where that is the value's only use and the block is contiguous in memory (scan's
     stacked outputs): the step writes the block into the carry's buffer in place instead of the
@@ -153,7 +153,7 @@ def _emit_while(module: ir.Module, plan: BufferPlan, name: str, inst: Instructio
                 program: Module, lower_region: LowerRegion) -> Kernel:
     body_fn = program.functions[inst.attrs["body"]]  # type: ignore[index]
     params = body_fn.parameters
-    writes = _block_writes(body_fn)
+    writes = block_writes(body_fn)
     # Carries the body returns unchanged keep their buffer, and so do those it writes a block
     # of (the body returns the block and its start indices); the others alternate with B.
     moving = [i for i, out in enumerate(body_fn.outputs)

@@ -1,0 +1,207 @@
+"""Control flow in C: a `while` or `conditional` is one step function of the unit that calls
+the entry functions of its regions.
+
+The design is the CPU backend's (jitc/backends/cpu/control.py, docs/porting.md): each region
+is optimized as a module of its own and lowered like a whole program into `static` functions
+of the same translation unit (codegen.lower_unit), whose entry takes `[arguments...,
+results..., workspace]`. A `while` keeps its carry in two sets of buffers, its own results (A)
+and scratch bytes of the caller's workspace (B): each iteration runs the condition on A, the
+body from A into B, and swaps them. A carry the body returns unchanged stays in A, and a scan
+output the body writes one block of is written in place.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from jitc.backends.cpu.control import block_writes, region_module
+from jitc.backends.cpu.plan import ALIGNMENT
+from jitc.ir.core import Instruction, Module, Value
+from jitc.ir.ops import CONDITIONAL, WHILE
+
+from .cgen import Writer, memory_type
+from .kernels import Kernel
+
+if TYPE_CHECKING:
+    from .codegen import Program, Unit
+
+# (region module, name prefix) -> its lowered code, added to the unit by the caller.
+LowerRegion = Callable[[Module, str], "Unit"]
+
+
+def _aligned(n: int) -> int:
+    return (n + ALIGNMENT - 1) // ALIGNMENT * ALIGNMENT
+
+
+def _optimized(module: Module) -> Module:
+    from jitc.passes.pipeline import Pipeline
+
+    from .backend import C_PASSES
+    return Pipeline("region", C_PASSES, verify=False).run(module)
+
+
+class _Step:
+    """The parameters, arguments and lines of one step function."""
+
+    def __init__(self, program: Program, name: str, inst: Instruction) -> None:
+        self.program = program
+        self.name = name
+        self.inst = inst
+        self.params: list[str] = []
+        self.arguments: list[str] = []
+        self.w = Writer()
+        self.constants: list[str] = []
+
+    def pointer(self, value: Value, written: bool = False) -> str:
+        """A C expression of the address of `value` inside the step: a parameter for a
+        buffer, a static array for an inline scalar constant."""
+        from .codegen import baked_array
+        if self.program.plan.slot(value) is None:
+            name = f"c{len(self.constants)}"
+            array = value.producer.attrs["value"].array  # type: ignore[union-attr]
+            self.constants.append(baked_array(name, np.asarray(array, value.type.dtype.numpy)))
+            return f"(void *){name}"
+        name = f"p{len(self.params)}"
+        const = "" if written else "const "
+        self.params.append(f"{const}void *{name}")
+        self.arguments.append(self.program.slot_pointer(value))
+        return f"(void *){name}" if not written else name
+
+    def scratch(self, nbytes: int) -> str:
+        argument, _ = self.program.scratch_bytes(nbytes)
+        self.params.append("char *scratch")
+        self.arguments.append(f"(char *){argument}")
+        return "scratch"
+
+    def kernel(self) -> Kernel:
+        header = f"// {self.program.texts[id(self.inst)]}"
+        signature = f"static void {self.name}({', '.join(self.params)}) {{"
+        if len(signature) > 100:
+            signature = f"static void {self.name}(\n    " + ",\n    ".join(self.params) + ") {"
+        body = ["    " + line for c in self.constants for line in c.splitlines()]
+        lines = [header, signature, *body, *self.w.lines, "}"]
+        return Kernel(self.name, self.arguments, "\n".join(lines))
+
+
+def emit_control(program: Program, name: str, inst: Instruction,
+                 lower_region: LowerRegion) -> Kernel:
+    emit = CONTROL.get(inst.op)
+    if emit is None:
+        raise NotImplementedError(f"the C backend cannot lower {inst.op.name}")
+    return emit(program, name, inst, lower_region)
+
+
+def _call(w: Writer, entry: str, array: str, pointers: Sequence[str]) -> None:
+    for n, pointer in enumerate(pointers):
+        w.line(f"{array}[{n}] = {pointer};")
+    w.line(f"{entry}({array});")
+
+
+def _emit_while(program: Program, name: str, inst: Instruction,
+                lower_region: LowerRegion) -> Kernel:
+    module = program.module
+    body_fn = module.functions[inst.attrs["body"]]  # type: ignore[index]
+    params = body_fn.parameters
+    writes = block_writes(body_fn)
+    # As on the CPU: carries the body returns unchanged or writes a block of stay in A.
+    moving = [i for i, out in enumerate(body_fn.outputs)
+              if out is not params[i] and i not in writes]
+    block_outputs = [v for j in writes for v in writes[j].operands[1:]]
+    cond = lower_region(_optimized(region_module(module, inst.attrs["cond"])),  # type: ignore
+                        f"{name}_cond_")
+    body = lower_region(_optimized(region_module(
+        module, body_fn.name, [body_fn.outputs[i] for i in moving] + block_outputs)),
+        f"{name}_body_")
+    offsets, size = {}, 0
+    for i in moving:
+        offsets[i] = size
+        size += _aligned(max(inst.results[i].type.nbytes, 1))
+    block_offsets = []
+    for v in block_outputs:
+        block_offsets.append(size)
+        size += _aligned(max(v.type.nbytes, 1))
+    region_workspace = size
+    size += max(cond.workspace_bytes, body.workspace_bytes)
+
+    step = _Step(program, name, inst)
+    w = step.w
+    operands = [step.pointer(v) for v in inst.operands]
+    results = [step.pointer(v, written=True) for v in inst.results]  # type: ignore[arg-type]
+    scratch = step.scratch(size)
+    count = len(results)
+    w.line(f"void *current[{count}] = {{{', '.join(results)}}};  /* where each carry is (A) */")
+    spare = ", ".join(f"{scratch} + {offsets[i]}" if i in offsets else "0" for i in range(count))
+    w.line(f"void *spare[{count}] = {{{spare}}};  /* where the body writes it (B) */")
+    blocks = [f"{scratch} + {offset}" for offset in block_offsets]
+    workspace = f"{scratch} + {region_workspace}"
+    w.line("uint8_t go;")
+    w.line(f"void *cond_buffers[{count + 2}];")
+    w.line(f"void *body_buffers[{count + len(moving) + len(blocks) + 1}];")
+    for result, operand, v in zip(results, operands, inst.operands):
+        w.line(f"if ({result} != {operand}) memcpy({result}, {operand}, {v.type.nbytes});")
+    current = [f"current[{i}]" for i in range(count)]
+    with w.block("for (;;)"):
+        _call(w, cond.entry, "cond_buffers", [*current, "&go", workspace])
+        w.line("if (!go) break;")
+        _call(w, body.entry, "body_buffers",
+              [*current, *(f"spare[{i}]" for i in moving), *blocks, workspace])
+        position = 0
+        for j, write in writes.items():
+            count_starts = len(write.operands) - 2
+            _write_block(w, f"current[{j}]", write, blocks[position],
+                         blocks[position + 1:position + 1 + count_starts], f"s{j}_")
+            position += 1 + count_starts
+        for i in moving:
+            w.line(f"{{ void *swap = current[{i}]; current[{i}] = spare[{i}]; "
+                   f"spare[{i}] = swap; }}")
+    for i in moving:
+        w.line(f"if (current[{i}] != {results[i]}) "
+               f"memcpy({results[i]}, current[{i}], {inst.results[i].type.nbytes});")
+    return step.kernel()
+
+
+def _write_block(w: Writer, target: str, write: Instruction, block: str,
+                 starts: Sequence[str], prefix: str) -> None:
+    """dynamic_update_slice in place: the block at the clamped starts of `target`."""
+    operand, update = write.operands[0].type, write.operands[1].type
+    terms = []
+    for d, (pointer, start_value) in enumerate(zip(starts, write.operands[2:])):
+        ctype = memory_type(start_value.type.dtype)
+        limit = operand.shape[d] - update.shape[d]
+        start = f"{prefix}{d}"
+        w.line(f"int64_t {start} = (int64_t)*(const {ctype} *)({pointer});")
+        w.line(f"{start} = {start} < 0 ? 0 : {start} > {limit} ? {limit} : {start};")
+        terms.append(f"{start} * {operand.strides[d] * operand.dtype.itemsize}")
+    offset = " + ".join(terms) or "0"
+    w.line(f"memcpy((char *){target} + ({offset}), {block}, {update.nbytes});")
+
+
+def _emit_conditional(program: Program, name: str, inst: Instruction,
+                      lower_region: LowerRegion) -> Kernel:
+    branches = inst.attrs["branches"]
+    codes = [lower_region(_optimized(region_module(program.module, branch)),
+                          f"{name}_branch{k}_")
+             for k, branch in enumerate(branches)]  # type: ignore[union-attr]
+    step = _Step(program, name, inst)
+    w = step.w
+    index = step.pointer(inst.operands[0])
+    operands = [step.pointer(v) for v in inst.operands[1:]]
+    results = [step.pointer(v, written=True) for v in inst.results]
+    workspace = step.scratch(max(code.workspace_bytes for code in codes))
+    w.line(f"void *buffers[{len(operands) + len(results) + 1}];")
+    # Out-of-range indices run the last branch (jitc.ir.ops.control.branch_index).
+    w.line(f"switch (*(const int32_t *){index}) {{")
+    for k, code in enumerate(codes):
+        w.line("default:" if k == len(codes) - 1 else f"case {k}:")
+        w.depth += 1
+        _call(w, code.entry, "buffers", [*operands, *results, workspace])
+        w.line("break;")
+        w.depth -= 1
+    w.line("}")
+    return step.kernel()
+
+
+CONTROL = {WHILE: _emit_while, CONDITIONAL: _emit_conditional}
