@@ -11,6 +11,7 @@ import json
 import os
 import platform
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -115,6 +116,10 @@ def main(argv: list[str] | None = None) -> int:
         root = str(Path(__file__).resolve().parent.parent)
         env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
         os.execve(sys.executable, [sys.executable, "-m", "bench", *arguments], env)
+    # First calls are compiles: an empty compile cache of this run's own, so that a workload
+    # run before is not loaded from the user's cache (bench/cache_speed.py times that).
+    cache = tempfile.TemporaryDirectory(prefix="jitc-bench-cache-")
+    os.environ["JITC_CACHE_DIR"] = cache.name
     from bench.runner import ROUNDS, run
     from bench.workloads import WORKLOADS
     selected = [w for w in WORKLOADS if args.only.lower() in w.name.lower()]

@@ -241,6 +241,22 @@ def _gpt2_inputs(rng, quick):
             _normal(rng, 4 * d, d, scale=0.02), _normal(rng, d, scale=0.02))
 
 
+def gpt2_forward(xp, x, blocks):
+    """A stack of GPT-2 blocks (12 of GPT-2 small's size in CACHE_WORKLOADS)."""
+    for block in blocks:
+        x = gpt2_block(xp, x, *block)
+    return x
+
+
+def _gpt2_stack_inputs(layers):
+    def make(rng, quick):
+        x, *block = _gpt2_inputs(rng, quick)
+        # The layers share one set of weights: the program (and its compile) is the same as
+        # with twelve, the inputs take 12 times less memory.
+        return x, [tuple(block)] * layers
+    return make
+
+
 WORKLOADS = [
     Workload("elementwise 1e3", elementwise, _elementwise_inputs(1_000), "elementwise"),
     Workload("elementwise 1e5", elementwise, _elementwise_inputs(100_000), "elementwise"),
@@ -271,4 +287,11 @@ WORKLOADS = [
                           ("static arg", static_form), ("*args", varargs_form),
                           ("dict of weights", pytree_form), ("decorated", decorated_form),
                           ("method self.w", method_form)]),
+]
+
+
+# The compile-cache benchmark (bench/cache_speed.py): first calls, cold and from the cache.
+CACHE_WORKLOADS = [
+    Workload("GPT-2 block", gpt2_block, _gpt2_inputs, "model"),
+    Workload("GPT-2 12 layers", gpt2_forward, _gpt2_stack_inputs(12), "model"),
 ]

@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from jitc import dispatch
+from jitc import compile_cache, dispatch
 from jitc.arguments import check_python_ints, python_int_bounds
 from jitc.backends import get_backend
 from jitc.backends.base import Executable
@@ -64,6 +64,7 @@ class CompileStats:
     optimize_seconds: float = 0.0
     codegen_seconds: float = 0.0
     passes: tuple[PassRecord, ...] = ()
+    cached: bool = False  # loaded from the persistent cache: no optimizer or codegen ran
 
     @property
     def total_seconds(self) -> float:
@@ -104,14 +105,20 @@ def collector_paused() -> Iterator[None]:
 class Compiled:
     """An executable for one call signature; call it with arrays of exactly that signature."""
 
-    def __init__(self, lowered: Lowered, optimized: Module, executable: Executable,
-                 stats: CompileStats) -> None:
+    def __init__(self, lowered: Lowered, optimized: Module | Callable[[], Module],
+                 executable: Executable, stats: CompileStats) -> None:
         self.lowered = lowered
-        self.optimized_module = optimized
+        # Loaded from the persistent cache: the optimized IR is made when first asked for.
+        self._optimized = optimized
         self.executable = executable
         self.stats = stats
         # Fast paths for calls of this signature, by call form (see Jitted._remember_form).
         self.fast_paths: dict[object, Callable | None] = {}
+
+    @functools.cached_property
+    def optimized_module(self) -> Module:
+        optimized = self._optimized
+        return optimized if isinstance(optimized, Module) else optimized()
 
     def as_text(self, **options: Any) -> str:
         """The backend's code: optimized IR (interpreter), LLVM IR (cpu; `assembly=True` for
@@ -264,10 +271,20 @@ class Lowered:
         backend = get_backend(self.options.backend)
         start = time.perf_counter()
         with collector_paused():
+            # The persistent cache (compile_cache.py): a hit skips the optimizer and backend.
+            key = compile_cache.key(self.module, self.options, backend)
+            executable = compile_cache.load(
+                key, backend,
+                lambda: backend.compile(self.optimize(), self.options.with_(disk_cache=False)))
+            if executable is not None:
+                stats = CompileStats(self.trace_seconds, 0.0, time.perf_counter() - start,
+                                     cached=True)
+                return Compiled(self, self.optimize, executable, stats)
             pipeline = self.pipeline()
             optimized = pipeline.run(self.module)
             middle = time.perf_counter()
             executable = backend.compile(optimized, self.options)
+            compile_cache.store(key, backend, executable)
         end = time.perf_counter()
         stats = CompileStats(self.trace_seconds, middle - start, end - middle,
                              tuple(pipeline.records))
@@ -514,6 +531,7 @@ class Jitted:
                         "optimize_seconds": s.optimize_seconds,
                         "codegen_seconds": s.codegen_seconds,
                         "total_seconds": s.total_seconds,
+                        "cached": s.cached,
                         "passes": [(r.name, r.seconds) for r in s.passes]})
         return out
 
@@ -530,7 +548,8 @@ class Jitted:
         return f"<jitc.jit {self.name} backend={self.options.backend}>"
 
     def __reduce__(self) -> str | tuple:
-        """Pickled by reference, never with compiled code: a receiving process compiles anew.
+        """Pickled by reference, never with compiled code: a receiving process compiles anew
+        (or loads the code from the persistent cache, docs/cache.md).
 
         `@jit` on a module-level function pickles as that module attribute; otherwise the
         function (by reference, as pickle does functions) travels with the static and donated
@@ -589,7 +608,8 @@ def jit(fun: Callable | None = None, *, backend: str | None = None,
         static_argnums: int | Sequence[int] = (), static_argnames: str | Sequence[str] = (),
         verify: bool | None = None, dump_dir: str | None = None,
         disabled_passes: Iterable[str] = (), donate_argnums: int | Sequence[int] = (),
-        num_threads: int | None = None, cache_limit: int = DEFAULT_CACHE_LIMIT) -> Any:
+        num_threads: int | None = None, cache_limit: int = DEFAULT_CACHE_LIMIT,
+        disk_cache: bool = True) -> Any:
     """Compile `fun` for each new argument signature; usable as `@jit` or `@jit(...)`.
 
     - `backend`: "cpu" (the default), "interpreter" (the reference semantics), or any other
@@ -602,6 +622,8 @@ def jit(fun: Callable | None = None, *, backend: str | None = None,
     - `num_threads`: threads the CPU backend may use (default: JITC_NUM_THREADS or all CPUs).
     - `cache_limit`: how many signatures stay compiled; past it the least recently used one
       is dropped (and compiled again if it comes back).
+    - `disk_cache`: whether compiles use the persistent cache (docs/cache.md), which keeps
+      compiled code on disk for later processes; `JITC_CACHE_DIR=""` turns it off for all.
     - `verify`: verify the IR after every pass; `dump_dir`: write it after every pass;
       `disabled_passes`: names of passes to skip.
     """
@@ -610,6 +632,8 @@ def jit(fun: Callable | None = None, *, backend: str | None = None,
     if isinstance(static_argnames, str):
         static_argnames = (static_argnames,)
     changes: dict[str, Any] = {"disabled_passes": frozenset(disabled_passes)}
+    if not disk_cache:
+        changes["disk_cache"] = False
     if backend is not None:
         changes["backend"] = backend
     if verify is not None:

@@ -80,6 +80,31 @@ def _bench(arguments: list[str]) -> int:
     return bench_main(arguments)
 
 
+def _megabytes(size: int) -> str:
+    return f"{size / (1 << 20):.1f} MiB"
+
+
+def _cache(action: str) -> int:
+    from jitc import diskcache
+    if action == "clear":
+        location = diskcache.root()
+        deleted = diskcache.clear()
+        print(f"deleted {deleted} entries from {location}" if location is not None
+              else "the compile cache is off (JITC_CACHE_DIR): nothing to clear")
+        return 0
+    info = diskcache.info()
+    if not info["enabled"]:
+        print("location: none (the compile cache is off: JITC_CACHE_DIR is empty or \"off\")")
+        return 0
+    print(f"location: {info['location']}")
+    print(f"entries:  {info['entries']}")
+    print(f"size:     {_megabytes(info['bytes'])}")
+    print(f"limit:    {_megabytes(info['limit_bytes'])} (JITC_CACHE_MAX_MB)")
+    for name, counts in sorted(info["namespaces"].items()):
+        print(f"  {name:9} {counts['entries']:6} entries  {_megabytes(counts['bytes']):>10}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     arguments = sys.argv[1:] if argv is None else list(argv)
     if arguments[:1] == ["bench"]:  # the suite parses its own options
@@ -93,6 +118,9 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser("bench", add_help=False,
                    help="the benchmark suite against numpy, JAX and numba (from a source "
                         "checkout; `jitc bench --help` for its options)")
+    cache = sub.add_parser("cache", help="the persistent compile cache: where it is, what it "
+                           "holds, clearing it (docs/cache.md)")
+    cache.add_argument("action", choices=["info", "clear"])
     from jitc.aot import cli as aot_cli
     aot_cli.add_parser(sub)
     args = parser.parse_args(arguments)
@@ -107,6 +135,8 @@ def main(argv: list[str] | None = None) -> int:
         return _demo(args)
     if args.command == "aot":
         return aot_cli.run(args)
+    if args.command == "cache":
+        return _cache(args.action)
     return 2
 
 

@@ -8,8 +8,12 @@ Environment variables are read here and nowhere else:
   on).
 - `JITC_COMPILE_THREADS`: threads the CPU backend compiles LLVM modules on (default: the
   CPUs this process may run on, at most 4); not part of the cache key, the machine code is the same.
-- `JITC_CACHE_DIR`: where the GEMM routines' objects are cached (default
-  $XDG_CACHE_HOME/jitc or ~/.cache/jitc; "off" turns the cache off).
+- `JITC_CACHE_DIR`: the persistent compile cache (jitc/diskcache.py, docs/cache.md): compiled
+  functions, GEMM routines and C libraries kept on disk for later processes (default
+  $XDG_CACHE_HOME/jitc or ~/.cache/jitc; "" or "off" turns it off; so does
+  `jit(..., disk_cache=False)` for one function).
+- `JITC_CACHE_MAX_MB`: the bound on the persistent cache's total size, in MiB (default 1024);
+  past it the least recently used entries are deleted.
 - `JITC_RESULT_CACHE_MB`: read by the C runtime at import: how much freed result memory it
   keeps for reuse (default 256; 0 turns reuse off).
 - `JITC_VERIFY`: when set to 1, verify the IR after every pass (the tests set it).
@@ -34,6 +38,8 @@ class Options:
     donated: frozenset[int] = frozenset()
     num_threads: int = field(default_factory=lambda: int(os.environ.get("JITC_NUM_THREADS")
                                                          or usable_cpus()))
+    # Whether compiles look in and write to the persistent cache (where: cache_dir()).
+    disk_cache: bool = True
 
     def with_(self, **changes: object) -> Options:
         return replace(self, **changes)  # type: ignore[arg-type]
@@ -49,14 +55,23 @@ def compile_threads() -> int:
 
 
 def cache_dir() -> str | None:
-    """JITC_CACHE_DIR, else $XDG_CACHE_HOME/jitc or ~/.cache/jitc; None when it is "off"."""
+    """JITC_CACHE_DIR, else $XDG_CACHE_HOME/jitc or ~/.cache/jitc; None when it is set to ""
+    or "off"."""
     configured = os.environ.get("JITC_CACHE_DIR")
-    if configured == "off":
-        return None
-    if configured:
-        return configured
+    if configured is not None:
+        return None if configured in ("", "off") else configured
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return os.path.join(base, "jitc")
+
+
+DEFAULT_CACHE_MAX_MB = 1024
+
+
+def cache_max_bytes() -> int:
+    """JITC_CACHE_MAX_MB (default 1024) in bytes: the persistent cache's size bound."""
+    configured = os.environ.get("JITC_CACHE_MAX_MB")
+    megabytes = float(configured) if configured else DEFAULT_CACHE_MAX_MB
+    return max(0, int(megabytes * (1 << 20)))
 
 
 def usable_cpus() -> int:

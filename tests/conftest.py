@@ -1,9 +1,14 @@
 """Fixtures shared by the tests. Every compilation in the tests verifies the IR after each
-pass (JITC_VERIFY)."""
+pass (JITC_VERIFY), and the persistent compile cache is a fresh folder of this test session
+(JITC_CACHE_DIR, inherited by the processes the tests start), never the user's own: programs
+compiled twice in a session then exercise the cache's load path too."""
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
+import tempfile
 from collections.abc import Callable
 
 import numpy as np
@@ -14,6 +19,9 @@ from jitc.ir.interpreter import interpret
 from jitc.ir.types import TensorType
 
 os.environ.setdefault("JITC_VERIFY", "1")
+_SESSION_CACHE = tempfile.mkdtemp(prefix="jitc-test-cache-")
+os.environ["JITC_CACHE_DIR"] = _SESSION_CACHE
+atexit.register(shutil.rmtree, _SESSION_CACHE, ignore_errors=True)
 
 
 def random_array(type_: TensorType, rng: np.random.Generator) -> np.ndarray:

@@ -1,5 +1,6 @@
 """A jitted function pickles by reference (its Python function, static and donated arguments
-and options), before and after it has compiled; the receiving process compiles anew."""
+and options), before and after it has compiled; the receiving process compiles anew, or loads
+the machine code from the persistent compile cache."""
 
 from __future__ import annotations
 
@@ -78,3 +79,29 @@ def test_jitted_functions_compiled_here_work_in_another_process() -> None:
                          capture_output=True, timeout=120)
     assert run.returncode == 0, run.stderr.decode()
     assert run.stdout.decode().split() == ["interpreter", "c", "1", "['axis']", "1", "1"]
+
+
+CACHED_RECEIVER = """
+import pickle, sys
+import numpy as np
+decorated_ = pickle.loads(sys.stdin.buffer.read())
+x = np.linspace(-2.0, 3.0, 12, dtype=np.float32).reshape(3, 4)
+np.testing.assert_allclose(decorated_(x, x), np.tanh(x) * x + 1.0, rtol=1e-6)
+print([s["cached"] for s in decorated_.compile_stats()])
+"""
+
+
+def test_an_unpickled_function_loads_its_code_from_the_persistent_cache(tmp_path,
+                                                                        monkeypatch) -> None:
+    """The receiving process traces the function, and finds the machine code this process
+    compiled in the shared cache instead of compiling it again."""
+    monkeypatch.setenv("JITC_CACHE_DIR", str(tmp_path))
+    fast = jitc.jit(decorated.fun)  # the same function, compiled here for the CPU
+    np.testing.assert_allclose(fast(X, X), np.tanh(X) * X + 1.0, rtol=1e-6)
+    assert [s["cached"] for s in fast.compile_stats()] == [False]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(TESTS), str(TESTS.parent)]),
+           "JITC_BACKEND": "cpu"}
+    run = subprocess.run([sys.executable, "-c", CACHED_RECEIVER], cwd=TESTS.parent, env=env,
+                         input=pickle.dumps(decorated), capture_output=True, timeout=120)
+    assert run.returncode == 0, run.stderr.decode()
+    assert run.stdout.decode().split() == ["[True]"]

@@ -149,7 +149,7 @@ class CBackend:
         if self.compiler is None:
             raise RuntimeError(f"the C backend is unavailable: {self.unavailable_reason()}")
         translation = lower_module(module, options.donated)
-        library = build.load(build.build(translation.source, self.compiler))
+        library = build.library(translation.source, self.compiler)
         return CExecutable(module, translation, library, use_dispatcher)
 
 

@@ -1,8 +1,10 @@
 """Building C source into a shared library with the system C compiler, and loading it.
 
-Libraries are cached by the hash of their source, the compiler and its flags, in a folder of
-the temporary directory that only the current user may write (`jitc-c-<uid>`): compiling the
-same function again, in this process or a later one, loads the library built before.
+Libraries are kept in the persistent compile cache (jitc/diskcache.py, namespace "c"), keyed
+by their source, the compiler, its version and the flags: compiling the same function again,
+in this process or a later one, loads the library built before. They are built, and loaded
+from, a folder of the temporary directory that only the current user may write
+(`jitc-c-<uid>`).
 """
 
 from __future__ import annotations
@@ -17,15 +19,15 @@ import tempfile
 import threading
 from pathlib import Path
 
+from jitc import diskcache
+
 COMPILERS = ("cc", "gcc", "clang")
 # Strict C99; no contraction of a*b+c into fma (results must not depend on the target's FMA);
 # math functions may skip setting errno (the code never reads it), which lets the compiler
 # treat them as pure.
 FLAGS = ("-std=c99", "-O2", "-fPIC", "-shared", "-ffp-contract=off", "-fno-math-errno")
 LIBRARIES = ("-lm",)
-# Libraries the cache keeps (sources change with every edit of the traced code: its line
-# numbers are in the comments).
-MAX_LIBRARIES = 4096
+NAMESPACE = "c"
 
 
 class CompileError(RuntimeError):
@@ -54,7 +56,9 @@ def compiler_identity(compiler: str) -> str:
 
 
 @functools.cache
-def cache_dir() -> Path:
+def build_dir() -> Path:
+    """Where sources are compiled and libraries loaded from: a folder of the temporary
+    directory that only the current user may write."""
     base = Path(tempfile.gettempdir()) / f"jitc-c-{os.getuid() if hasattr(os, 'getuid') else 0}"
     try:
         base.mkdir(mode=0o700, exist_ok=True)
@@ -70,54 +74,69 @@ def command(compiler: str, source: Path, output: Path) -> list[str]:
     return [compiler, *FLAGS, "-o", str(output), str(source), *LIBRARIES]
 
 
-def build(source: str, compiler: str) -> Path:
-    """The shared library of `source`, compiled now or found in the cache."""
-    key = hashlib.sha256("\0".join([compiler_identity(compiler), *FLAGS, *LIBRARIES,
-                                    source]).encode()).hexdigest()[:32]
-    folder = cache_dir()
-    library = folder / f"{key}.so"
-    if library.exists():
-        return library
-    # Write and build under private names, then rename: a concurrent build of the same
-    # source (another process) never reads a half-written file or loads a half-written
-    # library.
-    private = f"{key}.{os.getpid()}.{threading.get_ident()}"
+def cache_key(source: str, compiler: str) -> str:
+    """What the library depends on: the compiler, its version, the flags and the source."""
+    return "\0".join([compiler, compiler_identity(compiler), *FLAGS, *LIBRARIES, source])
+
+
+def compile_library(source: str, compiler: str) -> bytes:
+    """The shared library built from `source`, as bytes."""
+    # Under private names: concurrent builds (threads, processes) never share a file.
+    private = f"{digest(source)[:16]}.{os.getpid()}.{threading.get_ident()}"
+    folder = build_dir()
     source_path = folder / f"{private}.c"
     source_path.write_text(source)
-    partial = folder / f"{private}.so"
-    result = subprocess.run(command(compiler, source_path, partial), capture_output=True,
-                            text=True)
-    if result.returncode != 0:
-        partial.unlink(missing_ok=True)
-        raise CompileError(f"{Path(compiler).name} failed on {source_path}:\n{result.stderr}")
-    os.replace(source_path, folder / f"{key}.c")
-    os.replace(partial, library)
-    prune(folder)
-    return library
+    output = folder / f"{private}.so"
+    try:
+        result = subprocess.run(command(compiler, source_path, output), capture_output=True,
+                                text=True)
+        if result.returncode != 0:
+            # The source stays, for the error message to point at.
+            raise CompileError(f"{Path(compiler).name} failed on {source_path}:\n"
+                               f"{result.stderr}")
+        source_path.unlink()
+        return output.read_bytes()
+    finally:
+        output.unlink(missing_ok=True)
 
 
-def prune(folder: Path, keep: int | None = None) -> None:
-    """Keep the cache from growing without bound: past `MAX_LIBRARIES` libraries, delete the
-    least recently built quarter (a process that has one loaded keeps its mapping)."""
-    limit = MAX_LIBRARIES if keep is None else keep
-    libraries = [entry for entry in os.scandir(folder)
-                 if entry.name.endswith(".so") and entry.name.count(".") == 1]
-    if len(libraries) <= limit:
-        return
-    libraries.sort(key=lambda entry: entry.stat().st_mtime)
-    for entry in libraries[:len(libraries) - limit * 3 // 4]:
-        for path in (Path(entry.path), Path(entry.path).with_suffix(".c")):
-            path.unlink(missing_ok=True)
+_LOADED: dict[str, ctypes.CDLL] = {}
+_LOADED_LOCK = threading.Lock()
 
 
-_LOADED: dict[Path, ctypes.CDLL] = {}
+def library(source: str, compiler: str) -> ctypes.CDLL:
+    """`source` compiled and loaded: from this process's libraries, from the persistent
+    cache (jitc/diskcache.py; verified before loading), or built now and stored there."""
+    key = cache_key(source, compiler)
+    with _LOADED_LOCK:
+        loaded = _LOADED.get(key)
+    if loaded is not None:
+        return loaded
+    entry = diskcache.get(NAMESPACE, key)
+    if entry is not None and len(entry.blobs) == 1:
+        data = entry.blobs[0]
+    else:
+        data = compile_library(source, compiler)
+        diskcache.put(NAMESPACE, key, {}, [data])
+    loaded = _load_bytes(data)
+    with _LOADED_LOCK:
+        return _LOADED.setdefault(key, loaded)
 
 
-def load(library: Path) -> ctypes.CDLL:
-    loaded = _LOADED.get(library)
-    if loaded is None:
-        loaded = _LOADED[library] = ctypes.CDLL(str(library))
-    return loaded
+def _load_bytes(data: bytes) -> ctypes.CDLL:
+    """dlopen wants a file: these checked bytes go to a private one, removed once mapped."""
+    fd, path = tempfile.mkstemp(dir=build_dir(), suffix=".so")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        return ctypes.CDLL(path)
+    finally:
+        os.unlink(path)
 
 
-__all__ = ["CompileError", "build", "cache_dir", "command", "find_compiler", "load", "prune"]
+def digest(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+__all__ = ["CompileError", "build_dir", "cache_key", "command", "compile_library",
+           "find_compiler", "library"]

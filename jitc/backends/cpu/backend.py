@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import ctypes
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
+import llvmlite
 import llvmlite.binding as llvm
 import numpy as np
 
+from jitc import compile_cache
 from jitc.backends.cpu import objects
 from jitc.backends.cpu.codegen import ENTRY, Lowering, lower_module
 from jitc.backends.cpu.gemm_routines import declared_routines
@@ -24,38 +27,78 @@ _ENTRY_TYPE = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
 RELEASE_GIL_ELEMENTS = 1 << 14
 
 
-class CpuExecutable:
-    """A compiled function: owns its execution engine, constants and result allocation."""
+@dataclass
+class EntryPoint:
+    """What calling a function's machine code needs beside the code: its signature, its array
+    constants, its workspace size and which results reuse which arguments' buffers."""
 
-    def __init__(self, module: Module, lowering: Lowering, engine: llvm.ExecutionEngine,
-                 parts: Sequence[objects.CompiledObject]) -> None:
-        self.module = module
-        self.plan = lowering.plan
-        self.kernel_count = len(lowering.kernels)
+    name: str  # the function's name, for error messages
+    arg_types: list[tuple[tuple[int, ...], np.dtype]]
+    out_types: list[tuple[tuple[int, ...], np.dtype]]
+    constants: list[np.ndarray]
+    workspace_bytes: int
+    donations: dict[int, int]  # result index -> argument index
+    kernel_count: int
+
+    @classmethod
+    def of(cls, module: Module, lowering: Lowering) -> EntryPoint:
+        fn, plan = module.entry, lowering.plan
+        return cls(fn.name, [(p.type.shape, np.dtype(p.type.dtype.numpy)) for p in fn.parameters],
+                   [(v.type.shape, np.dtype(v.type.dtype.numpy)) for v in fn.outputs],
+                   [np.ascontiguousarray(c) for c in plan.constants], plan.workspace_bytes,
+                   dict(plan.donations), len(lowering.kernels))
+
+
+class CpuExecutable:
+    """A compiled function: owns its execution engine, constants and result allocation.
+
+    `objects` are the relocatable objects the engine was made of (kept only for the persistent
+    cache, which stores them); `rebuild` compiles the function again, for the listings of an
+    executable loaded from that cache (which has only machine code)."""
+
+    def __init__(self, entry: EntryPoint, engine: llvm.ExecutionEngine,
+                 parts: Sequence[objects.CompiledObject], objects_: list[bytes] | None = None,
+                 rebuild: Callable[[], CpuExecutable] | None = None) -> None:
+        self.entry = entry
+        self.kernel_count = entry.kernel_count
         self.engine = engine  # keeps the machine code alive
-        self.optimized_ir = "\n".join(part.optimized_ir for part in parts)
+        self.objects = objects_
         self._parts = parts
+        self._rebuild = rebuild
+        self._rebuilt_executable: CpuExecutable | None = None
         self.address = engine.get_function_address(ENTRY)
-        fn = module.entry
-        self.arg_types = [(p.type.shape, p.type.dtype.numpy) for p in fn.parameters]
-        self.out_types = [(v.type.shape, v.type.dtype.numpy) for v in fn.outputs]
-        self.constants = [np.ascontiguousarray(c) for c in self.plan.constants]
-        self.workspace_bytes = self.plan.workspace_bytes
+        self.arg_types = entry.arg_types
+        self.out_types = entry.out_types
+        self.constants = entry.constants
+        self.workspace_bytes = entry.workspace_bytes
         touched = sum(int(np.prod(s)) for s, _ in self.arg_types + self.out_types)
-        self.release_gil = touched + self.plan.workspace_bytes // 4 >= RELEASE_GIL_ELEMENTS
+        self.release_gil = touched + self.workspace_bytes // 4 >= RELEASE_GIL_ELEMENTS
         from jitc._runtime import RESULT_LIST
         self._call = self.dispatcher(RESULT_LIST)
+
+    @property
+    def optimized_ir(self) -> str:
+        if self._rebuild is not None:
+            return self._rebuilt().optimized_ir
+        return "\n".join(part.optimized_ir for part in self._parts)
+
+    def _rebuilt(self) -> CpuExecutable:
+        """The same function compiled again (for its listings), once."""
+        if self._rebuilt_executable is None:
+            assert self._rebuild is not None
+            self._rebuilt_executable = self._rebuild()
+        return self._rebuilt_executable
 
     def dispatcher(self, result_kind: int, writes: Sequence[int] | None = None) -> Callable:
         """A C-level callable for exactly this signature; returns None on any mismatch.
         `writes`: the arguments the last len(writes) results are copied into after a call."""
         from jitc._runtime import Dispatcher
-        specs = [(np.dtype(d).num, s) for s, d in self.arg_types]
-        outs = [(np.dtype(d).num, s) for s, d in self.out_types]
-        donations = [self.plan.donations.get(n, -1) for n in range(len(self.out_types))]
-        return Dispatcher(self.address, specs, outs, self.constants, self.plan.workspace_bytes,
+        specs = [(d.num, s) for s, d in self.arg_types]
+        outs = [(d.num, s) for s, d in self.out_types]
+        donations = [self.entry.donations.get(n, -1) for n in range(len(self.out_types))]
+        return Dispatcher(self.address, specs, outs, self.constants, self.workspace_bytes,
                           result_kind, int(self.release_gil), donations, self.engine,
-                          self.module.entry.name, writes)
+                          self.entry.name, writes)
 
     def __call__(self, args: Sequence[np.ndarray]) -> list[np.ndarray]:
         result = self._call(tuple(args))
@@ -63,7 +106,7 @@ class CpuExecutable:
             # Not C-contiguous, not aligned, or not an ndarray of exactly the dtype (or a
             # donated array that is read-only or shares memory with another argument):
             # convert, then call.
-            donors = set(self.plan.donations.values())
+            donors = set(self.entry.donations.values())
             arrays = tuple(contiguous_argument(a, d, n in donors)
                            for n, (a, (_, d)) in enumerate(zip(args, self.arg_types)))
             result = self._call(arrays)
@@ -75,6 +118,8 @@ class CpuExecutable:
 
     def as_text(self, assembly: bool = False) -> str:
         """The optimized LLVM IR, or the host assembly with `assembly=True`."""
+        if self._rebuild is not None:
+            return self._rebuilt().as_text(assembly)
         if assembly:
             return "\n".join(part.tm.emit_assembly(part.module) for part in self._parts)
         return self.optimized_ir
@@ -94,28 +139,79 @@ class CpuBackend:
         lowering = lower_module(module, threads, donated=options.donated,
                                 partitions=compile_threads(), external_routines=True,
                                 native_ldexp=target.host_has("avx512f"))
+        entry = EntryPoint.of(module, lowering)
+        keep = compile_cache.wanted(options)
         routines = {r for part in lowering.parts for r in declared_routines(part)}
         if len(lowering.parts) == 1 and not routines:
-            return self._compile_whole(module, lowering)
+            return self._compile_whole(entry, lowering, keep)
         # Routines first: they overlap with printing the kernels' IR here.
         linked = [objects.routine_object(r) for r in sorted(routines, key=lambda r: r.name)]
         others = [objects.submit(str(part)) for part in lowering.parts[1:]]
         # The first module (the entry and kernels) compiles here meanwhile.
         compiled = [objects.compile_object(str(lowering.parts[0]))]
         compiled += [future.result() for future in others]
-        tm = target.host_target_machine()
-        engine = llvm.create_mcjit_compiler(target.parse("", tm), tm)
-        for item in compiled + [future.result() for future in linked]:
-            engine.add_object_file(llvm.ObjectFileRef.from_data(item.data))
-        engine.finalize_object()
-        return CpuExecutable(module, lowering, engine, compiled)
+        data = [item.data for item in compiled + [future.result() for future in linked]]
+        return CpuExecutable(entry, _link(data), compiled, data if keep else None)
 
-    def _compile_whole(self, module: Module, lowering: Lowering) -> CpuExecutable:
-        """One self-contained module: MCJIT compiles it directly, no object handoff."""
+    def _compile_whole(self, entry: EntryPoint, lowering: Lowering,
+                       keep: bool) -> CpuExecutable:
+        """One self-contained module: MCJIT compiles it directly, no object handoff (the
+        object it makes is kept, when asked, through MCJIT's object cache hook)."""
         tm = target.host_target_machine()
         llvm_module = target.parse(str(lowering.llvm_ir), tm)
         target.optimize(llvm_module, tm)
         part = objects.CompiledObject(b"", str(llvm_module), llvm_module, tm)
         engine = llvm.create_mcjit_compiler(llvm_module, tm)
+        made: list[bytes] = []
+        if keep:
+            engine.set_object_cache(lambda module, data: made.append(data))
         engine.finalize_object()
-        return CpuExecutable(module, lowering, engine, [part])
+        return CpuExecutable(entry, engine, [part], made if keep and made else None)
+
+    # -- the persistent cache (jitc/compile_cache.py) -------------------------------------
+
+    def cache_identity(self, options: Options) -> str:
+        """What the machine code depends on beside the IR and jitc itself: LLVM, the host CPU
+        and its features, and the thread count the code is split for."""
+        threads = options.num_threads if register_runtime_symbols() else 1
+        name, features = target.host_cpu()
+        return (f"llvm {llvm.llvm_version_info} llvmlite {llvmlite.__version__} "
+                f"cpu {name} {features} threads {threads}")
+
+    def save(self, executable: CpuExecutable) -> tuple[dict, list[bytes]] | None:
+        """The executable as metadata and blobs (its objects, then its constants); None when
+        it did not keep its objects."""
+        data, entry = executable.objects, executable.entry
+        if data is None:
+            return None
+        executable.objects = None  # only the cache wanted them
+        meta = {"entry": entry.name, "kernels": entry.kernel_count,
+                "workspace": entry.workspace_bytes, "objects": len(data),
+                "args": [[list(s), d.str] for s, d in entry.arg_types],
+                "outs": [[list(s), d.str] for s, d in entry.out_types],
+                "constants": [[list(c.shape), c.dtype.str] for c in entry.constants],
+                "donations": sorted(entry.donations.items())}
+        return meta, [*data, *(c.tobytes() for c in entry.constants)]
+
+    def load(self, meta: dict, blobs: list[bytes],
+             rebuild: Callable[[], CpuExecutable]) -> CpuExecutable:
+        """An executable from what `save` made: its objects linked into a new engine."""
+        register_runtime_symbols()
+        count = int(meta["objects"])
+        constants = [np.frombuffer(blob, np.dtype(d)).reshape(s).copy()
+                     for blob, (s, d) in zip(blobs[count:], meta["constants"], strict=True)]
+        entry = EntryPoint(meta["entry"], [(tuple(s), np.dtype(d)) for s, d in meta["args"]],
+                           [(tuple(s), np.dtype(d)) for s, d in meta["outs"]], constants,
+                           int(meta["workspace"]), {int(r): int(a) for r, a in meta["donations"]},
+                           int(meta["kernels"]))
+        return CpuExecutable(entry, _link(blobs[:count]), [], None, rebuild)
+
+
+def _link(data: Sequence[bytes]) -> llvm.ExecutionEngine:
+    """One MCJIT engine holding the machine code of these relocatable objects."""
+    tm = target.host_target_machine()
+    engine = llvm.create_mcjit_compiler(target.parse("", tm), tm)
+    for item in data:
+        engine.add_object_file(llvm.ObjectFileRef.from_data(item))
+    engine.finalize_object()
+    return engine

@@ -11,17 +11,14 @@ wrappers as usual.
 The CPU backend splits a function's kernels into a few modules (codegen.py), compiles them
 here in parallel and links the objects into one MCJIT engine. The strip and pack routines of
 the blocked GEMM (gemm_routines.py) are compiled once per process, on first use, and their
-objects linked into every engine that calls them.
+objects linked into every engine that calls them; they are kept in the persistent cache
+(jitc/diskcache.py) for later processes.
 """
 
 from __future__ import annotations
 
 import ctypes
-import functools
-import hashlib
-import inspect
 import os
-import tempfile
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -31,9 +28,10 @@ from typing import Any
 import llvmlite
 import llvmlite.binding as llvm
 
+from jitc import diskcache
 from jitc.backends.cpu.gemm_routines import Routine, routine_module
 from jitc.backends.llvm import target
-from jitc.options import cache_dir, compile_threads
+from jitc.options import compile_threads
 
 
 @dataclass
@@ -115,20 +113,20 @@ def submit(text: str) -> Future[CompiledObject]:
 def routine_object(routine: Routine) -> Future[CompiledObject]:
     """The object defining GEMM routine `routine`: compiled on first request, then shared by
     every engine of the process (its code does not depend on the caller), and kept in the
-    disk cache for later processes on this machine."""
+    persistent cache for later processes on this machine."""
     _executor()  # resets the cache in a forked child
     with _lock:
         future = _routines.get(routine)
     if future is None:
-        path = _cached_path(routine)
-        data = _read(path)
-        if data is not None:
+        key = _cache_key(routine)
+        entry = None if key is None else diskcache.get(ROUTINES, key)
+        if entry is not None and len(entry.blobs) == 1:
             future = Future()
-            future.set_result(CompiledObject(data, "", None, None))
+            future.set_result(CompiledObject(entry.blobs[0], "", None, None))
         else:
             future = submit(str(routine_module(routine)))
-            if path is not None:
-                future.add_done_callback(lambda done: _write(path, done))
+            if key is not None:
+                future.add_done_callback(lambda done: _store(key, done))
         with _lock:
             future = _routines.setdefault(routine, future)
     return future
@@ -137,53 +135,19 @@ def routine_object(routine: Routine) -> Future[CompiledObject]:
 # The GEMM routines are our own library code, the same for every function: like a BLAS they
 # are compiled once per machine, not once per process (that cost 30 ms of the first product
 # a process compiles). The key covers everything the object depends on: the routine's
-# parameters and the code generating it, the LLVM version, and the host CPU and its features
-# (options.cache_dir says where). User
-# functions are never cached on disk.
-@functools.cache
-def _generator_source() -> str:
-    """The code that generates the routines' IR: part of their cache key, so that a changed
-    generator never links an old object (hashing the routine's IR instead means building it,
-    13 ms of the first product of a process)."""
-    from jitc.backends.cpu import gemm_routines
-    from jitc.backends.llvm import loops, types
-    return "".join(inspect.getsource(m) for m in (gemm_routines, loops, types, target))
+# parameters, jitc's source (which generates it), the LLVM version, and the host CPU and its
+# features. A function's executable holds copies of the routines it calls (compile_cache.py),
+# so these entries serve the compiles that are not cache hits.
+ROUTINES = "routines"
 
 
-def _cached_path(routine: Routine) -> str | None:
-    folder = cache_dir()
-    if folder is None:
+def _cache_key(routine: Routine) -> str | None:
+    if diskcache.root() is None:
         return None
-    key = "\n".join([repr(routine), _generator_source(), repr(llvm.llvm_version_info),
-                     llvmlite.__version__, *target.host_cpu()])
-    digest = hashlib.sha256(key.encode()).hexdigest()[:24]
-    return os.path.join(folder, "routines", f"{routine.name}-{digest}.o")
+    return "\n".join([repr(routine), diskcache.code_identity(), repr(llvm.llvm_version_info),
+                      llvmlite.__version__, *target.host_cpu()])
 
 
-def _read(path: str | None) -> bytes | None:
-    if path is None:
-        return None
-    try:
-        with open(path, "rb") as f:
-            stored = f.read()
-    except OSError:
-        return None
-    # The object is followed by its SHA-256: a damaged file is recompiled, never linked.
-    data, check = stored[:-32], stored[-32:]
-    return data if len(stored) > 32 and hashlib.sha256(data).digest() == check else None
-
-
-def _write(path: str, done: Future[CompiledObject]) -> None:
-    """Write atomically (another process may be writing the same routine); a cache that
-    cannot be written is only a missed saving."""
-    if done.exception() is not None:
-        return
-    try:
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        fd, temporary = tempfile.mkstemp(dir=os.path.dirname(path), suffix=".tmp")
-        with os.fdopen(fd, "wb") as f:
-            data = done.result().data
-            f.write(data + hashlib.sha256(data).digest())
-        os.replace(temporary, path)
-    except OSError:
-        pass
+def _store(key: str, done: Future[CompiledObject]) -> None:
+    if done.exception() is None:
+        diskcache.put(ROUTINES, key, {}, [done.result().data])
