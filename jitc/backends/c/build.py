@@ -7,12 +7,14 @@ same function again, in this process or a later one, loads the library built bef
 
 from __future__ import annotations
 
+import _ctypes
 import ctypes
 import functools
 import hashlib
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
 import threading
 from pathlib import Path
@@ -110,14 +112,25 @@ def prune(folder: Path, keep: int | None = None) -> None:
             path.unlink(missing_ok=True)
 
 
-_LOADED: dict[Path, ctypes.CDLL] = {}
+class Library(ctypes.CDLL):
+    """A loaded library, unloaded when the last object using it lets go.
+
+    ctypes never unloads a library; every compiled signature loaded one, so a process that
+    compiled many shapes kept them all mapped (~20 KiB each) after they were dropped. Whatever
+    may still run the code holds this object: the executable, each function pointer taken
+    from it (ctypes keeps the library in the pointer) and each C dispatcher (its owner).
+    Loading one path twice gives two handles of one mapping, which stays until both go.
+    """
+
+    def __del__(self) -> None:
+        # At interpreter exit modules may already be torn down; the process unmaps it anyway.
+        if not sys.is_finalizing():
+            _ctypes.dlclose(self._handle)
 
 
-def load(library: Path) -> ctypes.CDLL:
-    loaded = _LOADED.get(library)
-    if loaded is None:
-        loaded = _LOADED[library] = ctypes.CDLL(str(library))
-    return loaded
+def load(library: Path) -> Library:
+    return Library(str(library))
 
 
-__all__ = ["CompileError", "build", "cache_dir", "command", "find_compiler", "load", "prune"]
+__all__ = ["CompileError", "Library", "build", "cache_dir", "command", "find_compiler", "load",
+           "prune"]
