@@ -683,6 +683,19 @@ def test_convolution_nchw_equals_nhwc() -> None:
     np.testing.assert_allclose(nhwc.transpose(0, 3, 1, 2), nchw, rtol=1e-6)
 
 
+def test_convolution_padding_and_holes_contribute_nothing_to_an_infinite_tap() -> None:
+    """Padding and the zeros lhs_dilation inserts are not input: an inf kernel tap over them
+    adds nothing (numpy's correlate skips them too), where 0 * inf would be nan."""
+    x = np.array([[[1.0, 2.0, 3.0]]], np.float32)
+    w = np.array([[[np.inf, 1.0]]], np.float32)
+    got = run(ops.CONVOLUTION, x, w, dim_labels="bf0_oi0->bf0", padding=[(1, 1)],
+              lhs_dilation=[2])
+    assert_same(got, np.array([[[1.0, np.inf, 2.0, np.inf, 3.0, np.inf]]], np.float32))
+    padded_only = run(ops.CONVOLUTION, x, w[:, :, ::-1], dim_labels="bf0_oi0->bf0",
+                      padding=[(1, 1)])
+    assert_same(padded_only[0, 0], np.correlate(x[0, 0], w[0, 0, ::-1], "full"))
+
+
 @FAST
 @given(data=st.data(), spatial=st.integers(1, 2), groups=st.sampled_from([1, 2]))
 def test_random_convolutions_match_loops(data: st.DataObject, spatial: int, groups: int) -> None:

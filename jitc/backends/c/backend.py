@@ -50,7 +50,7 @@ class CExecutable:
     """A compiled function: its C source, the library built from it, constants and the
     call path into `jitc_entry`."""
 
-    def __init__(self, module: Module, translation: Translation, library: ctypes.CDLL,
+    def __init__(self, module: Module, translation: Translation, library: build.Library,
                  use_dispatcher: bool = True) -> None:
         self.module = module
         self.source = translation.source

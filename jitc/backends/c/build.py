@@ -9,14 +9,17 @@ from, a folder of the temporary directory that only the current user may write
 
 from __future__ import annotations
 
+import _ctypes
 import ctypes
 import functools
 import hashlib
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
 import threading
+import weakref
 from pathlib import Path
 
 from jitc import diskcache
@@ -100,11 +103,12 @@ def compile_library(source: str, compiler: str) -> bytes:
         output.unlink(missing_ok=True)
 
 
-_LOADED: dict[str, ctypes.CDLL] = {}
+# The libraries loaded now, by key: one mapping per library while anything uses it.
+_LOADED: weakref.WeakValueDictionary[str, Library] = weakref.WeakValueDictionary()
 _LOADED_LOCK = threading.Lock()
 
 
-def library(source: str, compiler: str) -> ctypes.CDLL:
+def library(source: str, compiler: str) -> Library:
     """`source` compiled and loaded: from this process's libraries, from the persistent
     cache (jitc/diskcache.py; verified before loading), or built now and stored there."""
     key = cache_key(source, compiler)
@@ -123,13 +127,28 @@ def library(source: str, compiler: str) -> ctypes.CDLL:
         return _LOADED.setdefault(key, loaded)
 
 
-def _load_bytes(data: bytes) -> ctypes.CDLL:
+class Library(ctypes.CDLL):
+    """A loaded library, unloaded when the last object using it lets go.
+
+    ctypes never unloads a library; every compiled signature loaded one, so a process that
+    compiled many shapes kept them all mapped (~20 KiB each) after they were dropped. Whatever
+    may still run the code holds this object: the executable, each function pointer taken
+    from it (ctypes keeps the library in the pointer) and each C dispatcher (its owner).
+    """
+
+    def __del__(self) -> None:
+        # At interpreter exit modules may already be torn down; the process unmaps it anyway.
+        if not sys.is_finalizing():
+            _ctypes.dlclose(self._handle)
+
+
+def _load_bytes(data: bytes) -> Library:
     """dlopen wants a file: these checked bytes go to a private one, removed once mapped."""
     fd, path = tempfile.mkstemp(dir=build_dir(), suffix=".so")
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
-        return ctypes.CDLL(path)
+        return Library(path)
     finally:
         os.unlink(path)
 
@@ -138,5 +157,5 @@ def digest(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-__all__ = ["CompileError", "build_dir", "cache_key", "command", "compile_library",
+__all__ = ["CompileError", "Library", "build_dir", "cache_key", "command", "compile_library",
            "find_compiler", "library"]

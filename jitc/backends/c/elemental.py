@@ -405,6 +405,8 @@ def _convert(e: CEmitter, inst: Instruction, index: Index) -> str:
 def _bitcast(e: CEmitter, inst: Instruction, index: Index) -> str:
     x = e.operand(inst, 0, index)
     source, target = _dtype(inst), inst.results[0].type.dtype
+    if source is target:  # the IR allows it (f16 has no other dtype of its width)
+        return _result(e, inst, x)
     if source.is_int and target.is_int:
         return _result(e, inst, f"({register_type(target)}){x}")
     return _result(e, inst, f"{e.helper(f'jitc_bitcast_{source.name}_{target.name}')}({x})")

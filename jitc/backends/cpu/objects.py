@@ -53,9 +53,8 @@ def _unlocked(name: str) -> Callable[..., Any]:
 
 def _optimize(module: llvm.ModuleRef, tm: llvm.TargetMachine) -> None:
     """target.optimize, with the pipeline run outside llvmlite's lock."""
-    builder = llvm.create_pass_builder(tm, target.tuning_options())
-    manager = builder.getModulePassManager()
-    _unlocked("LLVMPY_RunNewModulePassManager")(manager, module, builder)
+    with target.default_pipeline(tm) as (manager, builder):
+        _unlocked("LLVMPY_RunNewModulePassManager")(manager, module, builder)
 
 
 def _emit_object(module: llvm.ModuleRef, tm: llvm.TargetMachine) -> bytes:

@@ -170,20 +170,31 @@ def _conv_reference(args: Sequence[np.ndarray], attrs: Attrs, results):
     n, c = x.shape[:2]
     dilated = np.zeros((n, c) + tuple((s - 1) * d + 1 if s else 0
                                       for s, d in zip(x.shape[2:], lhs_dil)), wide)
-    dilated[(slice(None), slice(None)) + tuple(slice(None, None, d) for d in lhs_dil)] = x
+    spread = (slice(None), slice(None)) + tuple(slice(None, None, d) for d in lhs_dil)
+    dilated[spread] = x
     padded = _pad_edges(dilated, padding)
+    # Where the input is: a hole or padding contributes nothing, not 0 * kernel (nan for an
+    # infinite tap), as numpy's correlate skips what lies outside its input.
+    present = np.zeros(dilated.shape, bool)
+    present[spread] = True
+    present = _pad_edges(present, padding)
     out_type = results[0]
     out_spatial = tuple(out_type.shape[d] for d in dims.out_spatial)
     o = w.shape[0]
     acc = np.zeros((n, groups, o // groups) + out_spatial, wide)
     xg = padded.reshape((n, groups, c // groups) + padded.shape[2:])
+    present_g = present.reshape(xg.shape)
     wg = w.reshape((groups, o // groups) + w.shape[1:])
+    spatial_axes = (np.newaxis,) * spatial
     for offsets in itertools.product(*(range(k) for k in w.shape[2:])):
         window = tuple(slice(k * d, k * d + (size - 1) * s + 1, s) if size else slice(0, 0)
                        for k, d, s, size in zip(offsets, rhs_dil, strides, out_spatial))
-        patch = xg[(slice(None), slice(None), slice(None)) + window]
-        taps = wg[(slice(None), slice(None), slice(None)) + offsets]
-        acc += np.einsum("ngc...,goc->ngo...", patch, taps)
+        every = (slice(None), slice(None), slice(None))
+        patch, inside = xg[every + window], present_g[every + window]
+        taps = wg[every + offsets][(np.newaxis, Ellipsis) + spatial_axes]
+        # (n, g, 1, c, spatial...) * (1, g, o, c, 1...), summed over c
+        products = patch[:, :, np.newaxis] * taps
+        acc += np.where(inside[:, :, np.newaxis], products, 0).sum(axis=3)
     canonical = acc.reshape((n, o) + out_spatial)
     order = [0] * (spatial + 2)
     for canonical_axis, out_axis in enumerate((dims.out_batch, dims.out_feature)
