@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from cudacheck import check_ptx, compile_for_gpu, require_ptxas
-from ops.cases import CASES, OpCase, Variant
+from ops.cases import CASES, CONTROL_FLOW_OPS, OpCase, Variant
 
 from jitc.ir.dtypes import from_numpy
 
@@ -15,7 +15,8 @@ from jitc.ir.dtypes import from_numpy
 def _params() -> list[object]:
     return [pytest.param(case, variant, dtype,
                          id=f"{case.name}-{variant.label}-{from_numpy(dtype).name}")
-            for case in CASES for variant, dtype in case.params()]
+            for case in CASES if not set(case.ops) & CONTROL_FLOW_OPS
+            for variant, dtype in case.params()]  # control flow: not lowered for CUDA yet
 
 
 @pytest.mark.parametrize("case,variant,dtype", _params())

@@ -42,8 +42,9 @@ PASSES_ERRORS = {ops.NEG, ops.ABS, ops.MAX, ops.MIN, ops.SELECT, ops.CLAMP, ops.
                  ops.CONCATENATE, ops.REVERSE, ops.DYNAMIC_SLICE, ops.DYNAMIC_UPDATE_SLICE,
                  ops.GATHER}
 # Ops the generator never emits itself: parameters are drawn as needed, fusions are made by
-# the backends' pipelines from the rest.
-NOT_DRAWN = {"parameter", "fusion"}
+# the backends' pipelines from the rest; control flow (regions) has its own differential
+# tests (tests/test_lax_control.py).
+NOT_DRAWN = {"parameter", "fusion", "while", "conditional"}
 
 
 def float_values(dtype: np.dtype, rng: np.random.Generator, shape: tuple[int, ...]

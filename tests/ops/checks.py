@@ -45,6 +45,9 @@ def assert_matches(got: object, want: np.ndarray, tol: Tolerance, *, signed_zero
     """Same shape and dtype; values within `tol` (exact for dtypes it does not list), nan
     where nan is expected; with `signed_zeros` zeros of the expected sign, with `bitwise` the
     expected bit patterns."""
+    # A 0-d result may be a numpy scalar, as numpy's own (`x.sum()`, `x[()]`).
+    if isinstance(got, np.generic) and want.ndim == 0:
+        got = np.asarray(got)
     assert isinstance(got, np.ndarray), f"{what}: got a {type(got).__name__}, not an ndarray"
     assert got.shape == want.shape, f"{what}: shape {got.shape} != expected {want.shape}"
     assert got.dtype == want.dtype, f"{what}: dtype {got.dtype} != expected {want.dtype}"
