@@ -203,9 +203,11 @@ def _fill_inputs(rng, quick):
 
 
 def _sample_inputs(rng, quick):
+    # A contracting recurrence: with a larger w_hh the sampled sequence is chaotic, and even
+    # numpy in float32 and float64 part ways after some 50 steps.
     hidden, vocab = 100, 65
     return (np.zeros((hidden, 1), np.float32), _normal(rng, hidden, vocab, scale=0.5),
-            _normal(rng, hidden, hidden, scale=0.3), _normal(rng, vocab, hidden, scale=0.5),
+            _normal(rng, hidden, hidden, scale=0.05), _normal(rng, vocab, hidden, scale=0.5),
             np.zeros(30 if quick else 300, np.float32))
 
 
