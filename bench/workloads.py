@@ -83,6 +83,43 @@ def rnn_scan(xp, xs, h, wx, wh, b):
     return lax.scan(step, h, xs)[1]  # every step's h, stacked
 
 
+def sigmoid(xp, z):
+    return 1 / (1 + xp.exp(-z))
+
+
+def lstm(xp, xs, h, c, w, b):
+    for t in range(xs.shape[0]):
+        z = xp.concatenate([xs[t], h], axis=1) @ w + b
+        i, f, g, o = xp.split(z, 4, axis=-1)
+        c = sigmoid(xp, f) * c + sigmoid(xp, i) * xp.tanh(g)
+        h = sigmoid(xp, o) * xp.tanh(c)
+    return h
+
+
+def fill_rows(xp, x):
+    """A Python loop writing every row of an np.empty array (traced: one update per row)."""
+    out = xp.empty_like(x)
+    for i in range(x.shape[0]):
+        out[i] = x[i] * 2 + i
+    return out
+
+
+def sample_chars(xp, h, wxh, whh, why, steps):
+    """min-char-rnn's sampler with argmax for the draw: each step's token selects the next
+    step's one-hot input."""
+    vocab = wxh.shape[1]
+    x = xp.zeros((vocab, 1), xp.float32)
+    x[0] = 1
+    chosen = []
+    for _ in range(steps.shape[0]):
+        h = xp.tanh(xp.dot(wxh, x) + xp.dot(whh, h))
+        ix = xp.argmax(xp.dot(why, h))
+        x = xp.zeros((vocab, 1), xp.float32)
+        x[ix] = 1
+        chosen.append(ix)
+    return xp.stack(chosen)
+
+
 def gpt2_block(xp, x, ln1_g, ln1_b, w_qkv, b_qkv, w_o, b_o, ln2_g, ln2_b, w_fc, b_fc, w_pr,
                b_pr):
     seq, d = x.shape
@@ -225,10 +262,32 @@ def _rnn_inputs(rng, quick):
             _normal(rng, 128, 128, scale=0.1), _normal(rng, 128))
 
 
-def _rnn_scan_inputs(rng, quick):
+def _long_rnn_inputs(rng, quick):
     steps = 100 if quick else 1000
     return (_normal(rng, steps, 32, 64), _normal(rng, 32, 128), _normal(rng, 64, 128, scale=0.1),
             _normal(rng, 128, 128, scale=0.1), _normal(rng, 128))
+
+
+_rnn_scan_inputs = _long_rnn_inputs  # the same 1000-step RNN, written with jitc.lax.scan
+
+
+def _lstm_inputs(rng, quick):
+    steps = 100 if quick else 1000
+    return (_normal(rng, steps, 32, 64), _normal(rng, 32, 128), _normal(rng, 32, 128),
+            _normal(rng, 192, 512, scale=0.1), _normal(rng, 512))
+
+
+def _fill_inputs(rng, quick):
+    return (_normal(rng, 200 if quick else 2000, 16),)
+
+
+def _sample_inputs(rng, quick):
+    # A contracting recurrence: with a larger w_hh the sampled sequence is chaotic, and even
+    # numpy in float32 and float64 part ways after some 50 steps.
+    hidden, vocab = 100, 65
+    return (np.zeros((hidden, 1), np.float32), _normal(rng, hidden, vocab, scale=0.5),
+            _normal(rng, hidden, hidden, scale=0.05), _normal(rng, vocab, hidden, scale=0.5),
+            np.zeros(30 if quick else 300, np.float32))
 
 
 def _gpt2_inputs(rng, quick):
@@ -275,6 +334,11 @@ WORKLOADS = [
     Workload("RNN 50 steps", rnn, _rnn_inputs, "model"),
     Workload("RNN scan 1000 steps", rnn_scan, _rnn_scan_inputs, "model"),
     Workload("GPT-2 block", gpt2_block, _gpt2_inputs, "model"),
+    # Python loops that tracing unrolls: the first call (compile time) is the figure here.
+    Workload("compile fill 2000 rows", fill_rows, _fill_inputs, "compile"),
+    Workload("compile RNN 1000 steps", rnn, _long_rnn_inputs, "compile"),
+    Workload("compile LSTM 1000 steps", lstm, _lstm_inputs, "compile"),
+    Workload("compile sampler 300 steps", sample_chars, _sample_inputs, "compile"),
     Workload("dispatch x+1 (4)", add_one, lambda rng, quick: (_normal(rng, 4),), "dispatch"),
     Workload("dispatch x -= x.mean() (4)", center_in_place, lambda rng, quick: (_normal(rng, 4),),
              "dispatch"),

@@ -16,6 +16,9 @@ allows.
 
 from __future__ import annotations
 
+import bisect
+import heapq
+
 from jitc.ir import ops
 from jitc.ir.core import Builder, Function, Instruction, Module, Value
 from jitc.ir.views import slice_view_offset
@@ -40,35 +43,57 @@ def _key(inst: Instruction) -> tuple | None:
 
 
 def _groups(fn: Function) -> list[list[Instruction]]:
-    """Groups of two or more mergeable products, each in program order."""
+    """Groups of two or more mergeable products, each in program order; the groups in the
+    order of their first candidate."""
     candidates: dict[tuple, list[Instruction]] = {}
     for inst in fn.body:
         key = _key(inst)
         if key is not None:
             candidates.setdefault(key, []).append(inst)
+    position = {id(inst): n for n, inst in enumerate(fn.body)}
+    users: dict[int, list[Instruction]] = {}
+    for inst in fn.body:
+        for v in inst.operands:
+            users.setdefault(id(v), []).append(inst)
     groups = []
     for members in candidates.values():
-        if len(members) < 2:
-            continue
-        # reach[v]: bit i set when member i's result flows into v.
-        index = {id(m): i for i, m in enumerate(members)}
-        reach: dict[int, int] = {}
-        kept: list[Instruction] = []
-        kept_bits = 0
-        for inst in fn.body:
-            bits = 0
-            for v in inst.operands:
-                bits |= reach.get(id(v), 0)
-            if id(inst) in index:
-                if not reach.get(id(inst.operands[0]), 0) & kept_bits:
-                    kept.append(inst)
-                    kept_bits |= 1 << index[id(inst)]
-                bits |= 1 << index[id(inst)]
-            for v in inst.results:
-                reach[id(v)] = bits
-        if len(kept) > 1:
-            groups.append(kept)
+        if len(members) > 1:
+            kept = _independent(fn, members, position, users)
+            if len(kept) > 1:
+                groups.append(kept)
     return groups
+
+
+def _independent(fn: Function, members: list[Instruction], position: dict[int, int],
+                 users: dict[int, list[Instruction]]) -> list[Instruction]:
+    """The members, in program order, whose lhs depends on no earlier kept member.
+
+    Walks forward from the kept members only, in program order, and never past the last
+    member: the work is the part of the kept members' forward cone that lies between the first
+    and the last member, not the whole function once per group (an unrolled loop has a group
+    per step)."""
+    last = position[id(members[-1])]
+    tainted: set[int] = set()  # positions of instructions computed from a kept member
+    frontier: list[int] = []   # tainted positions whose users are not yet tainted
+    kept = []
+
+    def taint_users(inst: Instruction) -> None:
+        for v in inst.results:
+            for user in users.get(id(v), ()):
+                at = position[id(user)]
+                if at <= last and at not in tainted:
+                    tainted.add(at)
+                    heapq.heappush(frontier, at)
+
+    for member in members:
+        at = position[id(member)]
+        while frontier and frontier[0] < at:
+            taint_users(fn.body[heapq.heappop(frontier)])
+        # The rhs is shared and defined before the first member: only the lhs can be tainted.
+        if at not in tainted:
+            kept.append(member)
+            taint_users(member)
+    return kept
 
 
 def _tiles(lhs: list[Value]) -> Value | None:
@@ -100,20 +125,44 @@ def _reads(inst: Instruction, first: dict[int, list[Instruction]]) -> list[Value
 
 @module_pass("dot_merger")
 def dot_merger(module: Module) -> Module:
-    """Merges one group at a time, finding groups again after each merge: groups may depend
-    on one another (a member of one reading a member of another), and only a fresh look at
-    the merged program says which products are still independent."""
+    """Merges groups in rounds, finding groups again on the merged program after each round:
+    groups may depend on one another (a member of one reading a member of another), and only
+    a fresh look at the merged program says which products are still independent.
+
+    A round merges the first group and every later one whose span (first to last member) is
+    disjoint from the spans taken before it. Merging a group only moves instructions inside
+    its span and makes its members depend on each other's operands, so a group with a disjoint
+    span keeps the same independent members: the round gives what merging them one at a time
+    would, in one rebuild (an unrolled loop has one group per step, a rebuild per group was
+    quadratic)."""
     while True:
         groups = _groups(module.entry)
         if not groups:
             return module
-        module = _merge(module, groups[0])
+        module = _merge(module, _disjoint(module.entry, groups))
 
 
-def _merge(module: Module, group: list[Instruction]) -> Module:
+def _disjoint(fn: Function, groups: list[list[Instruction]]) -> list[list[Instruction]]:
+    """The first group and each later one whose span overlaps none taken before it."""
+    position = {id(inst): n for n, inst in enumerate(fn.body)}
+    starts: list[int] = []  # the spans taken, sorted by start
+    ends: list[int] = []
+    taken = []
+    for group in groups:
+        start, end = position[id(group[0])], position[id(group[-1])]
+        at = bisect.bisect(starts, start)
+        if (at and ends[at - 1] >= start) or (at < len(starts) and starts[at] <= end):
+            continue
+        starts.insert(at, start)
+        ends.insert(at, end)
+        taken.append(group)
+    return taken
+
+
+def _merge(module: Module, groups: list[list[Instruction]]) -> Module:
     fn = module.entry
-    first = {id(group[0]): group}
-    merged_away = {id(m) for m in group}
+    first = {id(group[0]): group for group in groups}
+    merged_away = {id(m) for group in groups for m in group}
     producers = {id(v): inst for inst in fn.body for v in inst.results}
     new_fn = Function(fn.name)
     builder = Builder(new_fn)

@@ -19,7 +19,9 @@ chains), stays materialised: nothing expensive is ever computed twice.
 
 from __future__ import annotations
 
+import bisect
 from collections import deque
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from jitc.ir import ops
@@ -302,35 +304,70 @@ def _worth_a_kernel(group: Group) -> bool:
     return len(real) > 1
 
 
-def _inputs(group: Group) -> set[int]:
-    return {id(v) for m in group.members.values() for v in m.operands
-            if not group.has(v.producer)}
-
-
 def _merge_siblings(fn: Function, groups: list[Group]) -> list[Group]:
     """Join kernels of one kind and shape that read a common input into one multi-output
-    kernel, so the input is read once (a sum and a sum of squares of the same rows)."""
+    kernel, so the input is read once (a sum and a sum of squares of the same rows).
+
+    Each group joins the earliest kernel (by root) that shares an input with it and runs after
+    all its inputs exist. Kernels are indexed by (kind, shapes, input), each list sorted by root
+    position, so a group looks at one candidate per input instead of every earlier kernel (an
+    array constant read by every row of an unrolled fill made that quadratic)."""
     position = {id(inst): n for n, inst in enumerate(fn.body)}
     defined_at = {id(v): position[id(inst)] for inst in fn.body for v in inst.results}
     merged: list[Group] = []
+    inputs: dict[int, dict[int, Value]] = {}  # id(kernel) -> its inputs
+    # (kind, shapes, input) -> root positions of the kernels reading it, sorted; and the
+    # kernel at each root position.
+    readers: dict[tuple, list[int]] = {}
+    kernel_at: dict[int, Group] = {}
     for group in sorted(groups, key=lambda g: position[id(g.root)]):
-        for target in merged:
-            if target.kind != group.kind or group.kind not in ("loop", "row") or \
-                    (target.shape, target.outer) != (group.shape, group.outer) or \
-                    target.root.results[0].type.shape != group.root.results[0].type.shape:
-                continue
-            shared = _inputs(target) & _inputs(group)
-            first = position[id(target.root)]
-            # The joint kernel runs where the earlier root was: everything it reads must
-            # exist by then (so neither kernel may read the other's result).
-            if shared and all(defined_at[v] < first for v in _inputs(group)):
-                target.members.update(group.members)
-                target.owned |= group.owned
-                target.siblings.append(group.root)
-                break
-        else:
+        mine = _input_values(group)
+        if group.kind not in ("loop", "row"):
             merged.append(group)
+            continue
+        signature = (group.kind, group.shape, group.outer, group.root.results[0].type.shape)
+        # The joint kernel runs where the earlier root was: everything it reads must exist by
+        # then (so neither kernel may read the other's result).
+        ready = max((defined_at[v] for v in mine), default=-1)
+        target = None
+        for v in mine:
+            roots = readers.get((signature, v), [])
+            at = bisect.bisect_right(roots, ready)
+            if at < len(roots) and (target is None or roots[at] < position[id(target.root)]):
+                target = kernel_at[roots[at]]
+        if target is None:
+            merged.append(group)
+            inputs[id(group)] = mine
+            kernel_at[position[id(group.root)]] = group
+            for v in mine:
+                readers.setdefault((signature, v), []).append(position[id(group.root)])
+            continue
+        target.members.update(group.members)
+        target.owned |= group.owned
+        target.siblings.append(group.root)
+        _update_inputs(target, inputs[id(target)], group, mine, readers, signature,
+                       position[id(target.root)])
     return merged
+
+
+def _input_values(group: Group) -> dict[int, Value]:
+    return {id(v): v for m in group.members.values() for v in m.operands
+            if not group.has(v.producer)}
+
+
+def _update_inputs(target: Group, inputs: dict[int, Value], joined: Group,
+                   joined_inputs: dict[int, Value], readers: dict[tuple, list[int]],
+                   signature: tuple, root: int) -> None:
+    """`target`'s inputs after `joined` joined it (its members already added): values one
+    computes for the other are inputs no more. Work in the size of `joined` alone."""
+    for member in joined.members.values():
+        for v in member.results:
+            if inputs.pop(id(v), None) is not None:
+                readers[(signature, id(v))].remove(root)
+    for key, v in joined_inputs.items():
+        if key not in inputs and not target.has(v.producer):
+            inputs[key] = v
+            bisect.insort(readers.setdefault((signature, key), []), root)
 
 
 def _build(module: Module, fn: Function, groups: list[Group]) -> Module:
@@ -344,11 +381,11 @@ def _build(module: Module, fn: Function, groups: list[Group]) -> Module:
     builder = Builder(new_fn)
     mapping: dict[int, Value] = {}
     bodies: list[Function] = []
-    names = set(module.functions)
+    names = _FreshNames(module.functions)
     for inst in fn.body:
         group = root_group.get(id(inst))
         if group is not None:
-            name = _fresh(names, f"fused_{group.kind}")
+            name = names.fresh(f"fused_{group.kind}")
             body, inputs = _body(group, name, position)
             bodies.append(body)
             builder.loc = inst.loc
@@ -370,13 +407,22 @@ def _build(module: Module, fn: Function, groups: list[Group]) -> Module:
     return Module([new_fn, *others, *bodies], module.entry_name)
 
 
-def _fresh(names: set[str], base: str) -> str:
-    n = 0
-    while f"{base}_{n}" in names:
-        n += 1
-    name = f"{base}_{n}"
-    names.add(name)
-    return name
+class _FreshNames:
+    """`base_0`, `base_1`, ...: the first of them not taken yet. Remembers where each base's
+    search stopped, so naming n kernels is not a quadratic search."""
+
+    def __init__(self, taken: Iterable[str]) -> None:
+        self.taken = set(taken)
+        self.next: dict[str, int] = {}
+
+    def fresh(self, base: str) -> str:
+        n = self.next.get(base, 0)
+        while f"{base}_{n}" in self.taken:
+            n += 1
+        self.next[base] = n + 1
+        name = f"{base}_{n}"
+        self.taken.add(name)
+        return name
 
 
 def _body(group: Group, name: str, position: dict[int, int]) -> tuple[Function, list[Value]]:

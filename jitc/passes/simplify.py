@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from jitc.ir import ops
-from jitc.ir.core import Builder, Instruction, Module, Value
+from jitc.ir.core import Builder, Function, Instruction, Module, Value
 from jitc.ir.dtypes import DType, Kind
 from jitc.ir.opdef import IRTypeError, OpDef
 from jitc.passes.fold import (
@@ -31,7 +31,8 @@ from jitc.passes.fold import (
     splat_value,
 )
 from jitc.passes.pipeline import module_pass
-from jitc.passes.rewrite import rebuild_module
+from jitc.passes.rewrite import rebuild_function
+from jitc.passes.update_chains import UpdateChains, constant_starts
 
 Replacement = Value | Sequence[Value] | None
 Rule = Callable[[Builder, Instruction, Sequence[Value]], Replacement]
@@ -322,69 +323,18 @@ def reduce_no_dims(b: Builder, inst: Instruction, operands: Sequence[Value]) -> 
     return operands
 
 
-# --- writes: chains of dynamic_update_slice at constant starts ---------------------------------
-# A Python loop that fills an array row by row (`y[i] = ...`) traces as one update per row. Each
-# writes its block at constant starts; two writes of adjacent blocks along one axis are one write
-# of their concatenation, and a write that covers the whole array is the update itself. So a
-# whole fill becomes a single concatenate, in time and code linear in the number of rows.
-
-
-def _constant_starts(starts: Sequence[Value]) -> list[int] | None:
-    values = []
-    for start in starts:
-        array = constant_array(start)
-        if array is None:
-            return None
-        values.append(int(array))
-    return values
+# --- writes ------------------------------------------------------------------------------------
+# Chains of dynamic_update_slice at constant starts (a row-by-row fill) are joined by
+# jitc/passes/update_chains.py, which needs to see the whole function.
 
 
 @rule(ops.DYNAMIC_UPDATE_SLICE)
 def update_whole(b: Builder, inst: Instruction, operands: Sequence[Value]) -> Replacement:
     operand, update = operands[0], operands[1]
-    starts = _constant_starts(operands[2:])
+    starts = constant_starts(operands[2:])
     if starts is None or update.type.shape != operand.type.shape or any(starts):
         return None
     return update
-
-
-@rule(ops.DYNAMIC_UPDATE_SLICE)
-def update_adjacent(b: Builder, inst: Instruction, operands: Sequence[Value]) -> Replacement:
-    inner = _producer(operands[0], ops.DYNAMIC_UPDATE_SLICE)
-    if inner is None:
-        return None
-    outer_starts = _constant_starts(operands[2:])
-    inner_starts = _constant_starts(inner.operands[2:])
-    if outer_starts is None or inner_starts is None:
-        return None
-    first, second = inner.operands[1], operands[1]
-    base = inner.operands[0]
-    if inner_starts == outer_starts and first.type.shape == second.type.shape:
-        return b.emit(ops.DYNAMIC_UPDATE_SLICE, [base, *operands[1:]], {}, inst.result.type)
-    differ = [d for d in range(len(outer_starts))
-              if (inner_starts[d], first.type.shape[d]) != (outer_starts[d], second.type.shape[d])]
-    if len(differ) != 1:
-        return None
-    axis = differ[0]
-    if inner_starts[axis] + first.type.shape[axis] == outer_starts[axis]:
-        pieces, starts = [first, second], inner.operands[2:]
-    elif outer_starts[axis] + second.type.shape[axis] == inner_starts[axis]:
-        pieces, starts = [second, first], operands[2:]
-    else:
-        return None
-    joined = []
-    for piece in pieces:  # keep one flat concatenate as rows keep coming
-        producer = _producer(piece, ops.CONCATENATE)
-        if producer is not None and producer.attrs["dimension"] == axis:
-            joined.extend(producer.operands)
-        else:
-            joined.append(piece)
-    shape = list(first.type.shape)
-    shape[axis] += second.type.shape[axis]
-    block = b.emit(ops.CONCATENATE, joined, {"dimension": axis})
-    if block.type.shape == base.type.shape:  # all of it: the starts are zeros
-        return block
-    return b.emit(ops.DYNAMIC_UPDATE_SLICE, [base, block, *starts], {}, inst.result.type)
 
 
 # --- the pass ----------------------------------------------------------------------------------
@@ -408,6 +358,24 @@ def _simplify(builder: Builder, inst: Instruction,
     return None
 
 
+def _simplify_function(fn: Function) -> tuple[Function, bool]:
+    chains = UpdateChains(fn)
+
+    def transform(builder: Builder, inst: Instruction,
+                  operands: Sequence[Value]) -> Sequence[Value] | None:
+        replacement = _simplify(builder, inst, operands)
+        if replacement is None and inst.op is ops.DYNAMIC_UPDATE_SLICE:
+            return chains.rewrite(builder, inst, operands)
+        return replacement
+
+    return rebuild_function(fn, transform)
+
+
 @module_pass("simplify")
 def simplify(module: Module) -> Module:
-    return rebuild_module(module, _simplify)
+    functions, changed = [], False
+    for fn in module.functions.values():
+        new, fn_changed = _simplify_function(fn)
+        functions.append(new if fn_changed else fn)
+        changed |= fn_changed
+    return Module(functions, module.entry_name) if changed else module

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import textwrap
 
 import numpy as np
@@ -169,3 +170,37 @@ def test_groups_that_depend_on_each_other_and_other_ranks_compile_and_match() ->
     for fn, args in cases:
         for got, want in zip(jitc.jit(fn)(*args), fn(*args), strict=True):
             np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+def sample(h, wxh, whh, why, steps):
+    """min-char-rnn's sampler with argmax: each step's `whh @ h` and `why @ h` share their rhs
+    h and are independent, one small group per step."""
+    x = np.zeros((wxh.shape[1], 1), np.float32)
+    x[0] = 1
+    chosen = []
+    for _ in range(steps.shape[0]):
+        h = np.tanh(np.dot(wxh, x) + np.dot(whh, h))
+        ix = np.argmax(np.dot(why, h))
+        x = np.zeros((wxh.shape[1], 1), np.float32)
+        x[ix] = 1
+        chosen.append(ix)
+    return np.stack(chosen)
+
+
+def test_one_group_per_unrolled_step_merges_in_one_rebuild(monkeypatch) -> None:
+    """A rebuild of the whole function per group made a 300-step sampler take minutes."""
+    dot_merger_module = importlib.import_module("jitc.passes.dot_merger")
+    rebuilds = []
+    merge = dot_merger_module._merge
+    monkeypatch.setattr(dot_merger_module, "_merge",
+                        lambda module, groups: rebuilds.append(1) or merge(module, groups))
+    steps = 40
+    args = (np.zeros((16, 1), np.float32), _random(16, 11), _random(16, 16) * 0.3,
+            _random(11, 16), np.zeros(steps))
+    f = jitc.jit(sample)
+    module = f.lower(*args).compile().optimized_module
+    products = [i for i in module.entry.body if i.op is ops.DOT_GENERAL]
+    # h of every step but the last feeds two products: the next step's and the draw.
+    assert sum(i.results[0].type.shape == (27, 1) for i in products) == steps - 1
+    assert len(rebuilds) == 1
+    np.testing.assert_array_equal(f(*args), sample(*args))

@@ -669,3 +669,48 @@ def test_exact_reciprocal(dtype) -> None:
             assert np.array_equal(x / c, x * r)
     for c in (3.0, 0.0, -0.0, np.inf, np.nan, 0.75):
         assert exact_reciprocal(np.asarray(c, dtype.numpy)) is None
+
+
+def _fill_rows(rows: int) -> Module:
+    """`out[i] = x[i] * 2 + i` for every row of an np.empty array, as traced."""
+    import jitc
+
+    def fill(x):
+        out = np.empty_like(x)
+        for i in range(x.shape[0]):
+            out[i] = x[i] * 2 + i
+        return out
+    return jitc.jit(fill).lower(np.ones((rows, 3))).module
+
+
+def test_a_row_by_row_fill_joins_in_linear_work() -> None:
+    """Joined update by update, the k-th row made a concatenate of k pieces: 2000 rows built
+    two million operands. One round of simplify now builds a number of operands linear in the
+    rows (the dead copies of the chain's updates included), for 100 rows as for 800."""
+    for rows in (100, 800):
+        simplified = simplify(_fill_rows(rows))
+        operands = sum(len(inst.operands) for inst in simplified.entry.body)
+        assert operands < 20 * rows, (rows, operands)  # about 12 per row
+        (root,) = [i for i in run_passes(simplified, [dce]).entry.body
+                   if i.op is ops.CONCATENATE]
+        assert len(root.operands) == rows
+
+
+def writes(x):
+    """Rows backwards, a read of the array half way, then column tiles of one row."""
+    out = np.zeros_like(x)
+    for i in range(x.shape[0] - 1, 2, -1):
+        out[i] = x[i] + i
+    partial = out.sum(axis=1)
+    for i in range(3):
+        out[i] = x[i] * i
+    for j in range(x.shape[1]):
+        out[1, j:j + 1] = x[0, j:j + 1] - j
+    return out, partial
+
+
+def test_chains_of_writes_in_any_order_match_numpy() -> None:
+    import jitc
+    x = np.random.default_rng(0).standard_normal((7, 4))
+    for got, want in zip(jitc.jit(writes)(x), writes(x), strict=True):
+        np.testing.assert_array_equal(got, want)

@@ -524,6 +524,14 @@ def _pad(e: CEmitter, inst: Instruction, index: Index) -> str:
     return _result(e, inst, f"{inside} ? {value} : {fill}")
 
 
+# Up to this many operands a concatenate's element is a chain of conditional expressions over
+# every operand's element; above, a switch computes only the element's own operand (as in the
+# LLVM emitter: with thousands of operands, a chain is quadratic work in the kernel and in the
+# C compiler).
+SELECTED_PIECES = 8
+SWITCH_CASES = 1 << 14
+
+
 @rule("concatenate")
 def _concatenate(e: CEmitter, inst: Instruction, index: Index) -> str:
     axis = inst.attrs["dimension"]
@@ -534,6 +542,10 @@ def _concatenate(e: CEmitter, inst: Instruction, index: Index) -> str:
         if size:
             pieces.append((n, start, size))
         start += size
+    assert pieces, "concatenate of empty operands has no elements"
+    sizes = {size for _, _, size in pieces}
+    if len(pieces) > SELECTED_PIECES and (len(sizes) == 1 or start <= SWITCH_CASES):
+        return _concatenate_switch(e, inst, index, pieces)
     result: str | None = None
     for n, begin, size in reversed(pieces):
         mapped = list(index)
@@ -542,7 +554,36 @@ def _concatenate(e: CEmitter, inst: Instruction, index: Index) -> str:
         value = e.operand(inst, n, mapped)
         result = value if result is None else \
             _result(e, inst, f"{position} < {begin + size} ? {value} : {result}")
-    assert result is not None, "concatenate of empty operands has no elements"
+    assert result is not None
+    return result
+
+
+def _concatenate_switch(e: CEmitter, inst: Instruction, index: Index,
+                        pieces: list[tuple[int, int, int]]) -> str:
+    axis = inst.attrs["dimension"]
+    position = index[axis]  # type: ignore[index]
+    sizes = {size for _, _, size in pieces}
+    if len(sizes) == 1:  # blocks of one size: the piece is the position divided by it
+        (size,) = sizes
+        selector = f"{position} / {size}" if size > 1 else position
+        cases = [[k] for k in range(len(pieces))]
+    else:
+        selector = position
+        cases = [list(range(begin, begin + size)) for _, begin, size in pieces]
+    result = e.w.fresh("t")
+    e.w.line(f"{register_type(inst.results[0].type.dtype)} {result};")
+    with e.w.block(f"switch ({selector})"):
+        for k, ((n, begin, size), values) in enumerate(zip(pieces, cases)):
+            # Every position falls in some piece: the last one doubles as the default.
+            labels = "default:" if k == len(pieces) - 1 else \
+                " ".join(f"case {v}:" for v in values)
+            # A scope per case: what it computes is not visible to the others.
+            with e.w.block(labels):
+                mapped = list(index)
+                local = e.let_index(f"{position} - {begin}" if begin else position)
+                mapped[axis] = e.clamp_index(local, 0, size - 1)  # type: ignore[index]
+                e.w.line(f"{result} = {e.operand(inst, n, mapped)};")
+                e.w.line("break;")
     return result
 
 

@@ -77,8 +77,10 @@ class KernelContext:
         text = "\n".join(line for line in body if not line.lstrip().startswith("//"))
         # A buffer the code never reads (the operand of a pad with no elements) stays a
         # parameter, so every kernel of an instruction takes the same arguments.
-        body = [f"    (void){name};" for _, name, _ in self.params
-                if not re.search(rf"\b{name}\b", text)] + body
+        # One scan for all of them: a search per parameter was quadratic in a kernel with
+        # thousands of operands (a concatenate of every row of an unrolled fill).
+        words = set(_WORD.findall(text))
+        body = [f"    (void){name};" for _, name, _ in self.params if name not in words] + body
         signature = f"static void {self.name}({', '.join(params) or 'void'}) {{"
         if len(signature) > 100:
             signature = f"static void {self.name}(\n    " + ",\n    ".join(params) + ") {"
@@ -87,6 +89,7 @@ class KernelContext:
         return Kernel(self.name, [arg for _, _, arg in self.params], "\n".join(lines))
 
 
+_WORD = re.compile(r"\w+")
 _DECLARATION = re.compile(r"^\s*const [\w ]+ (t\d+) = ")
 _TEMP = re.compile(r"\bt\d+\b")
 

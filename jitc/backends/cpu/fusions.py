@@ -31,8 +31,10 @@ ROW_BUFFER_LIMIT = 16384
 def fusion_buffers(inst: Instruction, plan: BufferPlan) -> list[Value]:
     """The buffers a fusion kernel touches: its results, then its materialised operands."""
     values: list[Value] = list(inst.results)
+    seen = {id(v) for v in values}
     for operand in inst.operands:
-        if plan.slot(operand) is not None and all(v is not operand for v in values):
+        if plan.slot(operand) is not None and id(operand) not in seen:
+            seen.add(id(operand))
             values.append(operand)
     return values
 

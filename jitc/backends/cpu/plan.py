@@ -7,7 +7,9 @@ temporaries carved out of one workspace arena whose size is known at compile tim
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import bisect
+import heapq
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -214,22 +216,58 @@ def _assign_offsets(fn: Function, temps: list[tuple[Value, tuple[int, int]]],
     for key, block in block_of.items():
         blocks.setdefault(block, []).append(key)
     placed: list[tuple[int, int, tuple[int, int]]] = []  # (offset, size, interval)
+    alive = _Lifetimes()
     offsets: dict[int, int] = {}
     for members in sorted(blocks.values(), key=lambda ms: -max(sizes[m] for m in ms)):
         span = (min(intervals[m][0] for m in members), max(intervals[m][1] for m in members))
         size = max(sizes[m] for m in members)
-        offset, moved = 0, True
-        while moved:
-            moved = False
-            for other_offset, other_size, other_span in placed:
-                if _interval_overlaps(span, other_span) and offset < other_offset + other_size \
-                        and other_offset < offset + size:
-                    offset, moved = _aligned(other_offset + other_size), True
+        # The lowest aligned offset clear of every block alive at the same time: a sweep over
+        # those blocks by offset (only those: a scan of every block placed, again after each
+        # move, was quadratic in the temporaries of an unrolled loop).
+        offset = 0
+        for other_offset, other_size in alive.overlapping(span):
+            if other_offset >= offset + size:
+                break
+            if other_offset + other_size > offset:
+                offset = _aligned(other_offset + other_size)
         placed.append((offset, size, span))
+        alive.add(span, (offset, size))
         for m in members:
             offsets[m] = offset
     plan.workspace_bytes = max((o + s for o, s, _ in placed), default=0)
     return offsets
+
+
+class _Lifetimes:
+    """Placed blocks by the program positions they are alive at, so that finding the blocks
+    alive during a span does not look at every block. A short-lived block goes into the
+    buckets of BUCKET positions its life covers; a long-lived one (an unrolled loop's results
+    kept to the end) into one list sorted by offset, scanned whole."""
+
+    BUCKET = 64
+    LONG = 4 * BUCKET
+
+    def __init__(self) -> None:
+        self.buckets: dict[int, list[tuple[tuple[int, int], tuple[int, int]]]] = {}
+        self.long: list[tuple[tuple[int, int], tuple[int, int]]] = []  # sorted by offset
+
+    def add(self, span: tuple[int, int], block: tuple[int, int]) -> None:
+        if span[1] - span[0] > self.LONG:
+            at = bisect.bisect(self.long, block, key=lambda entry: entry[1])
+            self.long.insert(at, (span, block))
+            return
+        for bucket in range(span[0] // self.BUCKET, span[1] // self.BUCKET + 1):
+            self.buckets.setdefault(bucket, []).append((span, block))
+
+    def overlapping(self, span: tuple[int, int]) -> Iterator[tuple[int, int]]:
+        """(offset, size) of the blocks alive at some position of `span`, by offset."""
+        short = set()
+        for bucket in range(span[0] // self.BUCKET, span[1] // self.BUCKET + 1):
+            for other, block in self.buckets.get(bucket, ()):
+                if _interval_overlaps(span, other):
+                    short.add(block)
+        long = (block for other, block in self.long if _interval_overlaps(span, other))
+        return heapq.merge(sorted(short), long)
 
 
 def _in_place_pairs(fn: Function, intervals: dict[int, tuple[int, int]],

@@ -123,6 +123,15 @@ class ElementalEmitter:
     def operand(self, inst: Instruction, n: int, index: Index) -> ir.Value:
         return self.value_at(inst.operands[n], index)
 
+    def operand_in_branch(self, inst: Instruction, n: int, index: Index) -> ir.Value:
+        """`operand` generated in a block that not every path runs: what it computes there is
+        forgotten afterwards, since code after the branches cannot use it."""
+        saved = None if self._computed is None else dict(self._computed)
+        try:
+            return self.operand(inst, n, index)
+        finally:
+            self._computed = saved
+
     def scalar(self, value: Value) -> ir.Value:
         return self.value_at(value, [])
 

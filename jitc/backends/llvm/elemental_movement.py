@@ -111,19 +111,75 @@ def _pad(e: ElementalEmitter, inst: Instruction, index: Index) -> ir.Value:
     return b.select(inside, e.operand(inst, 0, mapped), fill)
 
 
-@rule("concatenate")
-def _concatenate(e: ElementalEmitter, inst: Instruction, index: Index) -> ir.Value:
+# Up to this many operands, a concatenate's element is a chain of selects over every operand's
+# element at that index (straight-line code LLVM vectorizes); above, a switch runs only the
+# operand the element comes from: with thousands of operands (the rows of an unrolled fill) a
+# select chain does work quadratic in them, in the kernel and in LLVM compiling it.
+SELECTED_PIECES = 8
+# A switch on the position itself has a case per position: at most this many.
+SWITCH_CASES = 1 << 14
+
+
+def _concatenate_branched(e: ElementalEmitter, inst: Instruction, index: Index,
+                          pieces: list[tuple[int, int, int]]) -> ir.Value:
     b = e.builder
     axis = inst.attrs["dimension"]
     position = index[axis]  # type: ignore[index]
-    result: ir.Value | None = None
+    sizes = {size for _, _, size in pieces}
+    total = pieces[-1][1] + pieces[-1][2]
+    if len(sizes) == 1:  # blocks of one size: the piece is the position divided by it
+        (size,) = sizes
+        selector = b.udiv(position, e.index_const(size)) if size > 1 else position
+        cases = [[k] for k in range(len(pieces))]
+    elif total <= SWITCH_CASES:
+        selector = position
+        cases = [list(range(begin, begin + size)) for _, begin, size in pieces]
+    else:
+        return _concatenate_selected(e, inst, index, pieces)
+    function = b.function
+    merge = function.append_basic_block("concat.merge")
+    blocks = [function.append_basic_block(f"concat.{n}") for n, _, _ in pieces]
+    # Every position falls in some piece: the last one's block doubles as the default.
+    switch = b.switch(selector, blocks[-1])
+    incoming = []
+    for (n, begin, size), block, values in zip(pieces, blocks, cases):
+        for v in values:
+            switch.add_case(e.index_const(v), block)
+        b.position_at_end(block)
+        local = e.clamp_index(b.sub(position, e.index_const(begin)), 0, size - 1)
+        mapped = list(index)
+        mapped[axis] = local  # type: ignore[index]
+        incoming.append((e.operand_in_branch(inst, n, mapped), b.block))
+        b.branch(merge)
+    b.position_at_end(merge)
+    result = b.phi(incoming[0][0].type)
+    for value, block in incoming:
+        result.add_incoming(value, block)
+    return result
+
+
+@rule("concatenate")
+def _concatenate(e: ElementalEmitter, inst: Instruction, index: Index) -> ir.Value:
+    axis = inst.attrs["dimension"]
     start = 0
-    pieces = []
+    pieces = []  # (operand, first position, size) of each operand with elements
     for n, v in enumerate(inst.operands):
         size = v.type.shape[axis]  # type: ignore[index]
         if size:
             pieces.append((n, start, size))
         start += size
+    assert pieces, "concatenate of empty operands has no elements"
+    if len(pieces) > SELECTED_PIECES:
+        return _concatenate_branched(e, inst, index, pieces)
+    return _concatenate_selected(e, inst, index, pieces)
+
+
+def _concatenate_selected(e: ElementalEmitter, inst: Instruction, index: Index,
+                          pieces: list[tuple[int, int, int]]) -> ir.Value:
+    b = e.builder
+    axis = inst.attrs["dimension"]
+    position = index[axis]  # type: ignore[index]
+    result: ir.Value | None = None
     for n, begin, size in reversed(pieces):
         local = e.clamp_index(b.sub(position, e.index_const(begin)), 0, size - 1)
         mapped = list(index)
@@ -134,7 +190,7 @@ def _concatenate(e: ElementalEmitter, inst: Instruction, index: Index) -> ir.Val
         else:
             result = b.select(b.icmp_signed("<", position, e.index_const(begin + size)),
                               value, result)
-    assert result is not None, "concatenate of empty operands has no elements"
+    assert result is not None
     return result
 
 
