@@ -17,8 +17,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from jitc.backends.cpu.control import block_writes, region_module
-from jitc.backends.cpu.plan import ALIGNMENT
+from jitc.backends.cpu.control import carry_layout, region_module
 from jitc.ir.core import Instruction, Module, Value
 from jitc.ir.ops import CONDITIONAL, WHILE
 
@@ -30,10 +29,6 @@ if TYPE_CHECKING:
 
 # (region module, name prefix) -> its lowered code, added to the unit by the caller.
 LowerRegion = Callable[[Module, str], "Unit"]
-
-
-def _aligned(n: int) -> int:
-    return (n + ALIGNMENT - 1) // ALIGNMENT * ALIGNMENT
 
 
 def _optimized(module: Module) -> Module:
@@ -104,27 +99,16 @@ def _emit_while(program: Program, name: str, inst: Instruction,
                 lower_region: LowerRegion) -> Kernel:
     module = program.module
     body_fn = module.functions[inst.attrs["body"]]  # type: ignore[index]
-    params = body_fn.parameters
-    writes = block_writes(body_fn)
-    # As on the CPU: carries the body returns unchanged or writes a block of stay in A.
-    moving = [i for i, out in enumerate(body_fn.outputs)
-              if out is not params[i] and i not in writes]
-    block_outputs = [v for j in writes for v in writes[j].operands[1:]]
+    layout = carry_layout(inst, body_fn)  # as on the CPU
+    writes, moving = layout.writes, layout.moving
+    offsets, block_offsets = layout.offsets, layout.block_offsets
+    region_workspace = layout.carry_bytes
     cond = lower_region(_optimized(region_module(module, inst.attrs["cond"])),  # type: ignore
                         f"{name}_cond_")
-    body = lower_region(_optimized(region_module(
-        module, body_fn.name, [body_fn.outputs[i] for i in moving] + block_outputs)),
-        f"{name}_body_")
-    offsets, size = {}, 0
-    for i in moving:
-        offsets[i] = size
-        size += _aligned(max(inst.results[i].type.nbytes, 1))
-    block_offsets = []
-    for v in block_outputs:
-        block_offsets.append(size)
-        size += _aligned(max(v.type.nbytes, 1))
-    region_workspace = size
-    size += max(cond.workspace_bytes, body.workspace_bytes)
+    body = lower_region(_optimized(region_module(module, body_fn.name,
+                                                 layout.body_outputs(body_fn))),
+                        f"{name}_body_")
+    size = region_workspace + max(cond.workspace_bytes, body.workspace_bytes)
 
     step = _Step(program, name, inst)
     w = step.w

@@ -126,6 +126,44 @@ def emit_control(module: ir.Module, plan: BufferPlan, name: str, inst: Instructi
     raise NotImplementedError(f"the CPU backend cannot lower {inst.op.name}")
 
 
+@dataclass(frozen=True)
+class CarryLayout:
+    """Where a while loop's carries live between iterations (both native backends).
+
+    Carries the body returns unchanged keep their buffer (A), and so do those it writes a
+    block of (`writes`; the body returns the block and its start indices); the others
+    (`moving`) alternate between A and a scratch buffer B at `offsets`. The blocks the body
+    returns go to scratch at `block_offsets`; the regions' workspace follows at `carry_bytes`.
+    """
+
+    writes: dict[int, Instruction]
+    moving: list[int]
+    block_outputs: list[Value]
+    offsets: dict[int, int]
+    block_offsets: list[int]
+    carry_bytes: int
+
+    def body_outputs(self, body: Function) -> list[Value]:
+        """What the lowered body returns: the moving carries, then the written blocks."""
+        return [body.outputs[i] for i in self.moving] + self.block_outputs
+
+
+def carry_layout(inst: Instruction, body: Function) -> CarryLayout:
+    writes = block_writes(body)
+    moving = [i for i, out in enumerate(body.outputs)
+              if out is not body.parameters[i] and i not in writes]
+    block_outputs = [v for j in writes for v in writes[j].operands[1:]]
+    offsets, size = {}, 0
+    for i in moving:
+        offsets[i] = size
+        size += _aligned(max(inst.results[i].type.nbytes, 1))
+    block_offsets = []
+    for v in block_outputs:
+        block_offsets.append(size)
+        size += _aligned(max(v.type.nbytes, 1))
+    return CarryLayout(writes, moving, block_outputs, offsets, block_offsets, size)
+
+
 def block_writes(body: Function) -> dict[int, Instruction]:
     """Carry position -> the dynamic_update_slice that computes it from the carried value
     itself, where that is the value's only use and the block is contiguous in memory (scan's
@@ -152,27 +190,14 @@ def block_writes(body: Function) -> dict[int, Instruction]:
 def _emit_while(module: ir.Module, plan: BufferPlan, name: str, inst: Instruction,
                 program: Module, lower_region: LowerRegion) -> Kernel:
     body_fn = program.functions[inst.attrs["body"]]  # type: ignore[index]
-    params = body_fn.parameters
-    writes = block_writes(body_fn)
-    # Carries the body returns unchanged keep their buffer, and so do those it writes a block
-    # of (the body returns the block and its start indices); the others alternate with B.
-    moving = [i for i, out in enumerate(body_fn.outputs)
-              if out is not params[i] and i not in writes]
-    block_outputs = [v for j in writes for v in writes[j].operands[1:]]
+    layout = carry_layout(inst, body_fn)
+    writes, moving, block_outputs = layout.writes, layout.moving, layout.block_outputs
+    offsets, block_offsets = layout.offsets, layout.block_offsets
+    region_workspace = layout.carry_bytes
     cond = lower_region(region_module(program, inst.attrs["cond"]), f"{name}.cond.")  # type: ignore
-    body = lower_region(region_module(program, body_fn.name,
-                                      [body_fn.outputs[i] for i in moving] + block_outputs),
+    body = lower_region(region_module(program, body_fn.name, layout.body_outputs(body_fn)),
                         f"{name}.body.")
-    offsets, size = {}, 0
-    for i in moving:
-        offsets[i] = size
-        size += _aligned(max(inst.results[i].type.nbytes, 1))
-    block_offsets = []
-    for v in block_outputs:
-        block_offsets.append(size)
-        size += _aligned(max(v.type.nbytes, 1))
-    region_workspace = size
-    size += max(cond.workspace_bytes, body.workspace_bytes)
+    size = region_workspace + max(cond.workspace_bytes, body.workspace_bytes)
     scratch_slot = _scratch(plan, size)
 
     step = _Step(module, plan, name)
