@@ -111,26 +111,10 @@ class _Slot:
         self.expression = expression
 
 
-class _FormWriter:
+class _FormWriter(guards.CheckWriter):
     def __init__(self) -> None:
-        self.lines: list[str] = []
-        self.constants: dict[str, object] = {}
+        super().__init__("a", "MISS")
         self.leaves: list[str] = []
-        self.count = 0
-
-    def new(self, expression: str) -> str:
-        name = f"a{self.count}"
-        self.count += 1
-        self.lines.append(f"{name} = {expression}")
-        return name
-
-    def constant(self, value: object) -> str:
-        name = f"k{len(self.constants)}"
-        self.constants[name] = value
-        return name
-
-    def fail_unless(self, condition: str) -> None:
-        self.lines.append(f"if not ({condition}): return MISS")
 
     def tree(self, expression: str, tree: pytree.TreeDef, leaves: Sequence[object],
              low: Any) -> None:
@@ -244,10 +228,9 @@ def form_path(jitted: Jitted, compiled: Compiled, captured: capture.Captured,
         writer.lines.append(f"return finish(result, ({''.join(v + ', ' for v in writer.leaves)}))")
     body = "\n    ".join(writer.lines)
     source = f"def fast(args, kwargs, instance):\n    {body}\n"
-    scope: dict[str, Any] = {"MISS": MISS, "asarray": np.asarray, "dispatch": dispatch,
-                             "read": read, "finish": _finisher(low), **writer.constants}
-    exec(compile(source, f"<jitc call form of {jitted.name}>", "exec"), scope)
-    return scope["fast"]
+    return writer.build(source, "fast", f"<jitc call form of {jitted.name}>",
+                        {"MISS": MISS, "asarray": np.asarray, "dispatch": dispatch,
+                         "read": read, "finish": _finisher(low)})
 
 
 def _finisher(low: Any) -> Callable[[Any, tuple], Any]:

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import dis
 import types
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -45,19 +45,19 @@ def loaded_globals(fun: Callable) -> frozenset[str]:
     return frozenset(names)
 
 
-class _Writer:
-    """Emits the checks of one walk; mirrors `capture._walk` rule for rule."""
+class CheckWriter:
+    """Straight-line Python checks, written line by line and made a function by `build`:
+    variables for the values looked at, constants the checks compare with, and an early
+    return of `miss` at the first check that fails."""
 
-    def __init__(self) -> None:
+    def __init__(self, variable_prefix: str, miss: str) -> None:
         self.lines: list[str] = []
         self.constants: dict[str, object] = {}
-        self.arrays: list[tuple[capture.Path, str]] = []
-        self.first_seen: dict[int, str] = {}      # id(object) -> the variable that holds it
-        self.array_vars: dict[int, str] = {}      # id(captured array) -> its variable
+        self.prefix, self.miss = variable_prefix, miss
         self.count = 0
 
     def new(self, expression: str) -> str:
-        name = f"v{self.count}"
+        name = f"{self.prefix}{self.count}"
         self.count += 1
         self.lines.append(f"{name} = {expression}")
         return name
@@ -68,7 +68,23 @@ class _Writer:
         return name
 
     def fail_unless(self, condition: str) -> None:
-        self.lines.append(f"if not ({condition}): return None")
+        self.lines.append(f"if not ({condition}): return {self.miss}")
+
+    def build(self, source: str, name: str, filename: str, scope: dict[str, Any]) -> Callable:
+        """Function `name` defined by `source`, run with `scope` and the constants."""
+        namespace = {**scope, **self.constants}
+        exec(compile(source, filename, "exec"), namespace)
+        return namespace[name]
+
+
+class _Writer(CheckWriter):
+    """Emits the checks of one walk; mirrors `capture._walk` rule for rule."""
+
+    def __init__(self) -> None:
+        super().__init__("v", "None")
+        self.arrays: list[tuple[capture.Path, str]] = []
+        self.first_seen: dict[int, str] = {}      # id(object) -> the variable that holds it
+        self.array_vars: dict[int, str] = {}      # id(captured array) -> its variable
 
     def node(self, var: str, value: object, path: capture.Path, depth: int,
              in_list: bool = False) -> None:
@@ -105,8 +121,8 @@ class _Writer:
             self.fail_unless(f"{var} is {self.constant(value)}")
             if capture._user_module(value.__module__ or "builtins"):
                 self.first_seen[id(value)] = var
-                for steps, child in _function_children(value):
-                    self.node(self.new(self.step_expression(var, value, steps[-1])), child,
+                for steps, child in capture._function_children(value):
+                    self.node(self.new(self.step_expression(value, steps[-1])), child,
                               path + steps, depth + 1)
             return
         if capture._user_class(value):
@@ -142,15 +158,11 @@ class _Writer:
         # Everything else the walk passes by; a value of the same type is passed by too.
         self.fail_unless(f"type({var}) is {self.constant(type(value))}")
 
-    def step_expression(self, var: str, fun: types.FunctionType, step: tuple) -> str:
+    def step_expression(self, fun: types.FunctionType, step: tuple) -> str:
         kind, key = step
         if kind == "fglobal":
             return f"{self.constant(fun.__globals__)}[{key!r}]"
         return f"{self.constant(fun.__closure__[key])}.cell_contents"  # type: ignore[index]
-
-
-def _function_children(fun: types.FunctionType) -> Iterator[tuple[capture.Path, object]]:
-    return capture._function_children(fun)
 
 
 def compile_reader(fun: Callable, names: tuple[str, ...], captured: capture.Captured,
@@ -196,13 +208,10 @@ def compile_reader(fun: Callable, names: tuple[str, ...], captured: capture.Capt
     source = (f"def read(instance):\n    try:\n        {body}\n"
               f"    except STATE_ERRORS:\n        return None\n"
               f"    return ({result}{',' if writer.arrays else ''})\n")
-    scope: dict[str, Any] = {"ndarray": np.ndarray, "SCALARS": capture.SCALARS,
-                             "MISSING": capture._MISSING,
-                             "STATE_ERRORS": _STATE_ERRORS, "_filled": _filled,
-                             **writer.constants}
-    exec(compile(source, f"<jitc state reader of {getattr(fun, '__name__', '?')}>", "exec"),
-         scope)
-    return scope["read"]
+    return writer.build(source, "read", f"<jitc state reader of {getattr(fun, '__name__', '?')}>",
+                        {"ndarray": np.ndarray, "SCALARS": capture.SCALARS,
+                         "MISSING": capture._MISSING, "STATE_ERRORS": _STATE_ERRORS,
+                         "_filled": _filled})
 
 
 def _filled(cell: types.CellType) -> bool:
@@ -213,4 +222,4 @@ def _filled(cell: types.CellType) -> bool:
     return True
 
 
-__all__ = ["compile_reader", "loaded_globals"]
+__all__ = ["CheckWriter", "compile_reader", "loaded_globals"]
