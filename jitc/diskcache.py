@@ -176,24 +176,28 @@ class _File:
     used: float
 
 
+def _files(folder: Path) -> list[os.DirEntry]:
+    """The files of every namespace folder under `folder` (missing folders have none)."""
+    found = []
+    for namespace in NAMESPACES:
+        with contextlib.suppress(OSError):
+            found.extend(os.scandir(folder / namespace))
+    return found
+
+
 def _entries(folder: Path) -> list[_File]:
     """Every entry under `folder`; stale temporary files are deleted on the way."""
     found = []
     now = time.time()
-    for namespace in NAMESPACES:
+    for item in _files(folder):
         try:
-            listing = list(os.scandir(folder / namespace))
-        except OSError:
+            stat = item.stat()
+        except OSError:  # deleted meanwhile by another process
             continue
-        for item in listing:
-            try:
-                stat = item.stat()
-            except OSError:  # deleted meanwhile by another process
-                continue
-            if item.name.endswith(SUFFIX):
-                found.append(_File(Path(item.path), stat.st_size, stat.st_mtime))
-            elif item.name.endswith(".tmp") and now - stat.st_mtime > STALE_SECONDS:
-                _remove(Path(item.path))
+        if item.name.endswith(SUFFIX):
+            found.append(_File(Path(item.path), stat.st_size, stat.st_mtime))
+        elif item.name.endswith(".tmp") and now - stat.st_mtime > STALE_SECONDS:
+            _remove(Path(item.path))
     return found
 
 
@@ -243,15 +247,10 @@ def clear() -> int:
     if folder is None:
         return 0
     deleted = 0
-    for namespace in NAMESPACES:
-        try:
-            listing = list(os.scandir(folder / namespace))
-        except OSError:
-            continue
-        for item in listing:
-            if item.name.endswith((SUFFIX, ".tmp", LEGACY_SUFFIX)):
-                _remove(Path(item.path))
-                deleted += item.name.endswith(SUFFIX)
+    for item in _files(folder):
+        if item.name.endswith((SUFFIX, ".tmp", LEGACY_SUFFIX)):
+            _remove(Path(item.path))
+            deleted += item.name.endswith(SUFFIX)
     return deleted
 
 
