@@ -62,6 +62,15 @@ def defined_dynamic_symbols(library: Path) -> set[str]:
     return {line.split()[-1] for line in table.splitlines() if line.strip()}
 
 
+def library_symbols(lib: str, exports: list[str] | tuple[str, ...]) -> set[str]:
+    """Everything a `jitc aot` library named `lib` should export: each function, its
+    `_with_workspace` form and the library's own queries; nothing else (kernels, region
+    code, constants and the thread pool stay inside)."""
+    return {*exports, *(f"{e}_with_workspace" for e in exports),
+            *(f"{lib}_{f}" for f in ("error_string", "jitc_version", "target_cpu",
+                                     "jitc_manifest"))}
+
+
 def compile_c(source: Path, output: Path, *link: str | Path) -> Path:
     """gcc -Wall -Werror: the generated header must compile without a single warning."""
     assert GCC is not None

@@ -14,6 +14,7 @@ from aotkit import (
     defined_dynamic_symbols,
     fill,
     generic_client,
+    library_symbols,
     manifest,
     needs_gcc,
     parse_sections,
@@ -70,10 +71,7 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
 @needs_gcc
 def test_region_code_stays_inside_the_library(built):
     library, _ = built
-    expected = {*EXPORTS, *(f"{e}_with_workspace" for e in EXPORTS),
-                *(f"{LIB}_{f}" for f in ("error_string", "jitc_version", "target_cpu",
-                                         "jitc_manifest"))}
-    assert defined_dynamic_symbols(library) == expected
+    assert defined_dynamic_symbols(library) == library_symbols(LIB, EXPORTS)
 
 
 @needs_gcc

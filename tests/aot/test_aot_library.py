@@ -17,6 +17,7 @@ from aotkit import (
     defined_dynamic_symbols,
     fill,
     generic_client,
+    library_symbols,
     manifest,
     needed,
     needs_gcc,
@@ -111,10 +112,7 @@ def test_shared_library_needs_only_libc_and_libm(built):
     assert needed(library) <= ALLOWED_NEEDED, needed(library)
     # Kernels, entry functions, constants and the thread pool stay inside the library.
     exports = ["mlp", "axpy_stats", "integers", "doubles", "conv"]
-    expected = {*exports, *(f"{e}_with_workspace" for e in exports),
-                *(f"{LIB}_{f}" for f in ("error_string", "jitc_version", "target_cpu",
-                                         "jitc_manifest"))}
-    assert defined_dynamic_symbols(library) == expected
+    assert defined_dynamic_symbols(library) == library_symbols(LIB, exports)
 
 
 @needs_gcc
