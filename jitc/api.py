@@ -112,8 +112,9 @@ class Compiled:
         self._optimized = optimized
         self.executable = executable
         self.stats = stats
-        # Fast paths for calls of this signature, by call form (see Jitted._remember_form).
-        self.fast_paths: dict[object, Callable | None] = {}
+        # Fast paths for calls of this signature, by call form (see Jitted._remember_form):
+        # (whether it is the positional C path, the path or None).
+        self.fast_paths: dict[tuple, tuple[bool, Callable | None]] = {}
 
     @functools.cached_property
     def optimized_module(self) -> Module:
@@ -504,20 +505,17 @@ class Jitted:
         """Set up the fast paths (jitc.dispatch) for calls like this one; each is built once
         per compiled signature and call form, and kept with the compiled signature."""
         form_key = (instance is not _NO_SELF, len(args), *kwargs)
+        positional = form_key == (False, len(args))
         made = compiled.fast_paths
         if form_key not in made:
-            made[form_key] = (
-                dispatch.form_path(self, compiled, captured, args, kwargs, leaves, instance)
-                if self.signature.sig is not None else None)
-            if form_key == (False, len(args)):
-                made["positional"] = dispatch.positional_path(self, compiled, captured)
-        if form_key == (False, len(args)) and made.get("positional") is not None:
-            self._fast = made["positional"]
-            self._forms.pop(form_key, None)
-        elif made[form_key] is not None:
-            if form_key == (False, len(args)):
-                self._fast = None
-            self._forms[form_key] = made[form_key]
+            fast = dispatch.positional_path(self, compiled, captured) if positional else None
+            made[form_key] = (True, fast) if fast is not None else (False, dispatch.form_path(
+                self, compiled, captured, args, kwargs, leaves, instance))
+        in_c, fast = made[form_key]
+        if positional:
+            self._fast = fast if in_c else None
+        if fast is not None and not in_c:
+            self._forms[form_key] = fast
         else:
             self._forms.pop(form_key, None)
 
