@@ -222,8 +222,9 @@ def form_path(jitted: Jitted, compiled: Compiled, captured: capture.Captured,
     writer.fail_unless("result is not None")
     if kind == RESULT_NONE:
         writer.lines.append("return None")
-    elif kind == RESULT_SINGLE and not effects_.returned and not effects_.scalars:
-        writer.lines.append("return result")
+    elif kind == RESULT_SINGLE and not effects_.returned:
+        # `x.sum()`: numpy's scalar, as numpy returns it.
+        writer.lines.append("return result[()]" if effects_.scalars else "return result")
     else:
         writer.lines.append(f"return finish(result, ({''.join(v + ', ' for v in writer.leaves)}))")
     body = "\n    ".join(writer.lines)
