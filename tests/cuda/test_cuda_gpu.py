@@ -10,14 +10,13 @@ from typing import Any
 
 import numpy as np
 import pytest
-from cudacheck import model_tests
+from cudacheck import model_tests, op_case_params
 from jitcheck import assert_trees_close
-from ops.cases import CASES, OpCase, Variant
+from ops.cases import OpCase, Variant
 from ops.checks import assert_all_match, eager, leaves
 
 import jitc
 from jitc.backends.cuda.device import DeviceArray
-from jitc.ir.dtypes import from_numpy
 from jitc.tracing import pytree
 
 pytestmark = pytest.mark.gpu
@@ -38,10 +37,7 @@ def _host(tree: Any) -> Any:
     return pytree.unflatten(treedef, [np.asarray(x) for x in flat])
 
 
-@pytest.mark.parametrize("case,variant,dtype", [
-    pytest.param(case, variant, dtype, id=f"{case.name}-{variant.label}-"
-                                          f"{from_numpy(dtype).name}")
-    for case in CASES for variant, dtype in case.params()])
+@pytest.mark.parametrize("case,variant,dtype", op_case_params())
 def test_op_case_on_the_gpu(case: OpCase, variant: Variant, dtype: np.dtype) -> None:
     args = variant.build(dtype, f"{case.name}/{variant.label}/{dtype}")
     want = eager(case.expected or case.fn, args)

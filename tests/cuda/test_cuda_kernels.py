@@ -191,3 +191,14 @@ def test_convolution_reads_an_input_layout_that_keeps_neighbours_together(
     layout = TensorType(inst.operands[0].type.dtype, lhs, (minor, *reversed(others)))
     assert gpu_reads_strided(inst, 0, layout) is reads
     assert gpu_reads_strided(inst, 1, layout)
+
+
+@pytest.mark.parametrize("shift", [jitc.lax.shift_left, jitc.lax.shift_right_logical])
+def test_a_64_bit_shift_amount_is_range_checked_in_full(shift) -> None:
+    # PTX shifts take a 32-bit amount. LLVM folded `y < 64 ? x << y : 0` into one shift of the
+    # truncated amount, so on a GPU 1 << -2**63 gave 1 (numpy: 0); the whole 64-bit amount
+    # must be compared before the select.
+    x = np.arange(9, dtype=np.int64)
+    ptx = ptx_of(shift, x, np.full(9, -2**63, np.int64))
+    assert re.search(r"setp\.\w+\.[us]64\s+%p\d+, %rd\d+, 6[34];", ptx)
+    assert "selp.b64" in ptx

@@ -6,20 +6,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from cudacheck import check_ptx, compile_for_gpu, require_ptxas
-from ops.cases import CASES, CONTROL_FLOW_OPS, OpCase, Variant
-
-from jitc.ir.dtypes import from_numpy
+from cudacheck import check_ptx, compile_for_gpu, op_case_params, require_ptxas
+from ops.cases import OpCase, Variant
 
 
-def _params() -> list[object]:
-    return [pytest.param(case, variant, dtype,
-                         id=f"{case.name}-{variant.label}-{from_numpy(dtype).name}")
-            for case in CASES if not set(case.ops) & CONTROL_FLOW_OPS
-            for variant, dtype in case.params()]  # control flow: not lowered for CUDA yet
-
-
-@pytest.mark.parametrize("case,variant,dtype", _params())
+@pytest.mark.parametrize("case,variant,dtype", op_case_params())
 def test_op_case_assembles(case: OpCase, variant: Variant, dtype: np.dtype) -> None:
     require_ptxas()
     args = variant.build(dtype, f"{case.name}/{variant.label}/{dtype}")

@@ -208,3 +208,23 @@ def test_without_a_driver_the_error_says_so(monkeypatch: pytest.MonkeyPatch) -> 
             jitc.device_put(np.ones(3))
     finally:
         runtime.get_runtime.cache_clear()
+
+
+def test_what_numpy_returns_as_a_scalar_comes_back_as_one(driver: FakeDriver) -> None:
+    x = np.arange(12, dtype=np.float32).reshape(3, 4)
+    for fn, want in ((lambda x: x.sum(), x.sum()), (lambda x: x[1, 2] * 2, x[1, 2] * 2),
+                     (lambda x: x.max(axis=(0, 1), keepdims=False), x.max())):
+        f = jitc.jit(fn, backend="cuda")
+        compiled = f.lower(x).compile()
+        driver.programs[compiled.as_text()] = SimulatedKernels(compiled.executable.lowering)
+        got = f(x)
+        assert type(got) is type(want) and got == want
+        got = f(x)  # the fast path after the first call too
+        assert type(got) is type(want) and got == want
+    zero_d = jitc.jit(lambda x: np.asarray(x.sum()), backend="cuda")
+    compiled = zero_d.lower(x).compile()
+    driver.programs[compiled.as_text()] = SimulatedKernels(compiled.executable.lowering)
+    result = zero_d(x)
+    assert isinstance(result, DeviceArray) and result.shape == ()
+    with pytest.raises(TypeError, match="not indexed on the host"):
+        jitc.device_put(x)[0]

@@ -47,6 +47,15 @@ class DeviceArray:
         host = self.runtime.to_host(self)
         return host if dtype is None else host.astype(dtype)
 
+    def __getitem__(self, index: object) -> np.generic:
+        """`a[()]` of a 0-d device array: its value as a numpy scalar on the host, which is
+        how a jitted function returns what numpy returns as a scalar (`x.sum()`)."""
+        if index == () and not self.shape:
+            return np.asarray(self)[()]
+        raise TypeError(f"a device array of shape {self.shape} is not indexed on the host: "
+                        "index it inside the jitted function, or copy it with np.asarray(a) "
+                        "first")
+
     def __len__(self) -> int:
         if not self.shape:
             raise TypeError("len() of a 0-d device array")

@@ -404,7 +404,10 @@ def _shift(e: ElementalEmitter, inst: Instruction, index: Index) -> ir.Value:
     x, y = elementwise_operands(e, inst, index)
     b, t = e.builder, x.type
     in_range = b.icmp_unsigned("<", y, ir.Constant(t, t.width))
-    amount = b.select(in_range, y, ir.Constant(t, 0))
+    # The amount is masked rather than selected: LLVM's NVPTX backend folds `select(y < 64,
+    # x << y, 0)` into one PTX shift that reads only the low 32 bits of a 64-bit y, so
+    # y = -2**63 shifted by 0 on the GPU. With the mask the select stays and is exact.
+    amount = b.and_(y, ir.Constant(t, t.width - 1))
     name = inst.op.name
     if name == "shift_left":
         return b.select(in_range, b.shl(x, amount), ir.Constant(t, 0))
