@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from ops.cases import CASES, CONTROL_FLOW_OPS
+from ops.cases import CASES
 
 import jitc
 from jitc.backends.cuda.ptx import assemble, entry_names, find_ptxas, function_names
@@ -47,12 +47,11 @@ def check_ptx(compiled: jitc.Compiled, archs: Sequence[str] = ARCHS) -> None:
 
 
 def op_case_params() -> list[Any]:
-    """Every op case with each of its variants and dtypes, as pytest params; control flow is
-    not lowered for CUDA yet (the backend raises NotImplementedError naming the op)."""
+    """Every op case with each of its variants and dtypes, as pytest params (control flow
+    included: the cuda backend lowers it to host-driven steps)."""
     return [pytest.param(case, variant, dtype,
                          id=f"{case.name}-{variant.label}-{from_numpy(dtype).name}")
-            for case in CASES if not set(case.ops) & CONTROL_FLOW_OPS
-            for variant, dtype in case.params()]
+            for case in CASES for variant, dtype in case.params()]
 
 
 def compile_for_gpu(fn: Callable, *args: Any, **jit_options: Any) -> jitc.Compiled:

@@ -741,10 +741,6 @@ def _control_cases() -> list[OpCase]:
             OpCase("lax.cond", ("conditional",), sign_branch, unary(), ALL, tol=EXACT)]
 
 
-# Ops that only some backends lower (the others raise NotImplementedError naming the op).
-CONTROL_FLOW_OPS = frozenset({"while", "conditional"})
-CONTROL_FLOW_BACKENDS = frozenset({"interpreter", "cpu", "c"})
-
 CASES: list[OpCase] = (_unary_cases() + _binary_cases() + _ternary_cases()
                        + _conversion_cases() + _leaf_cases() + _shape_cases()
                        + _dynamic_cases() + _reduction_cases() + _contraction_cases()

@@ -10,7 +10,7 @@ from jitc.ir.dtypes import from_numpy
 from jitc.ir.opdef import OPS
 
 from .backends import BACKENDS, require
-from .cases import CASES, CONTROL_FLOW_BACKENDS, CONTROL_FLOW_OPS, OpCase, Variant
+from .cases import CASES, OpCase, Variant
 from .checks import check, ops_in
 
 
@@ -28,9 +28,6 @@ def _params() -> list[object]:
 @pytest.mark.parametrize("case,variant,dtype", _params())
 def test_op_case(backend: str, case: OpCase, variant: Variant, dtype: np.dtype) -> None:
     require(backend)
-    if CONTROL_FLOW_OPS & set(case.ops) and backend not in CONTROL_FLOW_BACKENDS:
-        pytest.skip(f"the {backend} backend does not lower control flow yet; it raises "
-                    "NotImplementedError (tests/test_lax_control.py)")
     args = variant.build(dtype, f"{case.name}/{variant.label}/{dtype}")
     check(case.fn, args, backend, expected=case.expected, tol=case.tol, ops=case.ops,
           signed_zeros=case.signed_zeros, bitwise=case.bitwise)

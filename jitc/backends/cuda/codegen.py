@@ -1,59 +1,97 @@
 """Lowering an optimized module to kernel IR: one GPU kernel per fusion or materialised
-instruction, plus the copies of results that are arguments or constants.
+instruction, plus the copies of results that are arguments or constants; control flow
+becomes host-driven steps whose regions are lowered the same way (control.py).
 
-The result is target-neutral: LLVM IR text holding every kernel's phase functions, and a
-`KernelSpec` per kernel (launch configuration, steps, buffers). `ptx.py` wraps it into
-`ptx_kernel`s for NVPTX and `simulator.py` into host loops over the grid.
+The result is target-neutral: LLVM IR text holding every kernel's phase functions, a
+`KernelSpec` per kernel (launch configuration, steps, buffers) and the `Program` the host
+runs (host.py). `ptx.py` wraps the kernels into `ptx_kernel`s for NVPTX and `simulator.py`
+into host loops over the grid.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
 from llvmlite import ir
 
 from jitc.backends.cpu.kernels import buffers_used
 from jitc.backends.cpu.plan import BufferPlan, plan_buffers
 from jitc.backends.cuda import ptx
+from jitc.backends.cuda.control import Program, ProgramStep, Uploaded, lower_control
 from jitc.backends.cuda.dot import dot_kernel
 from jitc.backends.cuda.elementwise import PhaseContext, convolution_element, elementwise_kernel
 from jitc.backends.cuda.kernel import GpuEmitter, KernelSpec
 from jitc.backends.cuda.reductions import reduction_kernel, row_fusion_kernel
 from jitc.ir import ops
 from jitc.ir.core import Instruction, Module, Value
+from jitc.ir.opdef import Trait
 
 
 @dataclass(frozen=True)
 class Lowering:
     kernel_ir: str
-    specs: tuple[KernelSpec, ...]
-    plan: BufferPlan
+    specs: tuple[KernelSpec, ...]    # every kernel, the regions' included
+    program: Program                 # what the host runs: the entry function's steps
+    arrays: tuple[np.ndarray, ...]   # put on the device once: every program's constants
+
+    @property
+    def plan(self) -> BufferPlan:
+        return self.program.plan
+
+
+class Lowerer:
+    """Collects the kernels and device arrays of a program and its regions."""
+
+    def __init__(self) -> None:
+        self.llvm_module = ir.Module(name="jitc_kernels")
+        # vmath emits no CPU-only code (vector variants) for the NVPTX triple
+        self.llvm_module.triple = ptx.TRIPLE
+        self.specs: list[KernelSpec] = []
+        self.arrays: list[np.ndarray] = []
+
+    def upload(self, array: np.ndarray) -> Uploaded:
+        self.arrays.append(np.ascontiguousarray(array))
+        return Uploaded(len(self.arrays) - 1)
+
+    def program(self, module: Module, prefix: str = "") -> Program:
+        """The kernels of `module`'s entry function, named `jitc_<prefix>...`, and the steps
+        that run them; control flow lowers its regions the same way (control.py)."""
+        fn = module.entry
+        plan = plan_buffers(fn)
+        constants = tuple(self.upload(c).index for c in plan.constants)
+        steps: list[ProgramStep] = []
+
+        def kernel(spec: KernelSpec | None) -> None:
+            if spec is not None:
+                self.specs.append(spec)
+                steps.append(spec)
+        for n, inst in enumerate(fn.body):
+            if inst.op in (ops.PARAMETER, ops.CONSTANT) or id(inst.results[0]) in plan.aliases:
+                continue
+            if inst.op.has(Trait.REGIONS):
+                steps.append(lower_control(self, module, plan, f"{prefix}{inst.op.name}{n}_",
+                                           inst, self.program))
+                continue
+            label = inst.attrs["kind"] if inst.op is ops.FUSION else inst.op.name
+            kernel(emit_kernel(self.llvm_module, plan, f"jitc_{prefix}k{n}_{label}", inst,
+                               module))
+        for n, (source, slot) in enumerate(plan.copies):
+            inputs = [source] if plan.slot(source) is not None else []
+
+            def copy(ctx: PhaseContext, index: list[ir.Value],
+                     source: Value = source) -> list[ir.Value]:
+                return [ctx.emitter.value_at(source, index)]
+            kernel(elementwise_kernel(self.llvm_module, plan, f"jitc_{prefix}copy{n}", inputs,
+                                      source.type, copy, copy_slot=slot))
+        return Program(plan, tuple(steps), constants)
 
 
 def lower_module(module: Module) -> Lowering:
-    fn = module.entry
-    plan = plan_buffers(fn)
-    llvm_module = ir.Module(name="jitc_kernels")
-    llvm_module.triple = ptx.TRIPLE  # vmath emits no CPU-only code (vector variants) for it
-    specs: list[KernelSpec] = []
-    for n, inst in enumerate(fn.body):
-        if inst.op in (ops.PARAMETER, ops.CONSTANT) or id(inst.results[0]) in plan.aliases:
-            continue
-        label = inst.attrs["kind"] if inst.op is ops.FUSION else inst.op.name
-        spec = emit_kernel(llvm_module, plan, f"jitc_k{n}_{label}", inst, module)
-        if spec is not None:
-            specs.append(spec)
-    for n, (source, slot) in enumerate(plan.copies):
-        inputs = [source] if plan.slot(source) is not None else []
-
-        def copy(ctx: PhaseContext, index: list[ir.Value],
-                 source: Value = source) -> list[ir.Value]:
-            return [ctx.emitter.value_at(source, index)]
-        spec = elementwise_kernel(llvm_module, plan, f"jitc_copy{n}", inputs, source.type, copy,
-                                  copy_slot=slot)
-        if spec is not None:
-            specs.append(spec)
-    return Lowering(str(llvm_module), tuple(specs), plan)
+    lowerer = Lowerer()
+    program = lowerer.program(module)
+    return Lowering(str(lowerer.llvm_module), tuple(lowerer.specs), program,
+                    tuple(lowerer.arrays))
 
 
 def emit_kernel(module: ir.Module, plan: BufferPlan, name: str, inst: Instruction,

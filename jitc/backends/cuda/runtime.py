@@ -4,7 +4,8 @@ pycuda is imported only here, and only when something runs on the GPU: compiling
 neither pycuda nor a driver. The runtime takes the primary context of device 0, loads each
 executable's PTX once (the driver assembles it for the device at hand), keeps array
 constants on the device, and launches the kernels in program order on the default stream,
-with the launch configurations the code generator computed.
+with the launch configurations the code generator computed; control flow runs from the host
+between launches (host.py).
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ import numpy as np
 
 from jitc.backends.cuda.codegen import Lowering
 from jitc.backends.cuda.device import DeviceArray
+from jitc.backends.cuda.host import HostProgram
+from jitc.backends.cuda.kernel import KernelSpec
 from jitc.backends.cuda.ptx import entry_names
 from jitc.ir.core import Module
 
@@ -85,6 +88,27 @@ def runtime_unavailable_reason() -> str | None:
     return None
 
 
+class _GpuDevice:
+    """The host program's device (host.py): launches, copies and readbacks through pycuda on
+    the default stream, so they run in the order they are issued."""
+
+    def __init__(self, driver: Any, functions: dict[str, Any]) -> None:
+        self.driver = driver
+        self.functions = functions
+
+    def launch(self, spec: KernelSpec, pointers: Sequence[int]) -> None:
+        self.functions[spec.name].prepared_call(
+            (spec.launch.grid, 1), (spec.launch.block, 1, 1), *(np.uintp(p) for p in pointers))
+
+    def copy(self, target: int, source: int, nbytes: int) -> None:
+        self.driver.memcpy_dtod(target, source, nbytes)
+
+    def read(self, source: int, nbytes: int) -> bytes:
+        host = np.empty(nbytes, np.uint8)
+        self.driver.memcpy_dtoh(host, source)  # synchronous: waits for the kernels before it
+        return host.tobytes()
+
+
 class LoadedProgram:
     """One executable's PTX loaded on the device, with its constants uploaded."""
 
@@ -98,13 +122,14 @@ class LoadedProgram:
         driver = self.runtime.driver
         self.module = driver.module_from_buffer(ptx.encode())
         defined = set(entry_names(ptx))
-        self.kernels = []
+        functions = {}
         for spec in lowering.specs:
             assert spec.name in defined, f"the PTX lacks kernel {spec.name}"
             function = self.module.get_function(spec.name)
             function.prepare("P" * len(spec.slots))
-            self.kernels.append((spec, function))
-        self.constants = [self.runtime.put(c) for c in self.plan.constants]
+            functions[spec.name] = function
+        self.arrays = [self.runtime.put(a) for a in lowering.arrays]
+        self.host = HostProgram(_GpuDevice(driver, functions), [a.pointer for a in self.arrays])
 
     def __call__(self, args: Sequence[object]) -> list[DeviceArray]:
         rt = self.runtime
@@ -120,15 +145,8 @@ class LoadedProgram:
             inputs.append(device)
         outputs = [rt.empty(shape, dtype) for shape, dtype in self.out_types]
         workspace = rt.allocate(self.plan.workspace_bytes)
-        direct = [a.pointer for a in inputs + outputs + self.constants]
-
-        def pointer(slot: int) -> int:
-            offset = self.plan.temp_offsets.get(slot)
-            return direct[slot] if offset is None else int(workspace) + offset
-
-        for spec, function in self.kernels:
-            pointers = [np.uintp(pointer(s)) for s in spec.slots]
-            function.prepared_call((spec.launch.grid, 1), (spec.launch.block, 1, 1), *pointers)
+        self.host.run(self.lowering.program, [a.pointer for a in inputs],
+                      [a.pointer for a in outputs], int(workspace))
         # Keep the inputs and the workspace alive until the kernels are done.
         rt.driver.Context.synchronize()
         return outputs

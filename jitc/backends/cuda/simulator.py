@@ -17,6 +17,8 @@ import llvmlite.binding as llvm
 import numpy as np
 
 from jitc.backends.cuda.codegen import Lowering
+from jitc.backends.cuda.host import HostProgram
+from jitc.backends.cuda.kernel import KernelSpec
 from jitc.backends.cuda.wrappers import (
     SIM_ENTRY,
     scratch_bytes,
@@ -39,15 +41,19 @@ class SimulatedKernels:
         self.lowering = lowering
         self.specs = lowering.specs
         tm = target.host_target_machine()
-        exported = [SIM_ENTRY] + [sim_launcher_name(s) for s in self.specs]
-        wrappers = sim_wrappers(self.specs, lowering.plan)
+        # One entry running every kernel in order serves a program without control flow;
+        # with it, the host drives the kernels (host.py).
+        self.has_entry = not lowering.program.has_control_flow
+        exported = [SIM_ENTRY] * self.has_entry + [sim_launcher_name(s) for s in self.specs]
+        wrappers = sim_wrappers(self.specs, lowering.plan, entry=self.has_entry)
         from jitc.backends.cuda.ptx import link
         module = link(lowering.kernel_ir, str(wrappers), tm, exported)
         target.optimize(module, tm)
         self.optimized_ir = str(module)
         self._engine = llvm.create_mcjit_compiler(module, tm)
         self._engine.finalize_object()
-        self._entry = _ENTRY(self._engine.get_function_address(SIM_ENTRY))
+        self._entry = _ENTRY(self._engine.get_function_address(SIM_ENTRY)) \
+            if self.has_entry else None
         self._launchers = {s.name: _LAUNCHER(self._engine.get_function_address(
             sim_launcher_name(s))) for s in self.specs}
         self.scratch_bytes = max((scratch_bytes(s) for s in self.specs), default=0)
@@ -55,6 +61,7 @@ class SimulatedKernels:
     def run(self, buffers: Sequence[int]) -> None:
         """Run every kernel in order on the frame `buffers` (argument, result and constant
         pointers, then the workspace, whose tail holds the scratch memory)."""
+        assert self._entry is not None, "a program with control flow runs through host.py"
         frame = (ctypes.c_void_p * len(buffers))(*buffers)
         self._entry(frame)
 
@@ -63,16 +70,38 @@ class SimulatedKernels:
         self._launchers[name](params, scratch)
 
 
+class SimDevice:
+    """The host program's device (host.py) in the simulator: host memory, launches run the
+    kernels' host builds one after another."""
+
+    def __init__(self, kernels: SimulatedKernels) -> None:
+        self.kernels = kernels
+        self.scratch = np.empty(max(kernels.scratch_bytes, 1), np.uint8)
+
+    def launch(self, spec: KernelSpec, pointers: Sequence[int]) -> None:
+        self.kernels.launch(spec.name, pointers, self.scratch.ctypes.data)
+
+    def copy(self, target: int, source: int, nbytes: int) -> None:
+        ctypes.memmove(target, source, nbytes)
+
+    def read(self, source: int, nbytes: int) -> bytes:
+        return ctypes.string_at(source, nbytes)
+
+
 class SimExecutable:
     def __init__(self, module: Module, lowering: Lowering) -> None:
         self.module = module
+        self.lowering = lowering
         self.plan = lowering.plan
         self.kernels = SimulatedKernels(lowering)
         self.kernel_count = len(lowering.specs)
         fn = module.entry
         self.arg_types = [(p.type.shape, p.type.dtype.numpy) for p in fn.parameters]
         self.out_types = [(v.type.shape, v.type.dtype.numpy) for v in fn.outputs]
-        self.constants = [np.asarray(c, order="C") for c in self.plan.constants]
+        self.arrays = [np.asarray(a, order="C") for a in lowering.arrays]
+        self.constants = [self.arrays[k] for k in lowering.program.constants]
+        self.host = None if self.kernels.has_entry else HostProgram(
+            SimDevice(self.kernels), [a.ctypes.data for a in self.arrays])
         self.workspace_bytes = self.plan.workspace_bytes
         self._workspace_size = workspace_scratch_offset(self.plan) + self.kernels.scratch_bytes
 
@@ -84,6 +113,10 @@ class SimExecutable:
                 raise TypeError(f"compiled for ({want}), got {a.dtype}{list(a.shape)}")
         outputs = [np.empty(shape, d) for shape, d in self.out_types]
         workspace = np.empty(max(self._workspace_size, 1), np.uint8)
+        if self.host is not None:
+            self.host.run(self.lowering.program, [a.ctypes.data for a in arrays],
+                          [a.ctypes.data for a in outputs], workspace.ctypes.data)
+            return outputs
         pointers = [a.ctypes.data for a in arrays + outputs + self.constants]
         self.kernels.run(pointers + [workspace.ctypes.data])
         return outputs

@@ -152,14 +152,16 @@ def scratch_bytes(spec: KernelSpec) -> int:
     return state_offset(spec) + spec.state_bytes * spec.launch.block
 
 
-def sim_wrappers(specs: Sequence[KernelSpec], plan: BufferPlan) -> ir.Module:
+def sim_wrappers(specs: Sequence[KernelSpec], plan: BufferPlan, entry: bool = True
+                 ) -> ir.Module:
     """For each spec `<name>_sim(ptr params, ptr scratch)`, which runs the whole grid: blocks
-    one after the other, each phase for every thread of the block before the next step. Then
-    `jitc_sim_entry(ptr buffers)` (arguments, results, constants, workspace) runs them all in
-    order; the scratch memory follows the workspace."""
+    one after the other, each phase for every thread of the block before the next step. With
+    `entry`, `jitc_sim_entry(ptr buffers)` (arguments, results, constants, workspace) runs
+    them all in order; the scratch memory follows the workspace."""
     module = ir.Module(name="jitc_sim_wrappers")
     launchers = [_sim_launcher(module, spec) for spec in specs]
-    _sim_entry(module, specs, launchers, plan)
+    if entry:
+        _sim_entry(module, specs, launchers, plan)
     return module
 
 
