@@ -6,114 +6,17 @@ runs the same path on real hardware."""
 
 from __future__ import annotations
 
-import ctypes
 import sys
 import types
-from collections.abc import Iterator
-from typing import Any
 
 import numpy as np
 import pytest
+from fakedriver import FakeDriver, compile_on_fake
 
 import jitc
 from jitc.backends.cuda import runtime
 from jitc.backends.cuda.device import DeviceArray
-from jitc.backends.cuda.ptx import entry_names
 from jitc.backends.cuda.simulator import SimulatedKernels
-from jitc.backends.cuda.wrappers import scratch_bytes
-
-
-class FakeAllocation:
-    def __init__(self, nbytes: int) -> None:
-        self.memory = np.zeros(nbytes + 64, np.uint8)
-        self.address = (self.memory.ctypes.data + 63) // 64 * 64
-
-    def __int__(self) -> int:
-        return self.address
-
-
-class FakeDriver(types.ModuleType):
-    """The part of pycuda.driver the runtime uses."""
-
-    def __init__(self) -> None:
-        super().__init__("pycuda.driver")
-        self.programs: dict[str, SimulatedKernels] = {}  # PTX -> its kernels' host build
-        self.launches: list[tuple[str, tuple[int, int], tuple[int, int, int], int]] = []
-        self.uploads = 0
-        self.allocations: list[FakeAllocation] = []
-        driver = self
-
-        class Device:
-            @staticmethod
-            def count() -> int:
-                return 1
-
-            def __init__(self, ordinal: int) -> None:
-                assert ordinal == 0
-
-            def retain_primary_context(self) -> Any:
-                return types.SimpleNamespace(push=lambda: None, pop=lambda: None)
-
-        class Function:
-            def __init__(self, kernels: SimulatedKernels, name: str) -> None:
-                self.kernels, self.name = kernels, name
-
-            def prepare(self, signature: str) -> None:
-                self.signature = signature
-
-            def prepared_call(self, grid: tuple[int, int], block: tuple[int, int, int],
-                              *pointers: np.uintp) -> None:
-                assert len(pointers) == len(self.signature)
-                driver.launches.append((self.name, grid, block, len(pointers)))
-                spec = next(s for s in self.kernels.specs if s.name == self.name)
-                scratch = np.zeros(max(scratch_bytes(spec), 1), np.uint8)
-                self.kernels.launch(self.name, [int(p) for p in pointers], scratch.ctypes.data)
-
-        class Module:
-            def __init__(self, ptx: str) -> None:
-                self.kernels = driver.programs[ptx]
-                self.entries = set(entry_names(ptx))
-
-            def get_function(self, name: str) -> Function:
-                assert name in self.entries
-                return Function(self.kernels, name)
-
-        self.Device = Device
-        self.Context = types.SimpleNamespace(synchronize=lambda: None)
-        self.module_from_buffer = lambda data: Module(data.decode())
-
-    def init(self) -> None:
-        pass
-
-    def mem_alloc(self, nbytes: int) -> FakeAllocation:
-        allocation = FakeAllocation(nbytes)
-        self.allocations.append(allocation)
-        return allocation
-
-    def memcpy_htod(self, target: Any, host: np.ndarray) -> None:
-        self.uploads += 1
-        ctypes.memmove(int(target), host.ctypes.data, host.nbytes)
-
-    def memcpy_dtoh(self, host: np.ndarray, source: Any) -> None:
-        ctypes.memmove(host.ctypes.data, int(source), host.nbytes)
-
-
-@pytest.fixture
-def driver(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeDriver]:
-    fake = FakeDriver()
-    package = types.ModuleType("pycuda")
-    package.driver = fake  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "pycuda", package)
-    monkeypatch.setitem(sys.modules, "pycuda.driver", fake)
-    runtime.get_runtime.cache_clear()
-    yield fake
-    runtime.get_runtime.cache_clear()
-
-
-def _compile(driver: FakeDriver, fn: Any, *args: Any) -> jitc.Compiled:
-    compiled = jitc.jit(fn, backend="cuda").lower(*args).compile()
-    driver.programs[compiled.as_text()] = SimulatedKernels(compiled.executable.lowering)
-    return compiled
 
 
 def layer(x: np.ndarray, w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -125,7 +28,7 @@ def test_a_program_runs_kernel_by_kernel_with_the_planned_launches(driver: FakeD
     rng = np.random.default_rng(0)
     x, w = rng.standard_normal((20, 30)).astype(np.float32), rng.standard_normal(
         (30, 50)).astype(np.float32)
-    compiled = _compile(driver, layer, x, w)
+    compiled = compile_on_fake(driver, layer, x, w)
     got = compiled(x, w)
     assert all(isinstance(g, DeviceArray) for g in got)
     for g, want in zip(got, layer(x, w)):
@@ -166,7 +69,7 @@ def test_constants_and_temporaries_live_on_the_device(driver: FakeDriver) -> Non
         y = np.sin(x @ table)
         return (y @ table).sum(axis=0)
     x = np.random.default_rng(1).standard_normal((5, 8)).astype(np.float32)
-    compiled = _compile(driver, f, x)
+    compiled = compile_on_fake(driver, f, x)
     assert compiled.executable.lowering.plan.constants, "the table is an array constant"
     assert compiled.executable.lowering.plan.workspace_bytes > 0
     np.testing.assert_allclose(np.asarray(compiled(x)), f(x), rtol=1e-5, atol=1e-5)
@@ -174,7 +77,7 @@ def test_constants_and_temporaries_live_on_the_device(driver: FakeDriver) -> Non
 
 def test_a_wrong_argument_shape_is_reported(driver: FakeDriver) -> None:
     x = np.ones((2, 3), np.float32)
-    compiled = _compile(driver, np.exp, x)
+    compiled = compile_on_fake(driver, np.exp, x)
     with pytest.raises(TypeError, match="compiled for"):
         compiled.executable([jitc.device_put(np.ones((3, 2), np.float32))])
 
