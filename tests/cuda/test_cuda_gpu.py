@@ -16,6 +16,7 @@ from ops.cases import OpCase, Variant
 from ops.checks import assert_all_match, eager, leaves
 
 import jitc
+from jitc import lax
 from jitc.backends.cuda.device import DeviceArray
 from jitc.tracing import pytree
 
@@ -71,3 +72,33 @@ def test_device_arrays_stay_on_the_device() -> None:
     np.testing.assert_allclose(np.asarray(y), np.tanh(x) @ x.T, rtol=1e-4, atol=1e-4)
     np.testing.assert_allclose(np.asarray(z), (np.tanh(x) @ x.T).sum(axis=0) * 2, rtol=1e-4,
                                atol=1e-3)
+
+
+def _scan(h, xs, w):
+    return lax.scan(lambda h, x: (np.tanh(x + h @ w),) * 2, h, xs)
+
+
+def _until_large(x):
+    return lax.while_loop(lambda c: c[0].sum() < 1000, lambda c: (c[0] * 3, c[1] + 1),
+                          (x, np.int32(0)))
+
+
+def _nested(x, n):
+    def outer(i, carry):
+        x, total = carry
+        x = lax.cond(i % 2 == 0, lambda v: v * 2, lambda v: v - 1, x)
+        steps = lax.while_loop(lambda s: s[0] < s[1].sum(), lambda s: (s[0] + 1, s[1]),
+                               (np.float32(0), x))[0]
+        return x, total + steps
+    return lax.fori_loop(0, n, outer, (x, np.float32(0)))
+
+
+@pytest.mark.parametrize("fn,args", [
+    (_scan, (np.ones((4, 8), np.float32), np.linspace(-1, 1, 6 * 32, dtype=np.float32).reshape(
+        6, 4, 8), np.eye(8, dtype=np.float32) * 0.5)),
+    (_until_large, (np.linspace(0.5, 2, 32, dtype=np.float32),)),
+    (_nested, (np.array([0.5, 1.25, 2.0], np.float32), np.int64(4))),
+], ids=["scan", "while", "nested"])
+def test_control_flow_on_the_gpu(fn: Callable, args: tuple) -> None:
+    want = jitc.jit(fn, backend="interpreter")(*args)
+    assert_trees_close(_host(jitc.jit(fn, backend="cuda")(*args)), want, 1e-5, 1e-5)
