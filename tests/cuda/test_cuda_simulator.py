@@ -11,6 +11,7 @@ from llvmlite import ir
 
 from jitc.backends.cpu.plan import BufferPlan
 from jitc.backends.cuda.codegen import Lowering
+from jitc.backends.cuda.control import Program
 from jitc.backends.cuda.kernel import KernelBuilder, KernelSpec
 from jitc.backends.cuda.launch import LaunchConfig
 from jitc.backends.cuda.ptx import assemble, emit_ptx, entry_names
@@ -37,7 +38,8 @@ def _store_output(kb: KernelBuilder, ctx, value: ir.Value) -> None:
 
 
 def _run(module: ir.Module, spec: KernelSpec) -> np.ndarray:
-    lowering = Lowering(str(module), (spec,), BufferPlan(num_args=0, num_outputs=1))
+    program = Program(BufferPlan(num_args=0, num_outputs=1), (spec,), ())
+    lowering = Lowering(str(module), (spec,), program, ())
     kernels = SimulatedKernels(lowering)
     out = np.full(OUT.shape, -1, np.int32)
     scratch = np.zeros(max(scratch_bytes(spec), 1), np.uint8)
