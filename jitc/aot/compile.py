@@ -4,6 +4,8 @@ Every export is traced, optimized with the CPU backend's pipeline and lowered by
 code generator with internal, prefixed symbols and baked constants; `wrapper` adds the C ABI
 functions. The modules are linked into one and optimized together for the target machine
 (`reloc="pic"`, small code model: the default model gives relocations `gcc -shared` rejects).
+Constants of STREAMED_CONSTANT_BYTES or more (the weights) never enter LLVM: `objdata` writes
+their bytes into the object file as a section of their own.
 
 The C compiler links the shared library (`-lm`, `-Wl,-z,defs` so that nothing stays undefined,
 `-static-libgcc`) and, only when some kernel runs on threads, compiles the thread pool of
@@ -26,19 +28,22 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import llvmlite.binding as llvm
+import numpy as np
 from llvmlite import ir
 
-from jitc.aot import abi, header, wrapper
+from jitc.aot import abi, header, objdata, wrapper
 from jitc.aot.abi import Argument, FunctionABI, LibraryABI
 from jitc.aot.export import AotError, Exported, describe_failure, one_line
 from jitc.api import Lowered
-from jitc.backends.cpu.codegen import Linkage, lower_module
+from jitc.backends.cpu.codegen import ExternalConstants, Linkage, lower_module
 from jitc.backends.llvm import target
 from jitc.ir.core import Module
 from jitc.options import Options
 from jitc.tracing import pytree
 
 OUTPUT_KINDS = (".so", ".a", ".o")
+# Smaller constants stay LLVM initializers, which LLVM may fold into the code.
+STREAMED_CONSTANT_BYTES = 4096
 BASELINE_CPU = {"x86_64": "x86-64-v3", "aarch64": "generic"}
 C_KEYWORDS = frozenset([
     "auto", "break", "case", "char", "const", "continue", "default", "do", "double", "else",
@@ -100,6 +105,7 @@ class Target:
 _CPU_PROBE = """
 import sys
 import llvmlite.binding as llvm
+import numpy as np
 from llvmlite import ir
 llvm.initialize_all_targets()
 llvm.initialize_all_asmprinters()
@@ -223,7 +229,7 @@ def _describe(e: Exported, c_name: str, lowered: Lowered, optimized: Module,
 
 
 def _compile_export(e: Exported, c_name: str, lib_name: str, threads: int,
-                    tm: llvm.TargetMachine) -> tuple[FunctionABI, list[str], bool]:
+                    external: ExternalConstants | None) -> tuple[FunctionABI, list[str], bool]:
     """One export as LLVM IR texts (the entry's module first, then its regions'); whether it
     calls the thread pool."""
     file, line = e.source
@@ -239,7 +245,8 @@ def _compile_export(e: Exported, c_name: str, lib_name: str, threads: int,
         internal = f"{lib_name}.{c_name}."
         parallel_for = abi.pool_symbol(lib_name, "jitc_parallel_for")
         lowering = lower_module(optimized, threads, c_name, Linkage(
-            prefix=internal, internal=True, bake_constants=True, parallel_for=parallel_for))
+            prefix=internal, internal=True, bake_constants=True, parallel_for=parallel_for,
+            external_constants=external))
         fn = _describe(e, c_name, lowered, optimized, lowering.plan.workspace_bytes)
         wrapper.emit_export(lowering.llvm_ir, fn, lowering.entry, internal)
     except AotError:
@@ -274,9 +281,24 @@ def _emit_object(texts: Sequence[str], tm: llvm.TargetMachine) -> bytes:
     return tm.emit_object(linked)
 
 
+@dataclass(frozen=True)
+class ObjectCode:
+    code: bytes                                  # what LLVM emitted
+    constants: list[tuple[str, np.ndarray]]      # the symbols it declares, with their values
+    abi: LibraryABI
+    threaded: bool                               # whether it needs the thread pool
+
+    def write(self, path: Path, source: Path) -> None:
+        try:
+            objdata.write_object(path, self.code, self.constants)
+        except objdata.ObjectFormatError as exc:
+            raise AotError(f"{source}: internal error: cannot add the constants to "
+                           f"{path.name}: {exc}") from None
+
+
 def compile_object(exports: Sequence[Exported], config: BuildConfig, target_: Target,
-                   source: Path, version: str) -> tuple[bytes, LibraryABI, bool]:
-    """The library's object code, its ABI, and whether it needs the thread pool."""
+                   source: Path, version: str) -> ObjectCode:
+    """The library's object code and what it needs beside it."""
     names = _c_names(exports, config, source)
     tm = target_.machine()
     # The wrapper passes sizes as i64; a data layout without "p:" has 64-bit pointers.
@@ -285,8 +307,11 @@ def compile_object(exports: Sequence[Exported], config: BuildConfig, target_: Ta
         raise AotError(f"{source}: --target {target_.triple}: only 64-bit targets are "
                        "supported")
     texts, functions, threaded = [], [], False
+    external = (ExternalConstants(STREAMED_CONSTANT_BYTES)
+                if objdata.writes_elf(target_.triple) else None)
     for e, c_name in zip(exports, names):
-        fn, parts, uses_pool = _compile_export(e, c_name, config.name, config.threads, tm)
+        fn, parts, uses_pool = _compile_export(e, c_name, config.name, config.threads,
+                                               external)
         functions.append(fn)
         texts.extend(parts)
         threaded |= uses_pool
@@ -296,7 +321,8 @@ def compile_object(exports: Sequence[Exported], config: BuildConfig, target_: Ta
     library_module = ir.Module(name=f"{config.name}.library")
     wrapper.emit_library_functions(library_module, lib, json.dumps(lib.manifest()))
     texts.append(str(library_module))
-    return _emit_object(texts, tm), lib, threaded
+    return ObjectCode(_emit_object(texts, tm), external.arrays if external else [], lib,
+                      threaded)
 
 
 # -- linking ---------------------------------------------------------------------------------
@@ -358,14 +384,15 @@ def build(exports: Sequence[Exported], config: BuildConfig, source: Path) -> Bui
     if config.cpu not in (None, "host"):
         check_cpu(target_, source)
     tools = find_tools(config, target_, source)
-    code, lib, threaded = compile_object(exports, config, target_, source, __version__)
+    code = compile_object(exports, config, target_, source, __version__)
+    lib, threaded = code.abi, code.threaded
     destination = config.output.resolve().parent
     if not destination.is_dir():
         raise AotError(f"{source}: cannot write {config.output}: no folder {destination}")
     with tempfile.TemporaryDirectory(prefix=".jitc-aot-", dir=destination) as tmp:
         work = Path(tmp)
         objects = [work / f"{config.name}.o"]
-        objects[0].write_bytes(code)
+        code.write(objects[0], source)
         if threaded:
             assert tools.cc is not None
             objects.append(_pool_object(tools.cc, work, config.name, source))

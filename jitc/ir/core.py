@@ -6,6 +6,7 @@ instruction never changes after it is built: passes build new instructions and n
 
 from __future__ import annotations
 
+import hashlib
 import os
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
@@ -44,7 +45,7 @@ class Literal:
         array = np.array(array, copy=True, order="C")
         array.setflags(write=False)
         self.array = array
-        self._key = (array.dtype.str, array.shape, array.tobytes())
+        self._key = (array.dtype.str, array.shape, _bit_pattern(array))
 
     @property
     def type(self) -> TensorType:
@@ -58,6 +59,17 @@ class Literal:
 
     def __repr__(self) -> str:
         return f"Literal({self.type}, {self.array.size} elements)"
+
+
+# Above this size a literal is keyed by a digest of its bytes rather than a copy of them: the
+# weights of a model would otherwise be held a second time while traced and compiled.
+_DIGEST_BYTES = 64
+
+
+def _bit_pattern(array: np.ndarray) -> bytes:
+    if array.nbytes <= _DIGEST_BYTES:
+        return array.tobytes()
+    return hashlib.sha256(array.reshape(-1).view(np.uint8).data).digest()
 
 
 class Value:

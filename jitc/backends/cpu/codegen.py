@@ -9,8 +9,10 @@ function was compiled for more than one thread.
 `Linkage` changes how the symbols are named and seen, for `jitc aot`: several functions share
 one object file there, so names get a prefix, kernels and the entry become internal, and array
 constants are baked into the module as read-only globals (then `buffers` has no constant
-pointers). The regions of control flow are modules of their own (`Lowering.parts`); under
-internal linkage their entries are hidden, not internal, so that the parts link together.
+pointers). Under `jitc aot` the large ones are only declared (`ExternalConstants`): their bytes
+go into the object file without passing through LLVM. The regions of control flow are modules
+of their own (`Lowering.parts`); under internal linkage their entries are hidden, not internal,
+so that the parts link together.
 
 For the in-process JIT the kernels may be spread over several LLVM modules (`partitions`), so
 that they compile on several threads; the entry lives in the first and declares the kernels of
@@ -20,7 +22,7 @@ the others, and the GEMM routines are declarations the backend links (gemm_routi
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 from llvmlite import ir
@@ -51,6 +53,18 @@ _SPECIAL = {"reduce": kernels.emit_reduce, "argmax": kernels.emit_arg,
             "convolution": kernels.emit_convolution}
 
 
+@dataclass(eq=False)
+class ExternalConstants:
+    """Baked constants of at least `min_bytes` that the modules declare (hidden, 64-byte
+    aligned) but do not define; `arrays` collects each one's symbol and value. Their bytes then
+    go from the arrays straight into the object file: as IR initializers they would be printed
+    as text four times their size, parsed, and copied again by LLVM's code emission. Smaller
+    ones stay initializers, where LLVM can fold loads from them."""
+
+    min_bytes: int
+    arrays: list[tuple[str, np.ndarray]] = field(default_factory=list)
+
+
 @dataclass(frozen=True)
 class Linkage:
     """Symbol naming and visibility; the defaults are what the in-process JIT needs."""
@@ -59,6 +73,7 @@ class Linkage:
     internal: bool = False            # kernels and entry invisible outside the module
     bake_constants: bool = False      # array constants as globals, not `buffers` entries
     parallel_for: str = PARALLEL_FOR  # the thread pool function threaded code calls
+    external_constants: ExternalConstants | None = None  # where large baked constants go
 
 
 @dataclass
@@ -225,18 +240,27 @@ def lower_module(module: Module, num_threads: int = 1, name: str = "jitc",
     return Lowering(llvm_module, plan, emitted, entry.name, used + region_parts)
 
 
-def _baked_constants(module: ir.Module, plan: BufferPlan, prefix: str) -> list[ir.GlobalValue]:
+def _baked_constants(module: ir.Module, plan: BufferPlan, linkage: Linkage
+                     ) -> list[ir.GlobalValue]:
     """Each array constant as a read-only global, aligned like a workspace buffer."""
     baked = []
+    external = linkage.external_constants
     for n, array in enumerate(plan.constants):
-        data = np.ascontiguousarray(array).tobytes()
-        array_type = ir.ArrayType(I8, len(data))
-        value = ir.GlobalVariable(module, array_type, f"{prefix}const{n}")
+        array_type = ir.ArrayType(I8, array.nbytes)
+        value = ir.GlobalVariable(module, array_type, f"{linkage.prefix}const{n}")
         value.global_constant = True
-        value.linkage = "internal"
-        value.unnamed_addr = True
         value.align = ALIGNMENT
-        value.initializer = ir.Constant(array_type, bytearray(data))
+        if external is not None and array.nbytes >= external.min_bytes:
+            value.linkage = "external"
+            # llvmlite prints the storage class verbatim after the linkage, where LLVM reads
+            # the visibility: the symbol is defined in the same object, never exported.
+            value.storage_class = "hidden"
+            external.arrays.append((value.name, array))
+        else:
+            value.linkage = "internal"
+            value.unnamed_addr = True
+            data = np.ascontiguousarray(array).tobytes()
+            value.initializer = ir.Constant(array_type, bytearray(data))
         baked.append(value)
     return baked
 
@@ -250,7 +274,7 @@ def _emit_entry(module: ir.Module, plan: BufferPlan, emitted: list[kernels.Kerne
     b = ir.IRBuilder(entry.append_basic_block("entry"))
     frame = b.alloca(PTR, ir.Constant(I64, max(plan.num_slots, 1)), name="frame")
     passed = plan.num_args + plan.num_outputs
-    baked = _baked_constants(module, plan, linkage.prefix) if linkage.bake_constants else []
+    baked = _baked_constants(module, plan, linkage) if linkage.bake_constants else []
     if not baked:
         passed += len(plan.constants)
     for slot in range(passed):
