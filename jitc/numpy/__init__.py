@@ -31,7 +31,6 @@ from jitc.numpy.dispatch import (
     apply_function,
     argsort,
     conj,
-    cumsum,
     diagonal,
     nonzero,
     round,
@@ -97,6 +96,7 @@ from jitc.numpy.shapes import (
     vstack,
     where,
 )
+from jitc.numpy.ufunc_methods import cumprod, cumsum
 from jitc.numpy.ufuncs import UFUNCS, apply_operator, apply_ufunc, nan_to_num
 
 # The ufuncs jitc traces, under numpy's names (they are numpy's own objects).
