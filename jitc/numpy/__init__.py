@@ -20,7 +20,6 @@ from jitc.numpy.creation import (
     full,
     full_like,
     identity,
-    linspace,
     ones,
     ones_like,
     tri,
@@ -39,6 +38,7 @@ from jitc.numpy.dispatch import (
 )
 from jitc.numpy.indexing import getitem, take, take_along_axis
 from jitc.numpy.linalg import dot, einsum, inner, matmul, outer, tensordot, vdot
+from jitc.numpy.ranges import geomspace, linspace, logspace, meshgrid
 from jitc.numpy.reductions import (
     all,
     any,
