@@ -30,14 +30,13 @@ from jitc.numpy.dispatch import (
     apply_function,
     argsort,
     conj,
-    diagonal,
     nonzero,
     round,
     sort,
-    trace,
 )
 from jitc.numpy.indexing import getitem, take, take_along_axis
 from jitc.numpy.linalg import dot, einsum, inner, matmul, outer, tensordot, vdot
+from jitc.numpy.matrices import diag, diagonal, rot90, trace
 from jitc.numpy.ranges import geomspace, linspace, logspace, meshgrid
 from jitc.numpy.reductions import (
     all,

@@ -79,7 +79,5 @@ def _not_yet(name: str, hint: str = "") -> Callable:
 
 
 nonzero = _not_yet("nonzero", "Its result shape depends on the data; use np.where(c, x, y).")
-trace = _not_yet("trace")
-diagonal = _not_yet("diagonal")
 sort = _not_yet("sort")
 argsort = _not_yet("argsort")
