@@ -103,7 +103,7 @@ def numpy_surface() -> str:
 
     from jitc.numpy._core import HANDLED
     from jitc.numpy.dispatch import public_name
-    from jitc.numpy.reductions import _UFUNC_REDUCERS
+    from jitc.numpy.ufunc_methods import ASSOCIATIVE
     from jitc.numpy.ufuncs import UFUNCS
 
     def later(impl: object) -> bool:
@@ -118,7 +118,7 @@ def numpy_surface() -> str:
     pending = [public_name(f).removeprefix("numpy.") for f, impl in HANDLED.items()
                if later(impl)]
     ufuncs = [u.__name__ for u in UFUNCS] + ["matmul"]
-    reduces = [f"{u.__name__}.reduce" for u in _UFUNC_REDUCERS]
+    associative = [u.__name__ for u in ASSOCIATIVE]
     assert all(isinstance(u, np.ufunc) for u in UFUNCS)
     return "\n".join([
         SURFACE_BEGIN,
@@ -126,7 +126,8 @@ def numpy_surface() -> str:
         f"{names(functions)}.",
         "",
         f"**Ufuncs** ({len(set(ufuncs))}), called as `np.NAME(...)` or through operators: "
-        f"{names(ufuncs)}; and the reductions {names(reduces)}.",
+        f"{names(ufuncs)}. Every binary ufunc has `.outer(a, b)` and `.at(a, indices, b)`; "
+        f"the associative ones, {names(associative)}, have `.reduce` and `.accumulate`.",
         "",
         f"**Recognized but not traced yet** (the error says what to write instead): "
         f"{names(pending)}.",

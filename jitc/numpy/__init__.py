@@ -20,7 +20,6 @@ from jitc.numpy.creation import (
     full,
     full_like,
     identity,
-    linspace,
     ones,
     ones_like,
     tri,
@@ -31,15 +30,14 @@ from jitc.numpy.dispatch import (
     apply_function,
     argsort,
     conj,
-    cumsum,
-    diagonal,
     nonzero,
     round,
     sort,
-    trace,
 )
 from jitc.numpy.indexing import getitem, take, take_along_axis
 from jitc.numpy.linalg import dot, einsum, inner, matmul, outer, tensordot, vdot
+from jitc.numpy.matrices import diag, diagonal, rot90, trace
+from jitc.numpy.ranges import geomspace, linspace, logspace, meshgrid
 from jitc.numpy.reductions import (
     all,
     any,
@@ -97,6 +95,7 @@ from jitc.numpy.shapes import (
     vstack,
     where,
 )
+from jitc.numpy.ufunc_methods import cumprod, cumsum
 from jitc.numpy.ufuncs import UFUNCS, apply_operator, apply_ufunc, nan_to_num
 
 # The ufuncs jitc traces, under numpy's names (they are numpy's own objects).

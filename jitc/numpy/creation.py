@@ -14,7 +14,6 @@ zeros = np.zeros
 ones = np.ones
 empty = np.zeros  # a traced program never sees uninitialised memory
 arange = np.arange
-linspace = np.linspace
 eye = np.eye
 identity = np.identity
 tri = np.tri
@@ -134,7 +133,13 @@ def _traced_asarray(a, dtype=None, *args, **kwargs):
 
 def _from_numpy(fn):
     def traced(*args, **kwargs):
-        return _traced(fn(*args, **kwargs))
+        result = fn(*args, **kwargs)
+        if isinstance(result, tuple):  # linspace(..., retstep=True)
+            return (traced_array(result[0]),) + result[1:]
+        return traced_array(result)
+
+    def traced_array(result):
+        return result if isinstance(result, Tracer) else _traced(result)
     traced.__name__ = fn.__name__
     return traced
 

@@ -78,9 +78,6 @@ def _not_yet(name: str, hint: str = "") -> Callable:
     return implements(numpy_fn)(fn)
 
 
-cumsum = _not_yet("cumsum", "A running sum can be written as a matmul with np.tri(n).")
 nonzero = _not_yet("nonzero", "Its result shape depends on the data; use np.where(c, x, y).")
-trace = _not_yet("trace")
-diagonal = _not_yet("diagonal")
 sort = _not_yet("sort")
 argsort = _not_yet("argsort")

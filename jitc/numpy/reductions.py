@@ -18,6 +18,8 @@ from jitc.numpy._core import (
     normalize_axis,
     unsupported,
 )
+from jitc.numpy.shapes import broadcast_to
+from jitc.numpy.ufuncs import select
 from jitc.tracing.errors import ShapeError, TraceError, located
 from jitc.tracing.state import emit
 from jitc.tracing.tracer import Tracer
@@ -37,6 +39,16 @@ def _check_unsupported(name: str, kwargs: dict[str, Any]) -> None:
         if key == "where" and value is not True:
             raise unsupported(f"numpy.{name}(..., where=...)",
                               "Mask the input with np.where before reducing.")
+
+
+def _masked(x: Tracer, where: object, fill: object) -> Tracer:
+    """numpy's `where=` of a reduction: the elements left out count as `fill` (an identity)."""
+    if where is True:
+        return x
+    mask = lift(where)
+    if mask.dtype != np.bool_:
+        mask = np.not_equal(mask, 0)
+    return select(broadcast_to(mask, x.shape), x, lift(fill, x.dtype))
 
 
 def _accumulator_dtype(x: Tracer, dtype: object, name: str) -> np.dtype:
@@ -69,10 +81,10 @@ def _with_initial(x: Tracer, result: Tracer, initial: object, combine) -> Tracer
 
 @implements(np.sum)
 def sum(a, axis=None, dtype=None, out=None, keepdims=False, initial=None, where=True):
-    _check_unsupported("sum", {"out": out, "where": where})
+    _check_unsupported("sum", {"out": out})
     x = lift(a)
     axes = normalize_axes(axis, x.ndim)
-    acc = convert(x, _accumulator_dtype(x, dtype, "sum"))
+    acc = _masked(convert(x, _accumulator_dtype(x, dtype, "sum")), where, 0)
     # With dtype=bool numpy stays in bool: adding bools is a logical or.
     kind = "or" if acc.dtype == np.bool_ else "sum"
     result = reduce(acc, axes, kind, keepdims)
@@ -81,10 +93,10 @@ def sum(a, axis=None, dtype=None, out=None, keepdims=False, initial=None, where=
 
 @implements(np.prod)
 def prod(a, axis=None, dtype=None, out=None, keepdims=False, initial=None, where=True):
-    _check_unsupported("prod", {"out": out, "where": where})
+    _check_unsupported("prod", {"out": out})
     x = lift(a)
     axes = normalize_axes(axis, x.ndim)
-    acc = convert(x, _accumulator_dtype(x, dtype, "prod"))
+    acc = _masked(convert(x, _accumulator_dtype(x, dtype, "prod")), where, 1)
     # With dtype=bool numpy stays in bool: multiplying bools is a logical and.
     kind = "and" if acc.dtype == np.bool_ else "prod"
     result = reduce(acc, axes, kind, keepdims)
@@ -92,9 +104,15 @@ def prod(a, axis=None, dtype=None, out=None, keepdims=False, initial=None, where
 
 
 def _extremum(name: str, kind: str, a, axis, out, keepdims, initial, where):
-    _check_unsupported(name, {"out": out, "where": where})
+    _check_unsupported(name, {"out": out})
     x = lift(a)
     axes = normalize_axes(axis, x.ndim)
+    if where is not True:
+        if initial is None:
+            raise ShapeError(located(
+                f"numpy.{name}(..., where=...) needs initial=...: the maximum and minimum have "
+                "no identity to give the elements left out (numpy raises here too)"))
+        x = _masked(x, where, initial)
     if initial is None and builtins.any(x.shape[ax] == 0 for ax in axes):
         raise ShapeError(located(f"numpy.{name} of an empty axis of {x.aval.short()}: numpy "
                                  "raises here (no identity); pass initial=..."))
@@ -127,14 +145,18 @@ def _count(x: Tracer, axes: tuple[int, ...]) -> int:
 
 @implements(np.mean)
 def mean(a, axis=None, dtype=None, out=None, keepdims=False, where=True):
-    _check_unsupported("mean", {"out": out, "where": where})
+    _check_unsupported("mean", {"out": out})
     x = lift(a)
     axes = normalize_axes(axis, x.ndim)
     result_dtype = _mean_dtype(x, dtype)
     # numpy accumulates float16 means in float32.
     acc_dtype = np.dtype(np.float32) if result_dtype == np.float16 else result_dtype
-    total = reduce(convert(x, acc_dtype), axes, "sum", keepdims)
-    n = lift(np.asarray(_count(x, axes), dtype=acc_dtype))
+    total = reduce(_masked(convert(x, acc_dtype), where, 0), axes, "sum", keepdims)
+    if where is True:
+        n = lift(np.asarray(_count(x, axes), dtype=acc_dtype))
+    else:  # numpy divides by the number of elements the mask keeps
+        kept = broadcast_to(lift(where, np.bool_), x.shape)
+        n = reduce(convert(kept, acc_dtype), axes, "sum", keepdims)
     return convert(emit(ops.DIV, [total, n]), result_dtype)
 
 
@@ -200,10 +222,11 @@ def argmin(a, axis=None, out=None, *, keepdims=False):
 
 
 def _logical(kind: str, a, axis, out, keepdims, where):
-    _check_unsupported("any" if kind == "or" else "all", {"out": out, "where": where})
+    _check_unsupported("any" if kind == "or" else "all", {"out": out})
     x = lift(a)
     if x.dtype != np.bool_:
         x = np.not_equal(x, 0)
+    x = _masked(x, where, kind == "and")
     return reduce(x, normalize_axes(axis, x.ndim), kind, keepdims)
 
 
@@ -229,13 +252,21 @@ _UFUNC_REDUCERS = {np.add: sum, np.multiply: prod, np.maximum: max, np.minimum: 
 
 def ufunc_reduce(ufunc: np.ufunc, inputs: tuple, kwargs: dict[str, Any]) -> Tracer:
     """`np.add.reduce(x, axis=0)` and friends."""
-    reducer = _UFUNC_REDUCERS.get(ufunc)
-    if reducer is None:
-        raise unsupported(f"numpy.{ufunc.__name__}.reduce")
     (a,) = inputs
     kwargs = dict(kwargs)
     kwargs.setdefault("axis", 0)
+    reducer = _UFUNC_REDUCERS.get(ufunc)
+    if reducer is None:
+        from jitc.numpy.ufunc_methods import reduce_other
+        return reduce_other(ufunc, a, **kwargs)
     if kwargs.get("dtype") is not None and reducer in (max, min, all, any):
         x = convert(lift(a), ir_dtype(kwargs.pop("dtype")).numpy)
         return reducer(x, **kwargs)
+    if reducer in (all, any):
+        initial = kwargs.pop("initial", None)
+        result = reducer(a, **kwargs)
+        if initial is None:
+            return result
+        return np.logical_and(result, bool(initial)) if reducer is all else \
+            np.logical_or(result, bool(initial))
     return reducer(a, **kwargs)

@@ -438,9 +438,24 @@ def repeat(a, repeats, axis=None):
     if axis is None:
         x, axis = ravel(x), 0
     ax = normalize_axis(axis, x.ndim)
-    if not isinstance(repeats, (int, np.integer)):
-        raise unsupported("numpy.repeat with per-element repeat counts")
-    r = int(repeats)
+    if isinstance(repeats, Tracer) and repeats._known is not None:
+        repeats = repeats._known  # np.array([...]) written in the traced function
+    if isinstance(repeats, Tracer):
+        raise unsupported("numpy.repeat with traced repeat counts",
+                          "The result's length would depend on the data: pass the counts as "
+                          "a constant or a static argument.")
+    counts = np.asarray(repeats)
+    if counts.ndim and counts.size != 1:
+        if counts.shape != (x.shape[ax],):
+            raise ShapeError(located(f"numpy.repeat: {counts.size} repeat counts for axis "
+                                     f"{ax} of {x.aval.short()}"))
+        if counts.dtype.kind not in "iu" or (counts < 0).any():
+            raise ShapeError(located("numpy.repeat: counts must be non-negative integers"))
+        from jitc.numpy.indexing import take
+        return take(x, np.repeat(np.arange(x.shape[ax]), counts), axis=ax)
+    r = int(counts.reshape(()))
+    if r < 0:
+        raise ShapeError(located("negative dimensions are not allowed"))
     expanded = broadcast_to(expand_dims(x, ax + 1),
                             x.shape[:ax + 1] + (r,) + x.shape[ax + 1:])
     return reshape(expanded, x.shape[:ax] + (x.shape[ax] * r,) + x.shape[ax + 1:])

@@ -449,7 +449,8 @@ def apply_ufunc(ufunc: np.ufunc, method: str, inputs: tuple, kwargs: dict[str, A
         from jitc.numpy.scatter import ufunc_at
         return ufunc_at(ufunc, inputs, kwargs)
     if method != "__call__":
-        raise unsupported(f"{name}.{method}")
+        from jitc.numpy.ufunc_methods import apply_method
+        return apply_method(ufunc, method, inputs, kwargs)
     if ufunc is np.matmul:
         from jitc.numpy.linalg import matmul
         return matmul(*inputs, **kwargs)

@@ -323,7 +323,7 @@ def _method(name: str):
 # ndarray methods that take the array as their first argument, as the numpy function does.
 for _name in ("sum", "mean", "max", "min", "prod", "var", "std", "argmax", "argmin", "any",
               "all", "clip", "dot", "swapaxes", "squeeze", "ravel", "astype", "take",
-              "repeat", "cumsum", "round", "nonzero", "flatten", "copy", "conj",
+              "repeat", "cumsum", "cumprod", "round", "nonzero", "flatten", "copy", "conj",
               "diagonal", "sort", "argsort"):
     setattr(Tracer, _name, _method(_name))
 

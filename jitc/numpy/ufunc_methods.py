@@ -1,0 +1,203 @@
+"""The methods of numpy's ufuncs on tracers: `outer`, `reduce`, `accumulate`, and the running
+reductions `np.cumsum` and `np.cumprod`.
+
+A running reduction along an axis of length n is a Hillis-Steele scan: log2(n) steps, each
+combining every element with the one `shift` places before it (a pad shifts the array along the
+axis, a select keeps the first `shift` elements). It needs the ufunc to be associative, and a
+float result is rounded in another order than numpy's element-by-element loop (as a jitc sum is).
+A reduction the `reduce` op has no kind for (bitwise_or, fmax, ...) halves the axis each step.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from jitc.ir import dtypes, ops
+from jitc.ir.types import TensorType
+from jitc.numpy._core import (
+    convert,
+    dtype_key,
+    implements,
+    ir_dtype,
+    lift,
+    normalize_axes,
+    normalize_axis,
+    unsupported,
+)
+from jitc.numpy.shapes import broadcast_to, concatenate, ravel, reshape, slice_axis, transpose
+from jitc.numpy.ufuncs import UFUNCS, call_ufunc, select
+from jitc.tracing.errors import ShapeError, TraceError, located
+from jitc.tracing.state import emit
+from jitc.tracing.tracer import Tracer
+
+# Ufuncs whose reduce and accumulate jitc traces: the associative ones (a scan and a tree may
+# group their operands in any order). numpy folds from the left; for these it is the same value.
+ASSOCIATIVE = frozenset({
+    np.add, np.multiply, np.maximum, np.minimum, np.fmax, np.fmin, np.logical_and,
+    np.logical_or, np.logical_xor, np.bitwise_and, np.bitwise_or, np.bitwise_xor})
+
+# Where numpy accumulates bool and small integers in the platform integer, as np.sum does.
+_UPCASTING = frozenset({np.add, np.multiply})
+
+
+def _not_associative(ufunc: np.ufunc, method: str) -> TraceError:
+    names = ", ".join(sorted(u.__name__ for u in ASSOCIATIVE))
+    return unsupported(f"numpy.{ufunc.__name__}.{method}",
+                       f"jitc traces {method} for associative ufuncs: {names}.")
+
+
+def method_dtype(ufunc: np.ufunc, x: Tracer, dtype: object, name: str) -> np.dtype:
+    """The dtype numpy's ufunc.reduce / accumulate computes and returns in."""
+    if dtype is not None:
+        wanted = ir_dtype(dtype).numpy
+        return ufunc.resolve_dtypes((wanted, wanted, None), signature=(None, None, wanted))[-1]
+    if ufunc in _UPCASTING and x.dtype.kind in "biu" and x.dtype.itemsize < 8:
+        if x.dtype.kind == "u":
+            raise TraceError(located(
+                f"{name} of {x.aval.short()} accumulates in uint64, a dtype jitc does not "
+                f"support; pass dtype=np.int64 (or np.float64)"))
+        return np.dtype(np.int64)
+    key = dtype_key(x)
+    return ufunc.resolve_dtypes((key, key, None))[-1]
+
+
+def _combine(ufunc: np.ufunc) -> Callable[[Tracer, Tracer], Tracer]:
+    """The ufunc applied to two tracers of one dtype, which is also its result dtype."""
+    impl = UFUNCS[ufunc]
+
+    def combine(earlier: Tracer, later: Tracer) -> Tracer:
+        return call_ufunc(ufunc, impl, (earlier, later), earlier.dtype)
+    return combine
+
+
+# -- outer -------------------------------------------------------------------------------------
+
+def outer(ufunc: np.ufunc, inputs: tuple, kwargs: dict[str, Any]) -> Tracer:
+    """`ufunc.outer(a, b)`: ufunc(a[..., None, ..., None], b), of shape a.shape + b.shape."""
+    if ufunc.nin != 2 or len(inputs) != 2:
+        raise unsupported(f"numpy.{ufunc.__name__}.outer with these arguments",
+                          "Binary ufuncs are supported: ufunc.outer(a, b).")
+    a, b = inputs
+    if not isinstance(a, Tracer):
+        a = np.asarray(a)
+    if not isinstance(b, Tracer):
+        b = np.asarray(b)
+    spread = reshape(lift(a), a.shape + (1,) * b.ndim) if b.ndim else a
+    return ufunc(spread, b, **kwargs)
+
+
+# -- reduce ------------------------------------------------------------------------------------
+
+def reduce_other(ufunc: np.ufunc, a: Any, axis: object = 0, dtype: object = None,
+                 out: object = None, keepdims: bool = False, initial: object = None,
+                 where: object = True) -> Tracer:
+    """`ufunc.reduce` of an associative ufunc the `reduce` op has no kind for."""
+    name = f"numpy.{ufunc.__name__}.reduce"
+    if ufunc not in ASSOCIATIVE:
+        raise _not_associative(ufunc, "reduce")
+    if out is not None:
+        raise unsupported(f"{name}(..., out=...)", "Use the returned value.")
+    x = lift(a)
+    result_dtype = method_dtype(ufunc, x, dtype, name)
+    x = convert(x, result_dtype)
+    axes = normalize_axes(axis, x.ndim)
+    fill = ufunc.identity if initial is None else initial
+    if where is not True:
+        if fill is None:
+            raise ShapeError(located(
+                f"{name}: numpy.{ufunc.__name__} has no identity, so a where= mask needs "
+                "initial=... (numpy raises here too)"))
+        x = select(broadcast_to(lift(where, np.bool_), x.shape), x, lift(fill, result_dtype))
+    kept = [d for i, d in enumerate(x.shape) if i not in axes]
+    count = int(np.prod([x.shape[i] for i in axes], dtype=np.int64))
+    if count == 0:
+        if fill is None:
+            raise ShapeError(located(
+                f"{name} of an empty axis of {x.aval.short()}: numpy.{ufunc.__name__} has no "
+                "identity; pass initial=..."))
+        result = broadcast_to(lift(fill, result_dtype), tuple(kept))
+    else:
+        moved = transpose(x, [i for i in range(x.ndim) if i not in axes] + list(axes))
+        result = _halving(reshape(moved, tuple(kept) + (count,)), _combine(ufunc))
+        if initial is not None:
+            result = _combine(ufunc)(lift(initial, result_dtype), result)
+    if keepdims:
+        result = reshape(result, tuple(1 if i in axes else d for i, d in enumerate(x.shape)))
+    return result
+
+
+def _halving(x: Tracer, combine: Callable[[Tracer, Tracer], Tracer]) -> Tracer:
+    """x combined along its last axis (of length >= 1) in log2(n) halving steps."""
+    ax = x.ndim - 1
+    while x.shape[ax] > 1:
+        n = x.shape[ax]
+        half = n // 2
+        paired = combine(slice_axis(x, ax, 0, half), slice_axis(x, ax, half, 2 * half))
+        x = paired if n % 2 == 0 else concatenate([paired, slice_axis(x, ax, n - 1, n)], ax)
+    return reshape(x, x.shape[:ax])
+
+
+# -- accumulate, cumsum, cumprod -----------------------------------------------------------------
+
+def scan(x: Tracer, axis: int, combine: Callable[[Tracer, Tracer], Tracer]) -> Tracer:
+    """The running combination of x along `axis`: out[i] = x[0] op x[1] op ... op x[i]."""
+    n = x.shape[axis]
+    if n <= 1:
+        return x
+    position = emit(ops.IOTA, [], {"dimension": axis}, TensorType(dtypes.int64, x.shape))
+    zero = lift(np.zeros((), x.dtype))
+    shift = 1
+    while shift < n:
+        low, high = [0] * x.ndim, [0] * x.ndim
+        low[axis], high[axis] = shift, -shift
+        earlier = emit(ops.PAD, [x, zero], {"low": low, "high": high, "interior": [0] * x.ndim})
+        reaches = np.greater_equal(position, lift(np.int64(shift)))
+        x = select(reaches, combine(earlier, x), x)
+        shift *= 2
+    return x
+
+
+def accumulate(ufunc: np.ufunc, a: Any, axis: object = 0, dtype: object = None,
+               out: object = None, name: str | None = None) -> Tracer:
+    """`ufunc.accumulate(a, axis)`; `np.cumsum` and `np.cumprod` with axis=None flatten."""
+    name = name or f"numpy.{ufunc.__name__}.accumulate"
+    if ufunc not in ASSOCIATIVE:
+        raise _not_associative(ufunc, "accumulate")
+    if out is not None:
+        raise unsupported(f"{name}(..., out=...)", "Use the returned value.")
+    x = lift(a)
+    if axis is None:
+        x, axis = ravel(x), 0
+    if x.ndim == 0:
+        raise ShapeError(located(f"{name}: cannot accumulate a 0-d array ({x.aval.short()})"))
+    ax = normalize_axis(axis, x.ndim)
+    x = convert(x, method_dtype(ufunc, x, dtype, name))
+    return scan(x, ax, _combine(ufunc)).copy_tracer()
+
+
+@implements(np.cumsum)
+def cumsum(a, axis=None, dtype=None, out=None):
+    x = lift(a)
+    if axis is None and x.ndim == 0:
+        x = ravel(x)
+    return accumulate(np.add, x, axis, dtype, out, "numpy.cumsum")
+
+
+@implements(np.cumprod)
+def cumprod(a, axis=None, dtype=None, out=None):
+    x = lift(a)
+    if axis is None and x.ndim == 0:
+        x = ravel(x)
+    return accumulate(np.multiply, x, axis, dtype, out, "numpy.cumprod")
+
+
+def apply_method(ufunc: np.ufunc, method: str, inputs: tuple, kwargs: dict[str, Any]) -> Any:
+    """ufunc.outer / ufunc.accumulate, reached through Tracer.__array_ufunc__."""
+    if method == "outer":
+        return outer(ufunc, inputs, kwargs)
+    if method == "accumulate":
+        return accumulate(ufunc, *inputs, **kwargs)
+    raise unsupported(f"numpy.{ufunc.__name__}.{method}")
