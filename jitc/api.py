@@ -28,8 +28,10 @@ from jitc.backends.base import Executable
 from jitc.ir import analysis, dtypes
 from jitc.ir.core import Module
 from jitc.ir.printer import print_module
+from jitc.ir.verifier import verify
 from jitc.options import Options
 from jitc.passes.pipeline import PassRecord, Pipeline
+from jitc.passes.reroll import reroll
 from jitc.tracing import capture, effects, pytree
 from jitc.tracing.errors import JitcError, SpecializeArgument
 from jitc.tracing.function import (
@@ -389,6 +391,12 @@ class Jitted:
             self.fun, self.signature, dynamic, static, specs, treedef, captured, instance,
             self._self_name, obstacles)
         options = self.options
+        if "reroll" not in options.disabled_passes:
+            # Loops that tracing unrolled become while ops again (passes/reroll.py), so that
+            # `lower().as_text()` shows them and nothing after this grows with a trip count.
+            module = reroll(module)
+            if options.verify:
+                verify(module)
         if self.donate_argnums:
             options = options.with_(donated=self._donated_leaves(dynamic))
         names = _leaf_names(dynamic) + [capture.path_name(p) for p, _ in captured.arrays]

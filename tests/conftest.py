@@ -60,3 +60,18 @@ def assert_same_results() -> Callable[..., None]:
 @pytest.fixture
 def arguments() -> Callable[[Module, int], list[np.ndarray]]:
     return random_arguments
+
+
+# The numpy-surface tests check how numpy calls trace into IR, which no backend changes: by
+# default they run on the interpreter and cpu. The op table (tests/ops) runs every op case, and
+# the fuzzers (tests/fuzz) random programs of every op, on c and cuda-sim too; so the numpy
+# tests' c and cuda-sim runs are exhaustive repeats, kept under `-m slow`.
+_SLOW_BACKENDS = {"c", "cuda-sim"}
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        params = getattr(getattr(item, "callspec", None), "params", {})
+        if (item.nodeid.startswith("tests/numpy/")
+                and params.get("backend") in _SLOW_BACKENDS):
+            item.add_marker(pytest.mark.slow)

@@ -44,14 +44,27 @@ class SpecializeArgument(ConcretizationError):
         self.name = name
 
 
+# Whether an absolute source file is the user's: asked for every frame of every traced op.
+_IS_USER_FILE: dict[str, bool] = {}
+
+
+def _is_user_file(raw: str) -> bool:
+    known = _IS_USER_FILE.get(raw)
+    if known is not None:
+        return known
+    mine = not os.path.abspath(raw).startswith(_SKIPPED) and not raw.startswith("<frozen")
+    if os.path.isabs(raw):  # a relative name depends on the working directory: not kept
+        _IS_USER_FILE[raw] = mine
+    return mine
+
+
 def user_location() -> Location | None:
     """The innermost stack frame that belongs to the user's code, not to jitc or numpy."""
     frame = sys._getframe(1)
     while frame is not None:
-        raw = frame.f_code.co_filename
-        filename = os.path.abspath(raw)
-        if not filename.startswith(_SKIPPED) and not raw.startswith("<frozen"):
-            return Location(frame.f_code.co_filename, frame.f_lineno, frame.f_code.co_name)
+        code = frame.f_code
+        if _is_user_file(code.co_filename):
+            return Location(code.co_filename, frame.f_lineno, code.co_name)
         frame = frame.f_back
     return None
 

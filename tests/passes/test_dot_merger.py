@@ -197,7 +197,7 @@ def test_one_group_per_unrolled_step_merges_in_one_rebuild(monkeypatch) -> None:
     steps = 40
     args = (np.zeros((16, 1), np.float32), _random(16, 11), _random(16, 16) * 0.3,
             _random(11, 16), np.zeros(steps))
-    f = jitc.jit(sample)
+    f = jitc.jit(sample, disabled_passes={"reroll"})  # the unrolled steps are the subject
     module = f.lower(*args).compile().optimized_module
     products = [i for i in module.entry.body if i.op is ops.DOT_GENERAL]
     # h of every step but the last feeds two products: the next step's and the draw.
