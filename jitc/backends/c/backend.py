@@ -19,7 +19,14 @@ from jitc.ir import ops
 from jitc.ir.core import Instruction, Module
 from jitc.ir.types import TensorType
 from jitc.options import Options
-from jitc.passes import SIMPLIFICATION, dce, fusion, layout_assignment, legalize_broadcast
+from jitc.passes import (
+    SIMPLIFICATION,
+    dce,
+    fusion,
+    hoist_steps,
+    layout_assignment,
+    legalize_broadcast,
+)
 from jitc.passes.pipeline import Pass
 
 # Calls that touch fewer elements than this keep the GIL: releasing it costs more.
@@ -34,7 +41,7 @@ def reads_any_layout(inst: Instruction, index: int, layout: TensorType) -> bool:
     return inst.op in (ops.REDUCE, ops.DOT_GENERAL, ops.CONVOLUTION)
 
 
-C_PASSES: tuple[Pass, ...] = (legalize_broadcast, SIMPLIFICATION, dce,
+C_PASSES: tuple[Pass, ...] = (hoist_steps, legalize_broadcast, SIMPLIFICATION, dce,
                               layout_assignment(reads_any_layout), fusion, dce)
 
 

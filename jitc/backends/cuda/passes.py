@@ -18,7 +18,14 @@ from jitc.ir import ops
 from jitc.ir.core import Builder, Function, Instruction, Module, Value
 from jitc.ir.opdef import Trait
 from jitc.ir.types import TensorType
-from jitc.passes import SIMPLIFICATION, dce, fusion, layout_assignment, legalize_broadcast
+from jitc.passes import (
+    SIMPLIFICATION,
+    dce,
+    fusion,
+    hoist_steps,
+    layout_assignment,
+    legalize_broadcast,
+)
 from jitc.passes.pipeline import Pass, module_pass
 from jitc.passes.rewrite import copy_instruction, rebuild_function
 
@@ -144,5 +151,5 @@ def split_epilogues(module: Module) -> Module:
 
 
 GPU_PASSES: tuple[Pass, ...] = (
-    legalize_broadcast, SIMPLIFICATION, dce,
+    hoist_steps, legalize_broadcast, SIMPLIFICATION, dce,
     layout_assignment(gpu_reads_strided), fusion, split_epilogues, dce)
