@@ -34,6 +34,7 @@ from jitc.numpy.dispatch import (
     round,
     sort,
 )
+from jitc.numpy.histograms import bincount, digitize, histogram, searchsorted
 from jitc.numpy.indexing import getitem, take, take_along_axis
 from jitc.numpy.linalg import dot, einsum, inner, matmul, outer, tensordot, vdot
 from jitc.numpy.matrices import diag, diagonal, rot90, trace
