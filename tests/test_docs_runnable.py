@@ -127,7 +127,8 @@ def numpy_surface() -> str:
         "",
         f"**Ufuncs** ({len(set(ufuncs))}), called as `np.NAME(...)` or through operators: "
         f"{names(ufuncs)}. Every binary ufunc has `.outer(a, b)` and `.at(a, indices, b)`; "
-        f"the associative ones, {names(associative)}, have `.reduce` and `.accumulate`.",
+        f"the associative ones, {names(associative)}, have `.reduce`, `.accumulate` and "
+        "`.reduceat` (constant indices).",
         "",
         f"**Recognized but not traced yet** (the error says what to write instead): "
         f"{names(pending)}.",

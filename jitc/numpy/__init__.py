@@ -34,6 +34,7 @@ from jitc.numpy.dispatch import (
     round,
     sort,
 )
+from jitc.numpy.histograms import bincount, digitize, histogram, searchsorted
 from jitc.numpy.indexing import getitem, take, take_along_axis
 from jitc.numpy.linalg import dot, einsum, inner, matmul, outer, tensordot, vdot
 from jitc.numpy.matrices import diag, diagonal, rot90, trace
@@ -95,6 +96,7 @@ from jitc.numpy.shapes import (
     vstack,
     where,
 )
+from jitc.numpy.statistics import corrcoef, cov, interp
 from jitc.numpy.ufunc_methods import cumprod, cumsum
 from jitc.numpy.ufuncs import UFUNCS, apply_operator, apply_ufunc, nan_to_num
 

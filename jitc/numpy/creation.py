@@ -88,8 +88,8 @@ def array(a, dtype=None, *, copy=True, order="K", subok=False, ndmin=0, like=Non
 
 def _traced(array: np.ndarray) -> Tracer:
     traced = _an_array(lift(array).copy_tracer())
-    if array.dtype.kind in "biu":
-        traced._known = array  # still static as an index until written
+    if array.dtype.kind in "biuf":
+        traced._known = array  # still static (an index, histogram edges) until written
     return traced
 
 

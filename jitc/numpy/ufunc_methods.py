@@ -29,7 +29,7 @@ from jitc.numpy._core import (
 )
 from jitc.numpy.shapes import broadcast_to, concatenate, ravel, reshape, slice_axis, transpose
 from jitc.numpy.ufuncs import UFUNCS, call_ufunc, select
-from jitc.tracing.errors import ShapeError, TraceError, located
+from jitc.tracing.errors import IndexingError, ShapeError, TraceError, located
 from jitc.tracing.state import emit
 from jitc.tracing.tracer import Tracer
 
@@ -194,10 +194,57 @@ def cumprod(a, axis=None, dtype=None, out=None):
     return accumulate(np.multiply, x, axis, dtype, out, "numpy.cumprod")
 
 
+def reduceat(ufunc: np.ufunc, array: Any, indices: Any, axis: object = 0, dtype: object = None,
+             out: object = None) -> Tracer:
+    """numpy's `ufunc.reduceat` with constant indices: one reduction per slice
+    indices[k]:indices[k + 1] (or the element at indices[k] when the slice is empty)."""
+    name = f"numpy.{ufunc.__name__}.reduceat"
+    if ufunc not in ASSOCIATIVE:
+        raise _not_associative(ufunc, "reduceat")
+    if out is not None:
+        raise unsupported(f"{name}(..., out=...)", "Use the returned value.")
+    if isinstance(indices, Tracer):
+        indices = indices._known if indices._known is not None else indices
+    if isinstance(indices, Tracer):
+        raise TraceError(located(
+            f"{name} with traced indices: the slices they delimit must be known while "
+            "tracing. Pass constant indices"))
+    x = lift(array)
+    stand_in = np.lib.stride_tricks.as_strided(np.zeros(1, x.dtype), x.shape, (0,) * x.ndim,
+                                               writeable=False)
+    try:
+        numpy_result = ufunc.reduceat(stand_in, indices, axis=axis, dtype=dtype)
+    except IndexError as exc:
+        raise IndexingError(located(f"{name}: {exc}")) from None
+    except TypeError as exc:
+        raise TraceError(located(f"{name}: {exc}")) from None
+    except ValueError as exc:
+        raise ShapeError(located(f"{name}: {exc}")) from None
+    result_dtype = numpy_result.dtype
+    x = convert(x, result_dtype)
+    ax = normalize_axis(axis, x.ndim)
+    starts = np.asarray(indices, np.intp).reshape(-1)
+    if starts.size == 0:
+        return lift(numpy_result).copy_tracer()
+    ends = np.append(starts[1:], x.shape[ax])
+    pieces = []
+    for start, end in zip(starts.tolist(), ends.tolist(), strict=True):
+        if start < end:
+            part = slice_axis(x, ax, start, end)
+            pieces.append(reduce_other(ufunc, part, axis=ax, keepdims=True)
+                          if ufunc not in _UPCASTING else
+                          ufunc.reduce(part, axis=ax, dtype=result_dtype, keepdims=True))
+        else:
+            pieces.append(slice_axis(x, ax, start, start + 1))
+    return concatenate(pieces, axis=ax) if len(pieces) > 1 else pieces[0].copy_tracer()
+
+
 def apply_method(ufunc: np.ufunc, method: str, inputs: tuple, kwargs: dict[str, Any]) -> Any:
-    """ufunc.outer / ufunc.accumulate, reached through Tracer.__array_ufunc__."""
+    """ufunc.outer / accumulate / reduceat, reached through Tracer.__array_ufunc__."""
     if method == "outer":
         return outer(ufunc, inputs, kwargs)
     if method == "accumulate":
         return accumulate(ufunc, *inputs, **kwargs)
+    if method == "reduceat":
+        return reduceat(ufunc, *inputs, **kwargs)
     raise unsupported(f"numpy.{ufunc.__name__}.{method}")

@@ -324,7 +324,7 @@ def _method(name: str):
 for _name in ("sum", "mean", "max", "min", "prod", "var", "std", "argmax", "argmin", "any",
               "all", "clip", "dot", "swapaxes", "squeeze", "ravel", "astype", "take",
               "repeat", "cumsum", "cumprod", "round", "nonzero", "flatten", "copy", "conj",
-              "diagonal", "sort", "argsort"):
+              "diagonal", "sort", "argsort", "searchsorted"):
     setattr(Tracer, _name, _method(_name))
 
 

@@ -154,3 +154,28 @@ def test_reductions_with_where(backend):
                             np.min(x, where=m, initial=10.0), np.any(x > 1, where=m, axis=1),
                             np.all(x > -2, where=m), x.sum(axis=1, where=m, keepdims=True)),
               x, mask, backend=backend)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("dtype", [np.int8, np.int32, np.float32, np.float64])
+def test_reduceat_with_constant_indices(dtype, backend):
+    x = random((3, 7), dtype, low=-4, high=4)
+    if np.dtype(dtype).kind == "f":
+        x[1, 2] = np.nan
+    check_jit(lambda x: (np.add.reduceat(x, [0, 2, 2, 6], axis=1),
+                         np.multiply.reduceat(x[:, ::2], [3, 1], axis=-1),
+                         np.maximum.reduceat(x.T, [0, 4, 1]), np.minimum.reduceat(x, [2]),
+                         np.fmax.reduceat(x, np.array([0, 1]), axis=0),
+                         np.add.reduceat(x[0], [5], dtype=np.float32)), x, backend=backend)
+    if np.dtype(dtype).kind == "i":
+        check_jit(lambda x: (np.bitwise_xor.reduceat(x, [0, 3], axis=1),
+                             np.logical_or.reduceat(x, [1, 0], axis=0)), x, backend=backend)
+
+
+def test_reduceat_refusals_and_numpy_errors():
+    with pytest.raises(IndexError, match="out-of-bounds"):
+        jitc.jit(lambda x: np.add.reduceat(x, [0, 5]))(np.ones(3))
+    with pytest.raises(jitc.TraceError, match="traced indices"):
+        jitc.jit(np.add.reduceat)(np.ones(3), np.array([0, 1]))
+    with pytest.raises(jitc.TraceError, match="subtract"):
+        jitc.jit(lambda x: np.subtract.reduceat(x, [0, 1]))(np.ones(3))
