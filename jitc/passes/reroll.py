@@ -91,6 +91,7 @@ class _Rewriter:
         # or the slices of one fold would fold into the next loop.
         self.generated: set[int] = set()
         self.signatures: dict[int, tuple[Instruction, tuple]] = {}
+        self.literal_keys: dict[int, tuple[Instruction, tuple]] = {}
 
     # -- structural identity of region functions ---------------------------------------------
     def region_id(self, name: str) -> int:
@@ -136,7 +137,12 @@ class _Rewriter:
         return signature
 
     def literal_key(self, inst: Instruction) -> tuple:
-        return (inst.op.name, inst.attr_key(), tuple(v.type for v in inst.results))
+        known = self.literal_keys.get(id(inst))
+        if known is not None and known[0] is inst:
+            return known[1]
+        key = (inst.op.name, inst.attr_key(), tuple(v.type for v in inst.results))
+        self.literal_keys[id(inst)] = (inst, key)
+        return key
 
     # -- driver --------------------------------------------------------------------------------
     def function(self, name: str) -> None:
