@@ -334,7 +334,9 @@ def scan(f: Callable[[Any, Any], tuple[Any, Any]], init: Any, xs: Any = None,
         raise TraceError(located("the scan function must return a pair (carry, y)"))
     y_tree = probe.tree.children[1]
     y_types = _carry_types(probe.leaves[carry_tree.num_leaves:])
-    buffers = [np.zeros((n, *t.shape), t.dtype.numpy) for t in y_types]
+    # Zeros broadcast from a scalar: a literal of n steps' zeros would be copied and hashed.
+    buffers = [broadcast_in_dim(lift(np.zeros((), t.dtype.numpy)), (n, *t.shape), [])
+               for t in y_types]
 
     def body(state: tuple) -> tuple:
         i, carry, ys = state

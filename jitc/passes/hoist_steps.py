@@ -1,5 +1,11 @@
-"""hoist_steps: what a loop computes from its step's row of a loop-invariant array alone is
-computed for every row at once, before the loop.
+"""hoist_steps: what a loop computes from loop-invariant values alone is computed once before
+the loop, and what it computes from its step's row of a loop-invariant array alone is computed
+for every row at once, before the loop.
+
+Loop-invariant code: an op whose operands the loop does not change (weights, constants, values
+computed from them) gives the same value every step. Trees of such ops that do work move out
+(`np.exp(w)`, `w.T @ w`); trees that only move or re-type data (reshapes, broadcasts,
+conversions, slices) stay, where fusion makes them free.
 
 An RNN step `tanh(xs[t] @ wx + h @ wh + b)` multiplies one row of the input by `wx` per
 iteration: a small matrix product that the loop cannot batch. The product does not depend on
@@ -42,30 +48,47 @@ def _is_zero(value: Value) -> bool:
             and producer.attrs["value"].array == 0)
 
 
+# Ops that only move or re-type data: a loop-invariant tree of these alone stays in the loop,
+# where fusion makes it free, rather than becoming an array the loop reads.
+_MOVES = frozenset({"reshape", "broadcast_in_dim", "convert", "bitcast_convert", "slice"})
+
+
 class _Analysis:
-    """Which values of a while's body are rows (see _Row), and which of them to hoist."""
+    """Which values of a while's body are rows (see _Row) or loop-invariant computations, and
+    which of them to hoist (`roots`, in body order)."""
 
     def __init__(self, body: Function) -> None:
         params = body.parameters
         self.invariant = {id(p): n for n, p in enumerate(params) if body.outputs[n] is p}
+        # Loop-invariant computed values -> whether their tree does work (see _MOVES).
+        self.computed: dict[int, bool] = {}
         self.rows: dict[int, _Row] = {}
         for inst in body.body:
+            if inst.op is ops.PARAMETER or not inst.operands:
+                continue
+            if (len(inst.results) == 1 and not inst.op.has(Trait.REGIONS)
+                    and all(self.is_invariant(v) for v in inst.operands)):
+                self.computed[id(inst.result)] = inst.op.name not in _MOVES or any(
+                    self.computed.get(id(v), False) for v in inst.operands)
+                continue
             row = self.row(inst)
             if row is not None:
                 self.rows[id(inst.result)] = row
         users_outside: set[int] = set()
         for inst in body.body:
-            if id(inst.results[0]) in self.rows and len(inst.results) == 1:
+            if len(inst.results) == 1 and (id(inst.result) in self.rows
+                                           or id(inst.result) in self.computed):
                 continue
             users_outside.update(id(v) for v in inst.operands)
         users_outside.update(id(v) for v in body.outputs)
         self.roots = [inst.result for inst in body.body
-                      if id(inst.results[0]) in self.rows
-                      and self.rows[id(inst.result)].has_product
-                      and id(inst.result) in users_outside]
+                      if len(inst.results) == 1 and id(inst.result) in users_outside
+                      and (self.computed.get(id(inst.result), False)
+                           or (id(inst.result) in self.rows
+                               and self.rows[id(inst.result)].has_product))]
 
     def is_invariant(self, value: Value) -> bool:
-        return id(value) in self.invariant or (
+        return id(value) in self.invariant or id(value) in self.computed or (
             not value.producer.operands and value.producer.op is not ops.PARAMETER)
 
     def row(self, inst: Instruction) -> _Row | None:
@@ -74,7 +97,7 @@ class _Analysis:
         op, operands = inst.op, inst.operands
         if op is ops.DYNAMIC_SLICE:
             source, sizes = operands[0], inst.attrs["sizes"]
-            if (id(source) in self.invariant and source.type.rank >= 1 and sizes[0] == 1
+            if (self.is_invariant(source) and source.type.rank >= 1 and sizes[0] == 1
                     and list(sizes[1:]) == list(source.type.shape[1:])
                     and all(_is_zero(v) for v in operands[2:])):
                 return _Row(operands[1], False)
@@ -146,8 +169,9 @@ def _hoist(fn: Function, functions: dict[str, Function]) -> Function | None:
             producer = value.producer
             if id(value) in analysis.invariant:
                 out = operands[analysis.invariant[id(value)]]
-            elif id(value) not in analysis.rows:
-                out = copy_instruction(builder, producer, [])[0]
+            elif id(value) not in analysis.rows:  # a constant or a loop-invariant computation
+                out = copy_instruction(builder, producer,
+                                       [outside(v) for v in producer.operands])[value.index]
             elif producer.op is ops.DYNAMIC_SLICE:
                 source = producer.operands[0]
                 out = _batched(producer, [outside(source)], builder, source.type.shape[0])
@@ -205,6 +229,8 @@ def _body_reading_rows(body: Function, analysis: _Analysis,
         if id(inst.results[0]) not in roots:
             return None
         array = operands_by_id[id(arrays[roots[id(inst.results[0])]].result)]
+        if id(inst.result) in analysis.computed:
+            return [array]  # computed once before the loop
         index = analysis.rows[id(inst.result)].index
         mapped = operands_by_id[id(index)]
         zero = builder.emit(ops.CONSTANT, [], {"value": _zero_like(index)})

@@ -12,10 +12,12 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 from ops.cases import CASES
 
 import jitc
+from jitc import lax
 from jitc.backends.cuda.ptx import assemble, entry_names, find_ptxas, function_names
 from jitc.ir.dtypes import from_numpy
 
@@ -111,3 +113,14 @@ def model_tests() -> list[object]:
                     params.append(pytest.param(module, fn, kwargs,
                                                id=f"{path.stem}.{name}[{label}]"))
     return params
+
+
+def nested(x, n):
+    """Control flow in control flow: a fori_loop holding a cond and a data-dependent while."""
+    def outer(i, carry):
+        x, total = carry
+        x = lax.cond(i % 2 == 0, lambda v: v * 2, lambda v: v - 1, x)
+        steps = lax.while_loop(lambda s: s[0] < s[1].sum(), lambda s: (s[0] + 1, s[1]),
+                               (np.float32(0), x))[0]
+        return x, total + steps
+    return lax.fori_loop(0, n, outer, (x, np.float32(0)))

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+from cudacheck import nested
 from fakedriver import FakeDriver, compile_on_fake
 
 import jitc
@@ -141,16 +142,6 @@ def test_cond_reads_the_index_and_runs_only_the_chosen_branch(driver: FakeDriver
         assert _launched(driver, f"_b{1 - chosen}_") == 0
 
 
-def nested(x, n):
-    def outer(i, carry):
-        x, total = carry
-        x = lax.cond(i % 2 == 0, lambda v: v * 2, lambda v: v - 1, x)
-        steps = lax.while_loop(lambda s: s[0] < s[1].sum(), lambda s: (s[0] + 1, s[1]),
-                               (np.float32(0), x))[0]
-        return x, total + steps
-    return lax.fori_loop(0, n, outer, (x, np.float32(0)))
-
-
 def test_nested_control_flow_matches_the_interpreter(driver: FakeDriver) -> None:
     x = np.array([0.5, 1.25, 2.0], np.float32)
     compiled = compile_on_fake(driver, nested, x, np.int64(4))
@@ -168,7 +159,7 @@ def test_a_long_scan_compiles_its_body_once() -> None:
         return lax.scan(lambda h, x: (np.tanh(h * x), h.sum()), h, xs)
     h = np.ones(16, np.float32)
     counts = []
-    for length in (10, 1000):
+    for length in (100, 1000):  # both past the size where a zero fill is a literal
         xs = np.linspace(0.5, 1.0, length * 16, dtype=np.float32).reshape(length, 16)
         compiled = jitc.jit(f, backend="cuda-sim").lower(h, xs).compile()
         counts.append(compiled.executable.kernel_count)

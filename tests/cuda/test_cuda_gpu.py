@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from cudacheck import model_tests, op_case_params
+from cudacheck import model_tests, nested, op_case_params
 from jitcheck import assert_trees_close
 from ops.cases import OpCase, Variant
 from ops.checks import assert_all_match, eager, leaves
@@ -83,21 +83,11 @@ def _until_large(x):
                           (x, np.int32(0)))
 
 
-def _nested(x, n):
-    def outer(i, carry):
-        x, total = carry
-        x = lax.cond(i % 2 == 0, lambda v: v * 2, lambda v: v - 1, x)
-        steps = lax.while_loop(lambda s: s[0] < s[1].sum(), lambda s: (s[0] + 1, s[1]),
-                               (np.float32(0), x))[0]
-        return x, total + steps
-    return lax.fori_loop(0, n, outer, (x, np.float32(0)))
-
-
 @pytest.mark.parametrize("fn,args", [
     (_scan, (np.ones((4, 8), np.float32), np.linspace(-1, 1, 6 * 32, dtype=np.float32).reshape(
         6, 4, 8), np.eye(8, dtype=np.float32) * 0.5)),
     (_until_large, (np.linspace(0.5, 2, 32, dtype=np.float32),)),
-    (_nested, (np.array([0.5, 1.25, 2.0], np.float32), np.int64(4))),
+    (nested, (np.array([0.5, 1.25, 2.0], np.float32), np.int64(4))),
 ], ids=["scan", "while", "nested"])
 def test_control_flow_on_the_gpu(fn: Callable, args: tuple) -> None:
     want = jitc.jit(fn, backend="interpreter")(*args)

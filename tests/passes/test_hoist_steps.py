@@ -94,6 +94,21 @@ def test_a_product_of_the_steps_row_moves_before_the_loop(assert_same_results) -
     assert_same_results(module, hoisted)
 
 
+def test_loop_invariant_work_moves_before_the_loop(assert_same_results) -> None:
+    step = """%e = exp(%wt) : f32[3,3]
+  %p = dot_general(%h, %e) lhs_contract=[1] rhs_contract=[0] : f32[2,3]
+  %unit = constant() value=1.0 : f32[]
+  %b = broadcast_in_dim(%unit) dims=[] : f32[2,3]
+  %new = add(%p, %b) : f32[2,3]"""
+    module = parse_module(_loop(step))
+    hoisted = hoist_steps(module)
+    body = hoisted.functions["b"]
+    assert [i.op.name for i in body.body if i.op is ops.EXP] == []
+    assert [i.op.name for i in hoisted.entry.body if i.op is ops.EXP] == ["exp"]
+    assert any(i.op is ops.BROADCAST_IN_DIM for i in body.body), "a broadcast stays"
+    assert_same_results(module, hoisted)
+
+
 @pytest.mark.parametrize("case", sorted(STAYS))
 def test_what_depends_on_the_loop_or_does_not_pay_stays(case: str) -> None:
     module = parse_module(_loop(STAYS[case]))
