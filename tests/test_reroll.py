@@ -262,3 +262,12 @@ def test_a_loop_over_distinct_weights_is_not_folded_into_one() -> None:
     x = random((2, 6))
     assert whiles(mlp, x) == 0
     check_jit(mlp, copy.deepcopy(x), backend="cpu")
+
+
+def test_every_steps_value_read_other_than_by_np_stack_stays_unrolled() -> None:
+    def steps(x, w):
+        return [x[t] @ w for t in range(10)]  # ten results: one instruction each either way
+
+    x, w = random((10, 3, 4)), random((4, 2), seed=1)
+    assert whiles(steps, x, w) == 0
+    check_jit(steps, x, w, backend="cpu")

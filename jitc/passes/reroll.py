@@ -34,7 +34,15 @@ from dataclasses import dataclass
 from jitc.ir import ops
 from jitc.ir.core import Function, Instruction, Module, Value
 from jitc.ir.opdef import AttrKind
-from jitc.passes.reroll_loop import FoldedLoop, Operand, Pattern, is_value_like
+from jitc.ir.types import TensorType
+from jitc.passes.reroll_loop import (
+    FoldedLoop,
+    Operand,
+    Pattern,
+    is_value_like,
+    np_stack_of,
+    users_of,
+)
 
 # Fewer iterations than this stay unrolled: a short loop runs faster unrolled (fusion across
 # steps, no loop overhead) and costs little to compile.
@@ -275,10 +283,18 @@ class _Rewriter:
                 trips = k
                 break
         # What is read after the run: the last block's values, or one value of every block.
+        # A value of every block folds only when np.stack reads them (as lax.scan's ys);
+        # other reads of earlier blocks would need one instruction per step after the loop.
+        users, returned = users_of(fn.body), {id(v) for v in fn.outputs}
         while trips >= self.min_trips:
             escapes = self.escapes(fn, sequence, run, trips, where)
-            early = [k for ks in escapes.values() for k in ks
-                     if k != trips - 1 and len(ks) != trips]
+            early = []
+            for (r, i), ks in escapes.items():
+                values = [block(k)[r].results[i] for k in range(trips)]
+                stacked = TensorType(values[0].type.dtype, (trips, *values[0].type.shape))
+                if len(ks) == trips and np_stack_of(values, stacked, users, returned):
+                    continue
+                early += [k for k in ks if k != trips - 1]
             if not early:
                 break
             trips = min(early) + 1

@@ -52,6 +52,40 @@ def _affine(values: np.ndarray) -> tuple[int, int] | None:
     return (a, b) if np.array_equal(values.astype(np.int64), expected) else None
 
 
+def users_of(instructions: Sequence[Instruction]) -> dict[int, list[Instruction]]:
+    users: dict[int, list[Instruction]] = {}
+    for inst in instructions:
+        for v in inst.operands:
+            users.setdefault(id(v), []).append(inst)
+    return users
+
+
+def np_stack_of(values: Sequence[Value], stacked: TensorType,
+                users: dict[int, list[Instruction]], returned: set[int]
+                ) -> list[Instruction] | None:
+    """`np.stack(values)` as tracing records it, when that is how the values are read: a
+    reshape of each to [1, ...], read only by one concatenate of them all in order, whose
+    result (of type `stacked`) a loop's stacked buffer can be. Those instructions, or None."""
+    reshapes = []
+    for value in values:
+        expanded = [u for u in users.get(id(value), []) if u.op is ops.RESHAPE
+                    and u.result.type.shape == (1, *value.type.shape)]
+        if not expanded:
+            return None
+        reshapes.append(expanded[0])
+    concats = users.get(id(reshapes[0].result), [])
+    if len(concats) != 1:
+        return None
+    (concat,) = concats
+    if (concat.op is not ops.CONCATENATE or concat.attrs.get("dimension") != 0
+            or [id(v) for v in concat.operands] != [id(r.result) for r in reshapes]
+            or concat.result.type != stacked
+            or any(id(r.result) in returned or len(users.get(id(r.result), [])) != 1
+                   for r in reshapes)):
+        return None
+    return [*reshapes, concat]
+
+
 @dataclass
 class _Varying:
     """A value that changes from block to block: from the counter, or a row of a table."""
@@ -136,15 +170,13 @@ class FoldedLoop:
             mapping[id(self.value(trips - 1, slot))] = results[position]
             position += 1
         dropped: set[int] = set()
-        users: dict[int, list[Instruction]] = {}
-        for inst in tail:
-            for v in inst.operands:
-                users.setdefault(id(v), []).append(inst)
+        users = users_of(tail)
         returned = {id(v) for v in outputs}
         for slot in self.stacks:
             stacked = results[position]
             position += 1
-            stack_op = self._np_stack(slot, users, returned)
+            values = [self.value(k, slot) for k in range(trips)]
+            stack_op = np_stack_of(values, self.stacked_type(slot), users, returned)
             if stack_op is not None:
                 mapping[id(stack_op[-1].result)] = stacked
                 dropped.update(id(inst) for inst in stack_op)
@@ -167,31 +199,6 @@ class FoldedLoop:
     def stacked_type(self, slot: Slot) -> TensorType:
         type_ = self.slot_type(slot)
         return TensorType(type_.dtype, (len(self.blocks), *type_.shape))
-
-    def _np_stack(self, slot: Slot, users: dict[int, list[Instruction]], returned: set[int]
-                  ) -> list[Instruction] | None:
-        """`np.stack` of the slot's value of every block, in order: a reshape of each to
-        [1, ...] read only by one concatenate of them all, whose result the stacked buffer
-        is. Those instructions, or None."""
-        reshapes = []
-        for k in range(len(self.blocks)):
-            value = self.value(k, slot)
-            expanded = [u for u in users.get(id(value), []) if u.op is ops.RESHAPE
-                        and u.result.type.shape == (1, *value.type.shape)]
-            if not expanded:
-                return None
-            reshapes.append(expanded[0])
-        concats = users.get(id(reshapes[0].result), [])
-        if len(concats) != 1:
-            return None
-        (concat,) = concats
-        if (concat.op is not ops.CONCATENATE or concat.attrs.get("dimension") != 0
-                or [id(v) for v in concat.operands] != [id(r.result) for r in reshapes]
-                or concat.result.type != self.stacked_type(slot)
-                or any(id(r.result) in returned or len(users.get(id(r.result), [])) != 1
-                       for r in reshapes)):
-            return None
-        return [*reshapes, concat]
 
     # -- the loop's regions --------------------------------------------------------------------
     def _condition(self, types: Sequence[TensorType], trips: int) -> Function:

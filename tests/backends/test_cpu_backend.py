@@ -106,7 +106,7 @@ def test_compile_stats_are_reported_per_signature() -> None:
     assert len(stats) == 2
     for s in stats:
         assert s["total_seconds"] > 0 and s["codegen_seconds"] > 0
-        assert s["passes"][0][0] == "legalize_broadcast"
+        assert s["passes"][0][0] == "hoist_steps"
 
 
 def test_the_fast_call_path_checks_its_arguments() -> None:
