@@ -271,3 +271,26 @@ def test_every_steps_value_read_other_than_by_np_stack_stays_unrolled() -> None:
     x, w = random((10, 3, 4)), random((4, 2), seed=1)
     assert whiles(steps, x, w) == 0
     check_jit(steps, x, w, backend="cpu")
+
+
+def _collect(kind: str):
+    def f(xs, h, w):
+        hs = []
+        for t in range(xs.shape[0]):
+            h = np.tanh(xs[t] @ w + h)
+            hs.append({"concat": h[None], "concat1": h[:, None]}.get(kind, h))
+        if kind == "array":
+            return np.array(hs)
+        if kind in ("concat", "concat1"):
+            return np.concatenate(hs, axis=0 if kind == "concat" else 1)
+        return np.stack(hs, axis={"stack": 0, "stack1": 1, "stack2": 2}[kind]), h
+    return f
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("kind", ["stack", "stack1", "stack2", "array", "concat", "concat1"])
+def test_per_step_outputs_gathered_by_stack_or_concatenate_fold(kind: str, backend: str) -> None:
+    f = _collect(kind)
+    xs, h, w = random((20, 3, 4)), random((3, 5), seed=1), random((4, 5), seed=2, high=0.3)
+    assert whiles(f, xs, h, w) == 1
+    check_jit(f, xs, h, w, backend=backend, rtol=1e-5, atol=1e-5)

@@ -34,7 +34,6 @@ from dataclasses import dataclass
 from jitc.ir import ops
 from jitc.ir.core import Function, Instruction, Module, Value
 from jitc.ir.opdef import AttrKind
-from jitc.ir.types import TensorType
 from jitc.passes.reroll_loop import (
     FoldedLoop,
     Operand,
@@ -291,8 +290,7 @@ class _Rewriter:
             early = []
             for (r, i), ks in escapes.items():
                 values = [block(k)[r].results[i] for k in range(trips)]
-                stacked = TensorType(values[0].type.dtype, (trips, *values[0].type.shape))
-                if len(ks) == trips and np_stack_of(values, stacked, users, returned):
+                if len(ks) == trips and np_stack_of(values, users, returned):
                     continue
                 early += [k for k in ks if k != trips - 1]
             if not early:

@@ -60,30 +60,47 @@ def users_of(instructions: Sequence[Instruction]) -> dict[int, list[Instruction]
     return users
 
 
-def np_stack_of(values: Sequence[Value], stacked: TensorType,
-                users: dict[int, list[Instruction]], returned: set[int]
-                ) -> list[Instruction] | None:
-    """`np.stack(values)` as tracing records it, when that is how the values are read: a
-    reshape of each to [1, ...], read only by one concatenate of them all in order, whose
-    result (of type `stacked`) a loop's stacked buffer can be. Those instructions, or None."""
-    reshapes = []
-    for value in values:
-        expanded = [u for u in users.get(id(value), []) if u.op is ops.RESHAPE
-                    and u.result.type.shape == (1, *value.type.shape)]
-        if not expanded:
-            return None
-        reshapes.append(expanded[0])
-    concats = users.get(id(reshapes[0].result), [])
-    if len(concats) != 1:
-        return None
-    (concat,) = concats
-    if (concat.op is not ops.CONCATENATE or concat.attrs.get("dimension") != 0
-            or [id(v) for v in concat.operands] != [id(r.result) for r in reshapes]
-            or concat.result.type != stacked
-            or any(id(r.result) in returned or len(users.get(id(r.result), [])) != 1
-                   for r in reshapes)):
-        return None
-    return [*reshapes, concat]
+def np_stack_of(values: Sequence[Value], users: dict[int, list[Instruction]],
+                returned: set[int]) -> tuple[list[Instruction], int] | None:
+    """How tracing records `np.stack(values, axis=a)` (a reshape of each value inserting a unit
+    axis a, read only by one concatenate of them all along a, in order) or
+    `np.concatenate(values, axis=a)` of values whose axis a has size 1: when the values are
+    read that way, the instructions to drop and the axis a (the stacked buffer of a loop,
+    [steps, *value shape], is the result moved to axis a). Else None."""
+    first, shape = values[0], values[0].type.shape
+    pieces = [first] + [u.result for u in users.get(id(first), []) if u.op is ops.RESHAPE
+                        and u.result.type.rank == len(shape) + 1]
+    for piece in pieces:
+        for concat in users.get(id(piece), []):
+            if concat.op is not ops.CONCATENATE or len(concat.operands) != len(values) \
+                    or not concat.result.type.is_row_major:
+                continue
+            axis = concat.attrs["dimension"]
+            assert isinstance(axis, int)
+            if piece is first:
+                if [id(v) for v in concat.operands] == [id(v) for v in values] \
+                        and shape[axis] == 1:
+                    return [concat], axis
+                continue
+            expanded = [v.producer for v in concat.operands]
+            if all(r.op is ops.RESHAPE and r.operands[0] is value
+                   and r.result.type.shape[axis] == 1
+                   and r.result.type.shape[:axis] + r.result.type.shape[axis + 1:] == shape
+                   and id(r.result) not in returned and len(users[id(r.result)]) == 1
+                   for r, value in zip(expanded, values)):
+                return [*expanded, concat], axis
+    return None
+
+
+def stacked_result(emit: Builder, stacked: Value, result: TensorType, axis: int) -> Value:
+    """The concatenate's result from the loop's stacked buffer [steps, *value shape]."""
+    shape = stacked.type.shape
+    if axis:
+        perm = [*range(1, axis + 1), 0, *range(axis + 1, len(shape))]
+        stacked = emit.emit(ops.TRANSPOSE, [stacked], {"permutation": perm})
+    if stacked.type.shape != result.shape:
+        stacked = emit.emit(ops.RESHAPE, [stacked], {}, result)
+    return stacked
 
 
 @dataclass
@@ -176,10 +193,13 @@ class FoldedLoop:
             stacked = results[position]
             position += 1
             values = [self.value(k, slot) for k in range(trips)]
-            stack_op = np_stack_of(values, self.stacked_type(slot), users, returned)
+            stack_op = np_stack_of(values, users, returned)
             if stack_op is not None:
-                mapping[id(stack_op[-1].result)] = stacked
-                dropped.update(id(inst) for inst in stack_op)
+                instructions, axis = stack_op
+                concat = instructions[-1]
+                mapping[id(concat.result)] = stacked_result(emit, stacked, concat.result.type,
+                                                            axis)
+                dropped.update(id(inst) for inst in instructions)
             type_ = self.slot_type(slot)
             for k in range(trips):
                 value = self.value(k, slot)
