@@ -370,7 +370,45 @@ def _update_inputs(target: Group, inputs: dict[int, Value], joined: Group,
             bisect.insort(readers.setdefault((signature, key), []), root)
 
 
+def _merge_producers(fn: Function, groups: list[Group]) -> list[Group]:
+    """Join a loop kernel into the loop kernel of the same shape that reads its result, as a
+    second output (an LSTM step's cell state and the hidden state computed from it: one pass
+    instead of two). The joint kernel runs where the reader's root is, so every other reader
+    of the joined result must come after that (or be an output of the function)."""
+    position = {id(inst): n for n, inst in enumerate(fn.body)}
+    users: dict[int, list[Instruction]] = {}
+    for inst in fn.body:
+        for v in inst.operands:
+            users.setdefault(id(v), []).append(inst)
+    by_root = {id(g.root): g for g in groups}
+    gone: set[int] = set()
+    for consumer in sorted(groups, key=lambda g: -position[id(g.root)]):
+        if id(consumer) in gone or consumer.kind != "loop":
+            continue
+        at = position[id(consumer.root)]
+        changed = True
+        while changed:
+            changed = False
+            for v in _input_values(consumer).values():
+                producer = by_root.get(id(v.producer))
+                if (producer is None or producer is consumer or id(producer) in gone
+                        or producer.kind != "loop" or producer.siblings
+                        or producer.shape != consumer.shape
+                        or producer.root.results[0].type.shape != consumer.shape
+                        or not all(consumer.has(u) or position[id(u)] > at
+                                   for u in users.get(id(v), []))):
+                    continue
+                consumer.members.update(producer.members)
+                consumer.owned |= producer.owned
+                consumer.siblings.append(producer.root)
+                gone.add(id(producer))
+                changed = True
+                break
+    return [g for g in groups if id(g) not in gone]
+
+
 def _build(module: Module, fn: Function, groups: list[Group]) -> Module:
+    groups = _merge_producers(fn, groups)
     fused = [g for g in _merge_siblings(fn, groups) if _worth_a_kernel(g) or g.siblings]
     if not fused:
         return module

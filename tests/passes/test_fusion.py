@@ -292,3 +292,21 @@ def test_an_epilogue_that_moves_data_is_not_fused_into_the_contraction() -> None
         return np.tanh((x @ w).T) + 1
     w = w.astype(np.float32)
     assert kernel_count(transposed_epilogue, x, w) == 2  # the product is materialised first
+
+
+def test_a_loop_kernel_joins_the_loop_kernel_reading_its_result_as_a_second_output() -> None:
+    """An LSTM step's tail: the cell state c and h = o * tanh(c) in one pass, c returned too."""
+    import jitc
+
+    def tail(f, i, g, o, c):
+        c = 1 / (1 + np.exp(-f)) * c + 1 / (1 + np.exp(-i)) * np.tanh(g)
+        return 1 / (1 + np.exp(-o)) * np.tanh(c), c
+
+    rng = np.random.default_rng(0)
+    args = [rng.standard_normal((4, 8)).astype(np.float32) for _ in range(5)]
+    optimized = jitc.jit(tail).lower(*args).optimize()
+    kernels = [i for i in optimized.entry.body if i.op is ops.FUSION]
+    assert len(kernels) == 1 and len(kernels[0].results) == 2
+    for backend in ("interpreter", "cpu", "c", "cuda-sim"):
+        for got, want in zip(jitc.jit(tail, backend=backend)(*args), tail(*args), strict=True):
+            np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
