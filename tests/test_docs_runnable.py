@@ -4,7 +4,8 @@
   order, in one namespace), and a ```text block whose first line is `# output` right after
   one is what it prints (see docs/README.md for the convention).
 - The supported numpy surface listed in docs/jit.md is generated from jitc's own tables;
-  `python tests/test_docs_runnable.py --update` rewrites it.
+  `python tests/test_docs_runnable.py --update` rewrites it, and docs/numpy_coverage.md
+  (every numpy function's status, tests/numpy_coverage.py) with it.
 - docs/architecture.md names only packages and modules that exist; docs/porting.md names
   every op of the table; links between the pages resolve.
 """
@@ -18,6 +19,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy_coverage
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -101,22 +103,13 @@ def numpy_surface() -> str:
     """The markdown list of what jitc traces, from jitc.numpy's registries."""
     import numpy as np
 
-    from jitc.numpy._core import HANDLED
-    from jitc.numpy.dispatch import public_name
     from jitc.numpy.ufunc_methods import ASSOCIATIVE
     from jitc.numpy.ufuncs import UFUNCS
-
-    def later(impl: object) -> bool:
-        # Functions registered only to explain why they are not traced yet.
-        return getattr(impl, "__qualname__", "").startswith("_not_yet.")
 
     def names(items: list[str]) -> str:
         return ", ".join(f"`{n}`" for n in sorted(set(items)))
 
-    functions = [public_name(f).removeprefix("numpy.") for f, impl in HANDLED.items()
-                 if not later(impl)]
-    pending = [public_name(f).removeprefix("numpy.") for f, impl in HANDLED.items()
-               if later(impl)]
+    functions, pending = numpy_coverage.traced_names()
     ufuncs = [u.__name__ for u in UFUNCS] + ["matmul"]
     associative = [u.__name__ for u in ASSOCIATIVE]
     assert all(isinstance(u, np.ufunc) for u in UFUNCS)
@@ -147,6 +140,39 @@ def test_supported_numpy_surface_in_jit_md_is_up_to_date() -> None:
     assert text[begin:end] == numpy_surface(), \
         "docs/jit.md lists another numpy surface than jitc has; run " \
         "`python tests/test_docs_runnable.py --update`"
+
+
+def test_numpy_coverage_page_is_up_to_date() -> None:
+    import numpy as np
+    page = numpy_coverage.PAGE.read_text()
+    if f"numpy {np.__version__}'s main namespace" not in page:
+        pytest.skip(f"docs/numpy_coverage.md describes another numpy than {np.__version__}")
+    assert page == numpy_coverage.coverage_page(), \
+        "docs/numpy_coverage.md is not what jitc's tables give; run " \
+        "`python tests/test_docs_runnable.py --update`"
+
+
+def test_numpy_coverage_reads_jitc_tables() -> None:
+    import numpy as np
+    traced = numpy_coverage.Status.TRACED
+    assert numpy_coverage.classify(np.cumsum, "numpy.cumsum")[0] is traced
+    assert numpy_coverage.classify(np.tanh, "numpy.tanh")[0] is traced
+    assert numpy_coverage.classify(np.zeros, "numpy.zeros")[0] is traced
+    status, reason = numpy_coverage.classify(np.unique, "numpy.unique")
+    assert status is numpy_coverage.Status.REFUSED and "shape depends on the values" in reason
+    assert numpy_coverage.classify(np.hanning, "numpy.hanning")[0] is \
+        numpy_coverage.Status.NUMPY_AT_TRACE_TIME
+
+
+def test_refused_functions_say_why() -> None:
+    import numpy as np
+
+    import jitc
+    from jitc.tracing.errors import TraceError
+    with pytest.raises(TraceError, match=r"numpy\.unique .*\n.*shape depends on the values"):
+        jitc.jit(np.unique)(np.arange(3.0))
+    with pytest.raises(TraceError, match="no complex dtypes"):
+        jitc.jit(np.fft.fft)(np.arange(4.0))
 
 
 # -- pages that name code -------------------------------------------------------------------
@@ -212,6 +238,7 @@ if __name__ == "__main__":
         sys.path.insert(0, str(ROOT))
         page, start, stop = _jit_page()
         (DOCS / "jit.md").write_text(page[:start] + numpy_surface() + page[stop:])
-        print("docs/jit.md: numpy surface updated")
+        numpy_coverage.PAGE.write_text(numpy_coverage.coverage_page())
+        print("docs/jit.md: numpy surface updated; docs/numpy_coverage.md regenerated")
     else:
         print(__doc__)

@@ -96,6 +96,7 @@ from jitc.numpy.shapes import (
     vstack,
     where,
 )
+from jitc.numpy.solvers import cholesky, det, inv, slogdet, solve
 from jitc.numpy.statistics import corrcoef, cov, interp
 from jitc.numpy.ufunc_methods import cumprod, cumsum
 from jitc.numpy.ufuncs import UFUNCS, apply_operator, apply_ufunc, nan_to_num

@@ -23,7 +23,7 @@ def apply_function(func: Callable, args: tuple, kwargs: dict[str, Any]) -> Any:
 def unsupported_call(func: Callable, name: str, args: tuple, kwargs: dict[str, Any]) -> Any:
     """The error for a numpy function jitc cannot trace; in explain mode (Jitted.explain) a
     note, and tracing goes on with numpy's result on zeros of the same shapes."""
-    error = unsupported(name)
+    error = unsupported(name, WHY_NOT.get(name, ""))
     state = current_trace()
     if state is None or state.obstacles is None:
         raise error
@@ -41,6 +41,34 @@ def unsupported_call(func: Callable, name: str, args: tuple, kwargs: dict[str, A
     results, out_tree = pytree.flatten(result, lambda x: isinstance(x, np.ndarray))
     return pytree.unflatten(out_tree, [lift(np.asarray(r)).copy_tracer()
                                        if isinstance(r, np.ndarray) else r for r in results])
+
+
+def _reasons(groups: list[tuple[str, str]]) -> dict[str, str]:
+    return {f"numpy.{name}": reason for names, reason in groups for name in names.split()}
+
+
+# Why a numpy function is not traced, where the answer is more than "not yet": the error says
+# it, and docs/numpy_coverage.md lists it.
+WHY_NOT: dict[str, str] = _reasons([
+    ("argwhere flatnonzero extract unique unique_all unique_counts unique_inverse unique_values "
+     "intersect1d union1d setdiff1d setxor1d trim_zeros",
+     "Its result's shape depends on the values, which are known only when the compiled code "
+     "runs; keep the shape with np.where(mask, x, fill)."),
+    ("fft.fft fft.ifft fft.fft2 fft.ifft2 fft.fftn fft.ifftn fft.rfft fft.irfft fft.rfft2 "
+     "fft.irfft2 fft.rfftn fft.irfftn fft.hfft fft.ihfft angle iscomplex real_if_close "
+     "sort_complex linalg.eig linalg.eigvals",
+     "jitc has no complex dtypes."),
+    ("save savez savez_compressed savetxt array2string array_repr array_str",
+     "It writes or formats values, which exist only when the compiled code runs; call it on "
+     "the jitted function's result."),
+    ("datetime_as_string busday_count busday_offset is_busday isnat",
+     "jitc has no datetime dtypes."),
+    ("may_share_memory shares_memory",
+     "jitc, not numpy, places traced arrays in memory; ask outside jitc.jit."),
+    ("divmod frexp modf",
+     "A ufunc with two results is not traced yet; compute each (np.floor_divide and "
+     "np.remainder for divmod)."),
+])
 
 
 def public_name(func: Callable) -> str:
@@ -71,6 +99,8 @@ def conj(a):
 
 def _not_yet(name: str, hint: str = "") -> Callable:
     numpy_fn = getattr(np, name)
+    if hint:
+        WHY_NOT[f"numpy.{name}"] = hint
 
     def fn(*args: Any, **kwargs: Any) -> Any:
         raise unsupported(f"numpy.{name}", hint)
