@@ -138,6 +138,11 @@ def _fold(builder: Builder, inst: Instruction,
           operands: Sequence[Value]) -> Sequence[Value] | None:
     if not _foldable(inst.op):
         return None
+    if inst.operands and all(v.type.size == 0 for v in inst.results):
+        # Nothing to compute: code generators then never see an op without elements (an
+        # empty concatenate has no operand to read an element from).
+        return [make_constant(builder, np.zeros(v.type.shape, v.type.dtype.numpy), v.type,
+                              v.name_hint) for v in inst.results]
     folded = _fold_splats(builder, inst, operands)
     if folded is not None:
         return folded

@@ -262,3 +262,17 @@ def test_layouts_are_kept() -> None:
     assert after.entry.outputs[0].type.layout == (0, 1)
     np.testing.assert_array_equal(after.entry.outputs[0].producer.attrs["value"].array,
                                   [[0, 0, 0], [1, 1, 1]])
+
+
+@pytest.mark.parametrize("backend", ["interpreter", "cpu", "c", "cuda-sim"])
+def test_ops_without_elements_become_empty_constants(backend: str) -> None:
+    """A concatenate of operands empty along its axis crashed the cpu and c code generators,
+    which had no operand to read an element from."""
+    import jitc
+
+    def f(a, b):
+        return np.concatenate([a, b], axis=-1) * 2, np.concatenate([a, b], axis=0).sum(axis=0)
+    a, b = np.zeros((2, 0)), np.ones((2, 0))
+    for got, want in zip(jitc.jit(f, backend=backend)(a, b), f(a, b), strict=True):
+        assert got.shape == want.shape and got.dtype == want.dtype
+        np.testing.assert_array_equal(got, want)
