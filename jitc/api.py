@@ -17,7 +17,7 @@ import types
 import uuid
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -300,7 +300,8 @@ class Jitted:
 
     def __init__(self, fun: Callable, options: Options, static_argnums: Sequence[int],
                  static_argnames: Sequence[str], donate_argnums: Sequence[int] = (),
-                 cache_limit: int = DEFAULT_CACHE_LIMIT) -> None:
+                 cache_limit: int = DEFAULT_CACHE_LIMIT,
+                 explicit_options: Iterable[str] = ()) -> None:
         # A bound method (`jitc.jit(obj.step)`): its instance's state is captured like `self`'s
         # in a method jitted in its class body.
         self._instance = _NO_SELF
@@ -310,6 +311,9 @@ class Jitted:
             donate_argnums = tuple(n + 1 for n in donate_argnums)
         self.fun = fun
         self.options = options
+        # The options the caller chose; the others are this process's defaults, and those of
+        # a process it is pickled to are that process's own.
+        self._explicit_options = frozenset(explicit_options)
         self.signature = _Signature(fun, static_argnums, static_argnames)
         self._static_args = (tuple(static_argnums), tuple(static_argnames))
         self.donate_argnums = frozenset(donate_argnums)
@@ -560,8 +564,8 @@ class Jitted:
 
         `@jit` on a module-level function pickles as that module attribute; otherwise the
         function (by reference, as pickle does functions) travels with the static and donated
-        arguments and the options set differently from this process's defaults (defaults
-        such as the thread count are the receiving process's own). It travels with a token
+        arguments and the options given to `jit` (those left to their defaults, such as the
+        thread count, take the receiving process's own). It travels with a token
         too: a process that receives the same jitted function many times (a Dask worker gets
         it with every task) makes one jitted function of it, which compiles once per signature.
         """
@@ -570,9 +574,7 @@ class Jitted:
             owner = getattr(owner, part, None)
         if owner is self:
             return self.__qualname__
-        defaults = Options()
-        changes = {f.name: getattr(self.options, f.name) for f in fields(Options)
-                   if getattr(self.options, f.name) != getattr(defaults, f.name)}
+        changes = {name: getattr(self.options, name) for name in sorted(self._explicit_options)}
         token = self.__dict__.setdefault("_pickle_token", uuid.uuid4().hex)
         return (_unpickle_jitted, (self.fun, changes, tuple(sorted(self.signature.static_names)),
                                    tuple(sorted(self.donate_argnums)), token))
@@ -594,7 +596,7 @@ def _unpickle_jitted(fun: Callable, option_changes: dict[str, Any],
             _unpickled.move_to_end(token)
             return known
         jitted = Jitted(fun, Options().with_(**option_changes), (), static_argnames,
-                        donate_argnums)
+                        donate_argnums, explicit_options=option_changes)
         if token is not None:
             jitted._pickle_token = token  # passed on under the same token
             _unpickled[token] = jitted
@@ -680,7 +682,7 @@ def jit(fun: Callable | None = None, *, backend: str | None = None,
 
     def wrap(f: Callable) -> Jitted:
         return Jitted(f, options, tuple(static_argnums), tuple(static_argnames),
-                      tuple(donate_argnums), cache_limit)
+                      tuple(donate_argnums), cache_limit, explicit_options=changes)
     return wrap if fun is None else wrap(fun)
 
 

@@ -120,3 +120,15 @@ def test_a_process_makes_one_jitted_function_of_each_it_receives() -> None:
     other = pickle.loads(pickle.dumps(alike))
     assert other is not first and other.cache_size == 0
     assert pickle.loads(pickle.dumps(first)) is first  # passed on: still the same function
+
+
+def test_options_left_to_their_defaults_stay_the_receivers_own(monkeypatch) -> None:
+    """Only the options given to `jit` travel: a default that changed in the sender since
+    (starting a Dask LocalCluster sets OMP_NUM_THREADS=1 in the client process) is not sent
+    as if it had been chosen."""
+    monkeypatch.setenv("JITC_NUM_THREADS", "3")
+    chosen, default = jitc.jit(normalize, num_threads=2), jitc.jit(normalize)
+    assert default.options.num_threads == 3
+    monkeypatch.setenv("JITC_NUM_THREADS", "1")
+    assert pickle.loads(pickle.dumps(default)).options.num_threads == 1
+    assert pickle.loads(pickle.dumps(chosen)).options.num_threads == 2
