@@ -5,6 +5,7 @@ tasks it runs and however its tasks receive the function. One cluster serves the
 
 from __future__ import annotations
 
+import os
 from collections import Counter
 from collections.abc import Iterator
 
@@ -28,10 +29,15 @@ BLOCK_ROWS = 100
 @pytest.fixture(scope="module")
 def client() -> Iterator[distributed.Client]:
     # Two threads per worker: tasks of one worker also call the jitted functions concurrently.
+    # The nannies run in this process and set OMP_NUM_THREADS=1 and others in its environment
+    # for the workers they spawn: put it back for the tests that follow.
+    saved = dict(os.environ)
     with distributed.LocalCluster(processes=True, n_workers=2, threads_per_worker=2,
                                   dashboard_address=None) as cluster, \
             distributed.Client(cluster) as client:
         yield client
+    os.environ.clear()
+    os.environ.update(saved)
 
 
 @pytest.fixture(autouse=True)
@@ -109,8 +115,6 @@ def test_an_exported_function(client) -> None:
 def test_workers_use_one_kernel_thread_and_the_test_cache(client) -> None:
     """Dask's nanny sets OMP_NUM_THREADS=1 in each worker process: jitc's pool honours it, so
     the workers' tasks each keep one core busy rather than each start a pool of all cores."""
-    import os
-
     def settings() -> tuple[int, str | None]:
         return jitc.Options().num_threads, os.environ.get("JITC_CACHE_DIR")
 
