@@ -14,9 +14,10 @@ import sys
 import threading
 import time
 import types
+import uuid
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -299,7 +300,8 @@ class Jitted:
 
     def __init__(self, fun: Callable, options: Options, static_argnums: Sequence[int],
                  static_argnames: Sequence[str], donate_argnums: Sequence[int] = (),
-                 cache_limit: int = DEFAULT_CACHE_LIMIT) -> None:
+                 cache_limit: int = DEFAULT_CACHE_LIMIT,
+                 explicit_options: Iterable[str] = ()) -> None:
         # A bound method (`jitc.jit(obj.step)`): its instance's state is captured like `self`'s
         # in a method jitted in its class body.
         self._instance = _NO_SELF
@@ -309,6 +311,9 @@ class Jitted:
             donate_argnums = tuple(n + 1 for n in donate_argnums)
         self.fun = fun
         self.options = options
+        # The options the caller chose; the others are this process's defaults, and those of
+        # a process it is pickled to are that process's own.
+        self._explicit_options = frozenset(explicit_options)
         self.signature = _Signature(fun, static_argnums, static_argnames)
         self._static_args = (tuple(static_argnums), tuple(static_argnames))
         self.donate_argnums = frozenset(donate_argnums)
@@ -559,24 +564,45 @@ class Jitted:
 
         `@jit` on a module-level function pickles as that module attribute; otherwise the
         function (by reference, as pickle does functions) travels with the static and donated
-        arguments and the options set differently from this process's defaults (defaults
-        such as the thread count are the receiving process's own).
+        arguments and the options given to `jit` (those left to their defaults, such as the
+        thread count, take the receiving process's own). It travels with a token
+        too: a process that receives the same jitted function many times (a Dask worker gets
+        it with every task) makes one jitted function of it, which compiles once per signature.
         """
         owner: Any = sys.modules.get(getattr(self, "__module__", ""))
         for part in getattr(self, "__qualname__", "<unnamed>").split("."):
             owner = getattr(owner, part, None)
         if owner is self:
             return self.__qualname__
-        defaults = Options()
-        changes = {f.name: getattr(self.options, f.name) for f in fields(Options)
-                   if getattr(self.options, f.name) != getattr(defaults, f.name)}
+        changes = {name: getattr(self.options, name) for name in sorted(self._explicit_options)}
+        token = self.__dict__.setdefault("_pickle_token", uuid.uuid4().hex)
         return (_unpickle_jitted, (self.fun, changes, tuple(sorted(self.signature.static_names)),
-                                   tuple(sorted(self.donate_argnums))))
+                                   tuple(sorted(self.donate_argnums)), token))
+
+
+# Jitted functions this process unpickled, by the sender's token, most recently used last; the
+# bound keeps a process that receives ever new ones from holding all their machine code.
+UNPICKLED_LIMIT = 32
+_unpickled: OrderedDict[str, Jitted] = OrderedDict()
+_unpickled_lock = threading.Lock()
 
 
 def _unpickle_jitted(fun: Callable, option_changes: dict[str, Any],
-                     static_argnames: tuple[str, ...], donate_argnums: tuple[int, ...]) -> Jitted:
-    return Jitted(fun, Options().with_(**option_changes), (), static_argnames, donate_argnums)
+                     static_argnames: tuple[str, ...], donate_argnums: tuple[int, ...],
+                     token: str | None = None) -> Jitted:
+    with _unpickled_lock:
+        known = _unpickled.get(token) if token is not None else None
+        if known is not None:
+            _unpickled.move_to_end(token)
+            return known
+        jitted = Jitted(fun, Options().with_(**option_changes), (), static_argnames,
+                        donate_argnums, explicit_options=option_changes)
+        if token is not None:
+            jitted._pickle_token = token  # passed on under the same token
+            _unpickled[token] = jitted
+            while len(_unpickled) > UNPICKLED_LIMIT:
+                _unpickled.popitem(last=False)
+        return jitted
 
 
 class BoundJitted:
@@ -625,7 +651,8 @@ def jit(fun: Callable | None = None, *, backend: str | None = None,
     - `donate_argnums`: array arguments whose memory a result of the same type may reuse; the
       result is then that very array, updated in place, and the caller must not use the
       argument's old value afterwards (as in JAX). Reuse happens only where it is safe.
-    - `num_threads`: threads the CPU backend may use (default: JITC_NUM_THREADS or all CPUs).
+    - `num_threads`: threads the CPU backend may use (default: JITC_NUM_THREADS, else
+      OMP_NUM_THREADS, else all CPUs this process may use).
     - `cache_limit`: how many signatures stay compiled; past it the least recently used one
       is dropped (and compiled again if it comes back).
     - `disk_cache`: whether compiles use the persistent cache (docs/cache.md), which keeps
@@ -655,7 +682,7 @@ def jit(fun: Callable | None = None, *, backend: str | None = None,
 
     def wrap(f: Callable) -> Jitted:
         return Jitted(f, options, tuple(static_argnums), tuple(static_argnames),
-                      tuple(donate_argnums), cache_limit)
+                      tuple(donate_argnums), cache_limit, explicit_options=changes)
     return wrap if fun is None else wrap(fun)
 
 

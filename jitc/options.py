@@ -4,8 +4,12 @@ Environment variables are read here and nowhere else:
 - `JITC_DUMP_DIR`: write the IR after every pass of every compilation to this folder
   (one subfolder per compiled function).
 - `JITC_BACKEND`: the default backend when `jitc.jit` is not given one.
-- `JITC_NUM_THREADS`: threads the CPU backend may use (default: the CPUs this process may run
-  on).
+- `JITC_NUM_THREADS`: threads the CPU backend may use (default: `OMP_NUM_THREADS` when that
+  is set, else the CPUs this process may run on).
+- `OMP_NUM_THREADS`: read only when `JITC_NUM_THREADS` is not set. Schedulers that run several
+  processes or threads per machine set it to say how many threads each may use (Dask's nanny
+  sets it to 1 in every worker process, docs/scale-out.md); jitc's pool honours it like
+  OpenMP's and BLAS's pools do, instead of multiplying them.
 - `JITC_COMPILE_THREADS`: threads the CPU backend compiles LLVM modules on (default: the
   CPUs this process may run on, at most 4); not part of the cache key, the machine code is the same.
 - `JITC_CACHE_DIR`: the persistent compile cache (jitc/diskcache.py, docs/cache.md): compiled
@@ -36,8 +40,7 @@ class Options:
     disabled_passes: frozenset[str] = frozenset()
     # Argument positions (flattened array arguments) whose buffers results may reuse.
     donated: frozenset[int] = frozenset()
-    num_threads: int = field(default_factory=lambda: int(os.environ.get("JITC_NUM_THREADS")
-                                                         or usable_cpus()))
+    num_threads: int = field(default_factory=lambda: default_num_threads())
     # Whether compiles look in and write to the persistent cache (where: cache_dir()).
     disk_cache: bool = True
 
@@ -72,6 +75,18 @@ def cache_max_bytes() -> int:
     configured = os.environ.get("JITC_CACHE_MAX_MB")
     megabytes = float(configured) if configured else DEFAULT_CACHE_MAX_MB
     return max(0, int(megabytes * (1 << 20)))
+
+
+def default_num_threads() -> int:
+    """JITC_NUM_THREADS, else OMP_NUM_THREADS (its first level, as in "4,2"), else the CPUs
+    this process may run on."""
+    configured = os.environ.get("JITC_NUM_THREADS")
+    if configured:
+        return max(1, int(configured))
+    omp = os.environ.get("OMP_NUM_THREADS", "").split(",")[0].strip()
+    if omp.isdigit() and int(omp) > 0:
+        return int(omp)
+    return usable_cpus()
 
 
 def usable_cpus() -> int:

@@ -16,6 +16,12 @@
  * (SPIN_NS) before sleeping: workers waiting for the next section, and the caller waiting for
  * chunks still running. The spin is short on purpose: a pool that kept spinning would steal
  * the core from whatever else the process runs between calls (numpy's BLAS threads, say).
+ *
+ * The pool serves one section at a time. A thread whose section finds it busy with another
+ * thread's runs its own chunks itself, one after another, instead of waiting: several threads
+ * calling jitc code at once (Dask's workers, a thread pool of requests) each keep their own
+ * core busy rather than queue for the pool, or add its workers to theirs and oversubscribe.
+ * The chunks are the same ones, so the results are too.
  */
 #ifdef __linux__
 #define _GNU_SOURCE  /* sched_getcpu, CPU_SET */
@@ -46,6 +52,7 @@ static atomic_int caller_sleeping;
 static _Atomic(jitc_task) current_task;
 static _Atomic(void *) current_frame;
 static _Atomic int64_t current_n, current_chunks;
+static _Atomic int64_t busy_sections;  /* sections run by their caller alone: the pool was busy */
 static pthread_t worker_threads[JITC_MAX_THREADS];
 static atomic_int worker_cpu[JITC_MAX_THREADS];  /* where each worker last ran (-1: unknown) */
 
@@ -241,7 +248,15 @@ void jitc_parallel_for(jitc_task task, void *frame, int64_t n, int64_t threads) 
         return;
     }
     pthread_once(&fork_handler_once, register_fork_handler);
-    pthread_mutex_lock(&section_lock);
+    if (pthread_mutex_trylock(&section_lock) != 0) {
+        atomic_fetch_add_explicit(&busy_sections, 1, memory_order_relaxed);
+        for (int64_t chunk = 0; chunk < threads; chunk++) {
+            int64_t begin = n * chunk / threads, end = n * (chunk + 1) / threads;
+            if (begin < end)
+                task(frame, begin, end);
+        }
+        return;
+    }
     pthread_mutex_lock(&lock);
     ensure_workers(threads - 1);
     if (threads > workers + 1)
@@ -290,6 +305,10 @@ void jitc_parallel_for(jitc_task task, void *frame, int64_t n, int64_t threads) 
         relax();
     }
     pthread_mutex_unlock(&section_lock);
+}
+
+int64_t jitc_pool_busy_sections(void) {
+    return atomic_load_explicit(&busy_sections, memory_order_relaxed);
 }
 
 int64_t jitc_pool_size(void) {

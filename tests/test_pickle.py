@@ -105,3 +105,30 @@ def test_an_unpickled_function_loads_its_code_from_the_persistent_cache(tmp_path
                          input=pickle.dumps(decorated), capture_output=True, timeout=120)
     assert run.returncode == 0, run.stderr.decode()
     assert run.stdout.decode().split() == ["[True]"]
+
+
+def test_a_process_makes_one_jitted_function_of_each_it_receives() -> None:
+    """A Dask worker receives a jitted function with every task; it compiles once per
+    signature only if every copy of one sender's function is the same object. A second
+    function of the sender, even one made alike, stays a function apart."""
+    fast, alike = _with_options(), _with_options()
+    data = pickle.dumps(fast)
+    first, again = pickle.loads(data), pickle.loads(pickle.dumps(fast))
+    assert first is again and first is not fast
+    np.testing.assert_allclose(first(X, axis=1), normalize(X, 1), rtol=1e-6)
+    assert pickle.loads(data).cache_size == 1
+    other = pickle.loads(pickle.dumps(alike))
+    assert other is not first and other.cache_size == 0
+    assert pickle.loads(pickle.dumps(first)) is first  # passed on: still the same function
+
+
+def test_options_left_to_their_defaults_stay_the_receivers_own(monkeypatch) -> None:
+    """Only the options given to `jit` travel: a default that changed in the sender since
+    (starting a Dask LocalCluster sets OMP_NUM_THREADS=1 in the client process) is not sent
+    as if it had been chosen."""
+    monkeypatch.setenv("JITC_NUM_THREADS", "3")
+    chosen, default = jitc.jit(normalize, num_threads=2), jitc.jit(normalize)
+    assert default.options.num_threads == 3
+    monkeypatch.setenv("JITC_NUM_THREADS", "1")
+    assert pickle.loads(pickle.dumps(default)).options.num_threads == 1
+    assert pickle.loads(pickle.dumps(chosen)).options.num_threads == 2

@@ -7,6 +7,7 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
+import pytest
 
 import jitc
 
@@ -126,3 +127,37 @@ def test_stress_sixteen_threads_new_shapes_and_repeated_calls() -> None:
         counts = list(pool.map(work, range(16)))
     assert min(counts) > 0
     assert traces == {s: 1 for s in set(shapes)}
+
+
+def test_a_section_that_finds_the_pool_busy_runs_on_its_caller() -> None:
+    """Two threads calling parallel kernels at once: the second does not queue for the pool
+    (nor add threads to it) but runs the same chunks itself, so its results are the same."""
+    from jitc.backends.cpu.runtime import busy_sections, pool_size
+
+    f = jitc.jit(lambda x: np.tanh(x * 2.0 + 1.0) * x, num_threads=2)
+    x = np.linspace(-3, 3, 512 * 512, dtype=np.float32).reshape(512, 512)
+    alone = f(x)
+    if pool_size() == 0:
+        pytest.skip("the CPU backend split no kernel across threads (no C runtime)")
+    np.testing.assert_allclose(alone, np.tanh(x * 2.0 + 1.0) * x, rtol=1e-6, atol=1e-7)
+    before = busy_sections()
+    results = run_together(2, lambda i: [f(x) for _ in range(200)])
+    assert busy_sections() > before
+    for result in (r for batch in results for r in batch):
+        np.testing.assert_array_equal(result, alone)
+
+
+def test_the_default_thread_count_honours_omp_num_threads(monkeypatch) -> None:
+    """Schedulers (Dask's nanny among them) set OMP_NUM_THREADS per worker process; an
+    explicit JITC_NUM_THREADS wins over it."""
+    monkeypatch.delenv("JITC_NUM_THREADS", raising=False)
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    assert jitc.Options().num_threads == 1
+    assert jitc.jit(lambda x: x + 1).options.num_threads == 1
+    monkeypatch.setenv("OMP_NUM_THREADS", "3,1")
+    assert jitc.Options().num_threads == 3
+    monkeypatch.setenv("JITC_NUM_THREADS", "2")
+    assert jitc.Options().num_threads == 2
+    monkeypatch.delenv("JITC_NUM_THREADS")
+    monkeypatch.setenv("OMP_NUM_THREADS", "")
+    assert jitc.Options().num_threads == jitc.options.usable_cpus()

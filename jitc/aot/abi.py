@@ -54,7 +54,7 @@ RUNTIME_DIR = _runtime_dir()
 ABI_HEADER = RUNTIME_DIR / "jitc_aot.h"
 POOL_SOURCE = RUNTIME_DIR / "jitc_runtime.c"
 # The thread pool's public names, renamed per library so two libraries can share a program.
-POOL_SYMBOLS = ("jitc_parallel_for", "jitc_pool_size")
+POOL_SYMBOLS = ("jitc_parallel_for", "jitc_pool_size", "jitc_pool_busy_sections")
 
 
 def default_name(output: Path) -> str:

@@ -35,3 +35,13 @@ def pool_size() -> int:
         return 0
     lib.jitc_pool_size.restype = ctypes.c_int64
     return int(lib.jitc_pool_size())
+
+
+def busy_sections() -> int:
+    """Parallel sections whose caller ran all their chunks itself because another thread's
+    section had the pool (runtime/jitc_runtime.c)."""
+    lib = runtime_library()
+    if lib is None:
+        return 0
+    lib.jitc_pool_busy_sections.restype = ctypes.c_int64
+    return int(lib.jitc_pool_busy_sections())
