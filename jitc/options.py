@@ -17,6 +17,10 @@ Environment variables are read here and nowhere else:
 - `JITC_RESULT_CACHE_MB`: read by the C runtime at import: how much freed result memory it
   keeps for reuse (default 256; 0 turns reuse off).
 - `JITC_VERIFY`: when set to 1, verify the IR after every pass (the tests set it).
+- `JITC_PROFILE`: profile the whole process (`jitc.profile`, docs/profiling.md) and write the
+  Chrome trace-event file to this path at exit.
+- `JITC_LOG`: `info` prints the progress of long compiles to stderr even when it is not a
+  terminal; `off` never prints it.
 """
 
 from __future__ import annotations
@@ -72,6 +76,16 @@ def cache_max_bytes() -> int:
     configured = os.environ.get("JITC_CACHE_MAX_MB")
     megabytes = float(configured) if configured else DEFAULT_CACHE_MAX_MB
     return max(0, int(megabytes * (1 << 20)))
+
+
+def profile_path() -> str | None:
+    """JITC_PROFILE: where a whole-process profile goes (None: no profile)."""
+    return os.environ.get("JITC_PROFILE") or None
+
+
+def log_level() -> str:
+    """JITC_LOG ("info", "off", or "" for the default: progress only on a terminal)."""
+    return os.environ.get("JITC_LOG", "").strip().lower()
 
 
 def usable_cpus() -> int:
