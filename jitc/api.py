@@ -27,6 +27,7 @@ from jitc.backends import get_backend
 from jitc.backends.base import Executable
 from jitc.ir import analysis, dtypes
 from jitc.ir.core import Module
+from jitc.ir.dot import module_to_dot
 from jitc.ir.printer import print_module
 from jitc.ir.verifier import verify
 from jitc.options import Options
@@ -133,6 +134,10 @@ class Compiled:
         """Each kernel of the optimized program with its cost-model figures (what a profile's
         call spans show; jitc/ir/analysis.py `kernel_costs`)."""
         return analysis.kernel_costs(self.optimized_module)
+
+    def as_dot(self) -> str:
+        """Graphviz text of the optimized IR: fusions as clusters, types on the edges."""
+        return module_to_dot(self.optimized_module, f"{self.lowered.name} (optimized)")
 
     def cost_analysis(self) -> dict[str, int]:
         """flops, transcendentals, bytes_accessed and kernels of the optimized program."""
@@ -276,6 +281,12 @@ class Lowered:
         """The IR as traced, or after the backend's optimizer pipeline."""
         module = self.optimize() if optimized else self.module
         return print_module(module, elide_constants=True)
+
+    def as_dot(self, optimized: bool = False) -> str:
+        """Graphviz text of the IR as traced, or after the optimizer (fusions as clusters,
+        shapes and dtypes on the edges); `dot -Tsvg` draws it (docs/profiling.md)."""
+        module = self.optimize() if optimized else self.module
+        return module_to_dot(module, f"{self.name} (optimized)" if optimized else self.name)
 
     def compile(self) -> Compiled:
         backend = get_backend(self.options.backend)
