@@ -137,7 +137,10 @@ def _cache(action: str) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     arguments = sys.argv[1:] if argv is None else list(argv)
-    if arguments[:1] == ["bench"]:  # the suite parses its own options
+    if arguments[:1] == ["bench"]:  # the suite and the function bench parse their own options
+        from jitc import cli_bench
+        if cli_bench.is_model_target(arguments[1:]):
+            return cli_bench.run(arguments[1:])
         return _bench(arguments[1:])
     parser = argparse.ArgumentParser(prog="jitc", description="jitc: a tracing JIT compiler "
                                      "for numpy-style code")
@@ -147,7 +150,9 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser("version", help="print the version")
     sub.add_parser("bench", add_help=False,
                    help="the benchmark suite against numpy, JAX and numba (from a source "
-                        "checkout; `jitc bench --help` for its options)")
+                        "checkout; `jitc bench --help` for its options), or `jitc bench "
+                        "FILE:FUNCTION --input SIG --sweep B=1,8,64`: one function against "
+                        "numpy at several batch sizes (`jitc bench FILE:FUNCTION --help`)")
     cache = sub.add_parser("cache", help="the persistent compile cache: where it is, what it "
                            "holds, clearing it (docs/cache.md)")
     cache.add_argument("action", choices=["info", "clear"])
