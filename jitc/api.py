@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from jitc import compile_cache, dispatch, profiling
+from jitc import compile_cache, dispatch, profiling, progress
 from jitc.arguments import check_python_ints, python_int_bounds
 from jitc.backends import get_backend
 from jitc.backends.base import Executable
@@ -292,10 +292,11 @@ class Lowered:
         backend = get_backend(self.options.backend)
         start = time.perf_counter()
         signature = ", ".join(str(s) for s in self.specs)
-        with collector_paused(), profiling.span(f"compile {self.name}", "compile",
-                                                signature=signature,
-                                                backend=backend.name) as span:
+        with collector_paused(), progress.watch(self.name, signature), \
+                profiling.span(f"compile {self.name}", "compile", signature=signature,
+                               backend=backend.name) as span:
             # The persistent cache (compile_cache.py): a hit skips the optimizer and backend.
+            progress.stage("the persistent cache")
             key = compile_cache.key(self.module, self.options, backend)
             executable = compile_cache.load(
                 key, backend,
@@ -311,6 +312,7 @@ class Lowered:
             with profiling.span("optimize", "compile"):
                 optimized = pipeline.run(self.module)
             middle = time.perf_counter()
+            progress.stage(f"codegen ({backend.name} backend)")
             with profiling.span("codegen", "compile", backend=backend.name):
                 executable = backend.compile(optimized, self.options)
             compile_cache.store(key, backend, executable)
@@ -534,7 +536,8 @@ class Jitted:
             with signature_lock:
                 compiled = self._cache.get(key)
                 if compiled is None:
-                    with collector_paused():
+                    signature = ", ".join(str(s) for s in specs)
+                    with collector_paused(), progress.watch(self.name, signature):
                         compiled = self._lower(dynamic, static, treedef, specs, captured,
                                                instance).compile()
                     self._cache[key] = compiled

@@ -18,7 +18,7 @@ import warnings
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
-from jitc import profiling
+from jitc import profiling, progress
 from jitc.ir.core import Module
 from jitc.ir.printer import print_module
 from jitc.ir.verifier import VerifyError, verify
@@ -107,6 +107,7 @@ class _Run:
         name = ".".join((*scope, p.name))
         if p.name in self.disabled or name in self.disabled:
             return module
+        progress.stage(f"pass {name}")
         start = time.perf_counter()
         inner: list[PassRecord] = []
         with profiling.span(name, "pass", round=iteration) as span:

@@ -10,7 +10,7 @@ import llvmlite
 import llvmlite.binding as llvm
 import numpy as np
 
-from jitc import compile_cache, profiling
+from jitc import compile_cache, profiling, progress
 from jitc.backends.cpu import objects
 from jitc.backends.cpu.codegen import ENTRY, Lowering, lower_module
 from jitc.backends.cpu.gemm_routines import declared_routines
@@ -136,12 +136,14 @@ class CpuBackend:
         # The kernels go to several modules compiled on as many threads; the GEMM routines
         # they call are compiled once per process (objects.py). Neither changes the code of
         # any function: only where it is compiled.
+        progress.stage("codegen: lowering to LLVM IR")
         with profiling.span("lower to LLVM IR", "codegen") as span:
             lowering = lower_module(module, threads, donated=options.donated,
                                     partitions=compile_threads(), external_routines=True,
                                     native_ldexp=target.host_has("avx512f"))
             span.note(kernels=len(lowering.kernels), modules=len(lowering.parts))
         entry = EntryPoint.of(module, lowering)
+        progress.stage(f"codegen: LLVM compiling {len(lowering.parts)} module(s)")
         keep = compile_cache.wanted(options)
         routines = {r for part in lowering.parts for r in declared_routines(part)}
         if len(lowering.parts) == 1 and not routines:
