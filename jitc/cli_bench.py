@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from jitc.cli_model import CommandError, InputSpec, load_function, parse_sizes, random_inputs
+from jitc.tracing import pytree
 
 # Without a latency budget, the recommendation is the smallest size whose throughput is at
 # least this share of the best measured: past it, a bigger batch buys little throughput for
@@ -81,10 +82,10 @@ def _latencies(function: Callable, args: Sequence[np.ndarray], min_seconds: floa
 
 def _max_error(got: Any, want: Any) -> float:
     """max |jitc - numpy| / max |numpy| over the results."""
-    gots = got if isinstance(got, tuple | list) else (got,)
-    wants = want if isinstance(want, tuple | list) else (want,)
+    gots, _ = pytree.flatten(got)
+    wants, _ = pytree.flatten(want)
     worst = 0.0
-    for g, w in zip(gots, wants):
+    for g, w in zip(gots, wants, strict=True):
         g, w = np.asarray(g, np.float64), np.asarray(w, np.float64)
         scale = float(np.max(np.abs(w))) if w.size else 0.0
         difference = float(np.max(np.abs(g - w))) if w.size else 0.0

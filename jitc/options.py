@@ -18,7 +18,7 @@ Environment variables are read here and nowhere else:
   keeps for reuse (default 256; 0 turns reuse off).
 - `JITC_VERIFY`: when set to 1, verify the IR after every pass (the tests set it).
 - `JITC_PROFILE`: profile the whole process (`jitc.profile`, docs/profiling.md) and write the
-  Chrome trace-event file to this path at exit.
+  Chrome trace-event file to this path at exit (`{pid}` in it: the process id).
 - `JITC_LOG`: `info` prints the progress of long compiles to stderr even when it is not a
   terminal; `off` never prints it.
 """

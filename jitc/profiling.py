@@ -17,8 +17,12 @@ The file opens in Perfetto (ui.perfetto.dev) and chrome://tracing. It holds comp
 - instant events for the persistent cache (`disk cache hit` / `miss`).
 
 `JITC_PROFILE=path` in the environment profiles the whole process and writes the file at
-exit. Nothing here runs when not profiling: compiled code is called through the same C fast
-path as ever; a profile, while it lasts, puts a timing wrapper in front of it.
+exit; `{pid}` in the path becomes the process id, so that the worker processes of a
+multiprocessing pool (which import jitc afresh and inherit the variable) write files of their
+own instead of each replacing the same one.
+
+Nothing here runs when not profiling: compiled code is called through the same C fast path
+as ever; a profile, while it lasts, puts a timing wrapper in front of it.
 """
 
 from __future__ import annotations
@@ -202,7 +206,7 @@ def start_from_environment() -> None:
     """JITC_PROFILE=path: profile the whole process, write the file at exit."""
     path = profile_path()
     if path and _active is None:
-        start(path)
+        start(path.replace("{pid}", str(os.getpid())))
         atexit.register(stop)
 
 

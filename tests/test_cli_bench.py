@@ -21,6 +21,10 @@ MODEL = textwrap.dedent("""\
         logits = x @ W + bias
         e = np.exp(logits - logits.max(axis=1, keepdims=True))
         return e / e.sum(axis=1, keepdims=True)
+
+
+    def stats(x):
+        return {"mean": x.mean(axis=1), "max": x.max(axis=1)}
     """)
 
 
@@ -89,3 +93,10 @@ def test_mistakes_are_one_line_each(model, capsys) -> None:
     assert "expected NAME=N,N,..." in capsys.readouterr().err
     assert main(["bench", target, "--input", "f32[B,32]", "--input", "f32[4]"]) == 2
     assert "no size for B" in capsys.readouterr().err
+
+
+def test_results_that_are_pytrees_are_compared_leaf_by_leaf(model, capsys) -> None:
+    assert main(["bench", f"{model}:stats", "--input", "f64[B,16]", "--sweep", "B=4",
+                 "--min-seconds", "0.01", "--json"]) == 0
+    (row,) = json.loads(capsys.readouterr().out)["rows"]
+    assert row["max_error"] < 1e-12

@@ -134,6 +134,12 @@ def test_one_profile_at_a_time(tmp_path) -> None:
 
 def test_jitc_profile_in_the_environment_profiles_the_process(tmp_path) -> None:
     path = tmp_path / "whole.json"
+    program = "import jitc, os; print(os.getpid())"
+    env = {**os.environ, "JITC_PROFILE": str(tmp_path / "p-{pid}.json")}
+    pid = subprocess.run([sys.executable, "-c", program], check=True, env=env, text=True,
+                         capture_output=True, cwd=Path(jitc.__file__).parent.parent).stdout
+    assert json.loads((tmp_path / f"p-{pid.strip()}.json").read_text())["traceEvents"] == []
+
     program = ("import numpy as np, jitc\n"
                "f = jitc.jit(lambda x: np.exp(x).sum())\n"
                "f(np.ones(8, np.float32)); f(np.ones(8, np.float32))\n")
