@@ -222,6 +222,7 @@ def timed(fast: Callable, compiled: Compiled, miss: object, path: str) -> Callab
     """`fast` (a fast path: it returns `miss` for a call not of its form) with each call it
     serves recorded as a `call` span."""
     name = f"call {compiled.lowered.name}"
+    args = _call_args(compiled, "hit", path)  # shared by its events: the file repeats it
 
     def timed_fast(*call: Any) -> Any:
         profiler = _active
@@ -229,7 +230,7 @@ def timed(fast: Callable, compiled: Compiled, miss: object, path: str) -> Callab
         result = fast(*call)
         end_ns = time.perf_counter_ns()
         if profiler is not None and result is not miss:
-            profiler.complete(name, "call", start_ns, end_ns, _call_args(compiled, "hit", path))
+            profiler.complete(name, "call", start_ns, end_ns, args)
         return result
     return timed_fast
 
