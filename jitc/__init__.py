@@ -15,6 +15,7 @@ from jitc.api import ArgSpec, Compiled, Jitted, Lowered, jit
 from jitc.backends.cuda.device import device_put
 from jitc.ir.interpreter import interpret
 from jitc.options import Options
+from jitc.profiling import profile, start_from_environment
 from jitc.tracing.errors import (
     ConcretizationError,
     IndexingError,
@@ -25,4 +26,6 @@ from jitc.tracing.errors import (
 
 __all__ = ["jit", "lax", "device_put", "export", "ShapeDtype", "numpy", "interpret", "ArgSpec",
            "Compiled", "Jitted", "Lowered", "Options", "JitcError", "ConcretizationError",
-           "IndexingError", "ShapeError", "TraceError", "__version__"]
+           "IndexingError", "ShapeError", "TraceError", "profile", "__version__"]
+
+start_from_environment()  # JITC_PROFILE

@@ -22,12 +22,13 @@ from typing import Any
 
 import numpy as np
 
-from jitc import compile_cache, dispatch
+from jitc import compile_cache, dispatch, profiling, progress
 from jitc.arguments import check_python_ints, python_int_bounds
 from jitc.backends import get_backend
 from jitc.backends.base import Executable
 from jitc.ir import analysis, dtypes
 from jitc.ir.core import Module
+from jitc.ir.dot import module_to_dot
 from jitc.ir.printer import print_module
 from jitc.ir.verifier import verify
 from jitc.options import Options
@@ -128,6 +129,16 @@ class Compiled:
         """The backend's code: optimized IR (interpreter), LLVM IR (cpu; `assembly=True` for
         host assembly) or PTX (cuda)."""
         return self.executable.as_text(**options)
+
+    @functools.cached_property
+    def kernel_costs(self) -> list[dict[str, object]]:
+        """Each kernel of the optimized program with its cost-model figures (what a profile's
+        call spans show; jitc/ir/analysis.py `kernel_costs`)."""
+        return analysis.kernel_costs(self.optimized_module)
+
+    def as_dot(self) -> str:
+        """Graphviz text of the optimized IR: fusions as clusters, types on the edges."""
+        return module_to_dot(self.optimized_module, f"{self.lowered.name} (optimized)")
 
     def cost_analysis(self) -> dict[str, int]:
         """flops, transcendentals, bytes_accessed and kernels of the optimized program."""
@@ -264,30 +275,47 @@ class Lowered:
                         disabled=self.options.disabled_passes)
 
     def optimize(self) -> Module:
-        return self.pipeline().run(self.module)
+        with profiling.span("optimize", "compile"):
+            return self.pipeline().run(self.module)
 
     def as_text(self, optimized: bool = False) -> str:
         """The IR as traced, or after the backend's optimizer pipeline."""
         module = self.optimize() if optimized else self.module
         return print_module(module, elide_constants=True)
 
+    def as_dot(self, optimized: bool = False) -> str:
+        """Graphviz text of the IR as traced, or after the optimizer (fusions as clusters,
+        shapes and dtypes on the edges); `dot -Tsvg` draws it (docs/profiling.md)."""
+        module = self.optimize() if optimized else self.module
+        return module_to_dot(module, f"{self.name} (optimized)" if optimized else self.name)
+
     def compile(self) -> Compiled:
         backend = get_backend(self.options.backend)
         start = time.perf_counter()
-        with collector_paused():
+        signature = ", ".join(str(s) for s in self.specs)
+        with collector_paused(), progress.watch(self.name, signature), \
+                profiling.span(f"compile {self.name}", "compile", signature=signature,
+                               backend=backend.name) as span:
             # The persistent cache (compile_cache.py): a hit skips the optimizer and backend.
+            progress.stage("the persistent cache")
             key = compile_cache.key(self.module, self.options, backend)
             executable = compile_cache.load(
                 key, backend,
                 lambda: backend.compile(self.optimize(), self.options.with_(disk_cache=False)))
+            span.note(disk_cache="hit" if executable is not None else "miss")
+            profiling.instant(f"disk cache {'hit' if executable is not None else 'miss'}",
+                              "cache", function=self.name, signature=signature)
             if executable is not None:
                 stats = CompileStats(self.trace_seconds, 0.0, time.perf_counter() - start,
                                      cached=True)
                 return Compiled(self, self.optimize, executable, stats)
             pipeline = self.pipeline()
-            optimized = pipeline.run(self.module)
+            with profiling.span("optimize", "compile"):
+                optimized = pipeline.run(self.module)
             middle = time.perf_counter()
-            executable = backend.compile(optimized, self.options)
+            progress.stage(f"codegen ({backend.name} backend)")
+            with profiling.span("codegen", "compile", backend=backend.name):
+                executable = backend.compile(optimized, self.options)
             compile_cache.store(key, backend, executable)
         end = time.perf_counter()
         stats = CompileStats(self.trace_seconds, middle - start, end - middle,
@@ -336,6 +364,13 @@ class Jitted:
         params = list(self.signature.sig.parameters) if self.signature.sig else []
         self._self_name = params[0] if params else "self"
         functools.update_wrapper(self, fun)
+        profiling.register(self)
+
+    def forget_fast_paths(self) -> None:
+        """Drop the installed fast paths; the next call of each form installs them again (a
+        profile's start and end do this, to put its timing in front of them or take it away)."""
+        self._fast = None
+        self._forms = {}
 
     def __get__(self, instance: object, owner: type | None = None) -> Any:
         """`@jitc.jit` on a method: `obj.method` is bound to `obj`, whose array state the
@@ -392,14 +427,16 @@ class Jitted:
                instance: object = _NO_SELF, obstacles: list[JitcError] | None = None
                ) -> Lowered:
         start = time.perf_counter()
-        module, out_tree, side_effects = trace_function(
-            self.fun, self.signature, dynamic, static, specs, treedef, captured, instance,
-            self._self_name, obstacles)
+        with profiling.span(f"trace {self.name}", "compile"):
+            module, out_tree, side_effects = trace_function(
+                self.fun, self.signature, dynamic, static, specs, treedef, captured, instance,
+                self._self_name, obstacles)
         options = self.options
         if "reroll" not in options.disabled_passes:
             # Loops that tracing unrolled become while ops again (passes/reroll.py), so that
             # `lower().as_text()` shows them and nothing after this grows with a trip count.
-            module = reroll(module)
+            with profiling.span("reroll", "compile"):
+                module = reroll(module)
             if options.verify:
                 verify(module)
         if self.donate_argnums:
@@ -477,6 +514,7 @@ class Jitted:
         key = (tuple(dynamic), treedef, specs, static, tuple(type(v) for _, v in static),
                captured.key())
         compiled = self._cache.get(key)
+        hit = compiled is not None
         if compiled is None:
             compiled = self._compile_once(key, dynamic, static, treedef, specs, captured,
                                           instance)
@@ -484,7 +522,9 @@ class Jitted:
             with contextlib.suppress(KeyError):  # another thread may have just evicted it
                 self._cache.move_to_end(key)
         self._remember_form(compiled, captured, args, kwargs, leaves, instance)
-        return compiled.call_flat(leaves + [a for _, a in captured.arrays], self.fun, instance)
+        with profiling.call_span(compiled, "hit" if hit else "miss"):
+            return compiled.call_flat(leaves + [a for _, a in captured.arrays], self.fun,
+                                      instance)
 
     def _compile_once(self, key: tuple, dynamic: dict[str, Any], static: tuple,
                       treedef: pytree.TreeDef, specs: tuple[ArgSpec, ...],
@@ -501,7 +541,8 @@ class Jitted:
             with signature_lock:
                 compiled = self._cache.get(key)
                 if compiled is None:
-                    with collector_paused():
+                    signature = ", ".join(str(s) for s in specs)
+                    with collector_paused(), progress.watch(self.name, signature):
                         compiled = self._lower(dynamic, static, treedef, specs, captured,
                                                instance).compile()
                     self._cache[key] = compiled
@@ -525,6 +566,9 @@ class Jitted:
             made[form_key] = (True, fast) if fast is not None else (False, dispatch.form_path(
                 self, compiled, captured, args, kwargs, leaves, instance))
         in_c, fast = made[form_key]
+        if fast is not None and profiling.active() is not None:
+            fast = profiling.timed(fast, compiled, None if in_c else dispatch.MISS,
+                                   "C fast path" if in_c else "call form")
         if positional:
             self._fast = fast if in_c else None
         if fast is not None and not in_c:

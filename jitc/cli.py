@@ -80,6 +80,36 @@ def _bench(arguments: list[str]) -> int:
     return bench_main(arguments)
 
 
+def _dump(args: argparse.Namespace) -> int:
+    """`jitc dump FILE:FUNCTION --input SIG...`: the IR as text, Graphviz or an SVG picture."""
+    import shutil
+    import subprocess
+
+    from jitc.cli_model import InputSpec, load_function, parse_sizes, random_inputs
+    jitted, _ = load_function(args.target)
+    specs = [InputSpec.parse(text) for text in args.input]
+    lowered = jitted.lower(*random_inputs(specs, parse_sizes(args.size)))
+    if args.format == "text":
+        output = lowered.as_text(optimized=args.optimized)
+    else:
+        output = lowered.as_dot(optimized=args.optimized)
+    if args.format == "svg":
+        dot = shutil.which("dot")
+        if dot is None:
+            print("jitc dump: --format svg needs Graphviz's `dot` on PATH (apt install "
+                  "graphviz, or brew install graphviz); --format dot writes its input",
+                  file=sys.stderr)
+            return 2
+        output = subprocess.run([dot, "-Tsvg"], input=output, capture_output=True, text=True,
+                                check=True).stdout
+    if args.output is None:
+        sys.stdout.write(output)
+    else:
+        with open(args.output, "w") as f:
+            f.write(output)
+    return 0
+
+
 def _megabytes(size: int) -> str:
     return f"{size / (1 << 20):.1f} MiB"
 
@@ -107,7 +137,10 @@ def _cache(action: str) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     arguments = sys.argv[1:] if argv is None else list(argv)
-    if arguments[:1] == ["bench"]:  # the suite parses its own options
+    if arguments[:1] == ["bench"]:  # the suite and the function bench parse their own options
+        from jitc import cli_bench
+        if cli_bench.is_model_target(arguments[1:]):
+            return cli_bench.run(arguments[1:])
         return _bench(arguments[1:])
     parser = argparse.ArgumentParser(prog="jitc", description="jitc: a tracing JIT compiler "
                                      "for numpy-style code")
@@ -117,10 +150,26 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser("version", help="print the version")
     sub.add_parser("bench", add_help=False,
                    help="the benchmark suite against numpy, JAX and numba (from a source "
-                        "checkout; `jitc bench --help` for its options)")
+                        "checkout; `jitc bench --help` for its options), or `jitc bench "
+                        "FILE:FUNCTION --input SIG --sweep B=1,8,64`: one function against "
+                        "numpy at several batch sizes (`jitc bench FILE:FUNCTION --help`)")
     cache = sub.add_parser("cache", help="the persistent compile cache: where it is, what it "
                            "holds, clearing it (docs/cache.md)")
     cache.add_argument("action", choices=["info", "clear"])
+    dump = sub.add_parser("dump", help="the IR of a function as text, Graphviz or SVG "
+                          "(docs/profiling.md)")
+    dump.add_argument("target", metavar="FILE:FUNCTION", help="the function, in a Python file")
+    dump.add_argument("--input", action="append", default=[], metavar="SIG",
+                      help="an argument's dtype and shape, such as 'f32[B,784]' (once per "
+                           "argument, in order)")
+    dump.add_argument("--size", action="append", default=[], metavar="NAME=N",
+                      help="the size of a named dimension, such as B=8")
+    dump.add_argument("--optimized", action="store_true", help="after the optimizer")
+    dump.add_argument("--format", choices=["text", "dot", "svg"], default="text",
+                      help="IR text, Graphviz text, or SVG drawn by Graphviz's `dot`")
+    dump.add_argument("--svg", dest="format", action="store_const", const="svg",
+                      help="the same as --format svg")
+    dump.add_argument("-o", "--output", default=None, help="file to write (default: stdout)")
     from jitc.aot import cli as aot_cli
     aot_cli.add_parser(sub)
     args = parser.parse_args(arguments)
@@ -137,6 +186,13 @@ def main(argv: list[str] | None = None) -> int:
         return aot_cli.run(args)
     if args.command == "cache":
         return _cache(args.action)
+    if args.command == "dump":
+        from jitc.cli_model import CommandError
+        try:
+            return _dump(args)
+        except CommandError as exc:
+            print(f"jitc dump: {exc}", file=sys.stderr)
+            return 2
     return 2
 
 

@@ -21,6 +21,10 @@ Environment variables are read here and nowhere else:
 - `JITC_RESULT_CACHE_MB`: read by the C runtime at import: how much freed result memory it
   keeps for reuse (default 256; 0 turns reuse off).
 - `JITC_VERIFY`: when set to 1, verify the IR after every pass (the tests set it).
+- `JITC_PROFILE`: profile the whole process (`jitc.profile`, docs/profiling.md) and write the
+  Chrome trace-event file to this path at exit (`{pid}` in it: the process id).
+- `JITC_LOG`: `info` prints the progress of long compiles to stderr even when it is not a
+  terminal; `off` never prints it.
 """
 
 from __future__ import annotations
@@ -87,6 +91,16 @@ def default_num_threads() -> int:
     if omp.isdigit() and int(omp) > 0:
         return int(omp)
     return usable_cpus()
+
+
+def profile_path() -> str | None:
+    """JITC_PROFILE: where a whole-process profile goes (None: no profile)."""
+    return os.environ.get("JITC_PROFILE") or None
+
+
+def log_level() -> str:
+    """JITC_LOG ("info", "off", or "" for the default: progress only on a terminal)."""
+    return os.environ.get("JITC_LOG", "").strip().lower()
 
 
 def usable_cpus() -> int:

@@ -8,6 +8,7 @@ from collections.abc import Callable
 from jitc.ir import ops
 from jitc.ir.core import Function, Instruction, Module, Value
 from jitc.ir.opdef import Trait
+from jitc.ir.printer import value_names
 
 _LEAVES = (ops.PARAMETER, ops.CONSTANT)
 
@@ -32,21 +33,45 @@ def _function_costs(module: Module, fn: Function) -> tuple[int, int]:
     """(flops, transcendental evaluations) of one function, fusion bodies included."""
     flops = transcendentals = 0
     for inst in fn.body:
+        f, t = _instruction_costs(module, inst)
+        flops, transcendentals = flops + f, transcendentals + t
+    return flops, transcendentals
+
+
+def _instruction_costs(module: Module, inst: Instruction) -> tuple[int, int]:
+    if inst.op in _LEAVES:
+        return 0, 0
+    if inst.op.has(Trait.CALLS):
+        return _function_costs(module, module.functions[inst.attrs["calls"]])  # type: ignore
+    if inst.op in (ops.DOT_GENERAL, ops.CONVOLUTION):
+        return _contraction_flops(inst), 0
+    if inst.op is ops.REDUCE or inst.op in (ops.ARGMAX, ops.ARGMIN):
+        return sum(v.type.size for v in inst.operands), 0
+    if inst.op.has(Trait.ELEMENTWISE) and inst.op is not ops.CONVERT:
+        size = inst.results[0].type.size
+        return size, size if inst.op.has(Trait.TRANSCENDENTAL) else 0
+    return 0, 0
+
+
+def kernel_costs(module: Module) -> list[dict[str, object]]:
+    """Per kernel (each top-level instruction other than a parameter or constant, as in
+    `cost_analysis`): the value it defines as the printer names it, its op (a fusion's
+    function), the source line, and the flops, transcendentals and bytes it reads and writes."""
+    fn = module.entry
+    names = value_names(fn)
+    out: list[dict[str, object]] = []
+    for inst in fn.body:
         if inst.op in _LEAVES:
             continue
+        flops, transcendentals = _instruction_costs(module, inst)
+        op = inst.op.name
         if inst.op.has(Trait.CALLS):
-            f, t = _function_costs(module, module.functions[inst.attrs["calls"]])  # type: ignore
-            flops, transcendentals = flops + f, transcendentals + t
-        elif inst.op in (ops.DOT_GENERAL, ops.CONVOLUTION):
-            flops += _contraction_flops(inst)
-        elif inst.op is ops.REDUCE or inst.op in (ops.ARGMAX, ops.ARGMIN):
-            flops += sum(v.type.size for v in inst.operands)
-        elif inst.op.has(Trait.ELEMENTWISE) and inst.op is not ops.CONVERT:
-            size = inst.results[0].type.size
-            flops += size
-            if inst.op.has(Trait.TRANSCENDENTAL):
-                transcendentals += size
-    return flops, transcendentals
+            op = f"{op} @{inst.attrs['calls']}"
+        out.append({"kernel": "%" + names[id(inst.results[0])], "op": op,
+                    "source": str(inst.loc) if inst.loc is not None else "",
+                    "flops": flops, "transcendentals": transcendentals,
+                    "bytes": sum(v.type.nbytes for v in (*inst.operands, *inst.results))})
+    return out
 
 
 def cost_analysis(module: Module) -> dict[str, int]:

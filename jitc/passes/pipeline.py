@@ -18,6 +18,7 @@ import warnings
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
+from jitc import profiling, progress
 from jitc.ir.core import Module
 from jitc.ir.printer import print_module
 from jitc.ir.verifier import VerifyError, verify
@@ -106,13 +107,16 @@ class _Run:
         name = ".".join((*scope, p.name))
         if p.name in self.disabled or name in self.disabled:
             return module
+        progress.stage(f"pass {name}")
         start = time.perf_counter()
         inner: list[PassRecord] = []
-        if isinstance(p, FixedPoint):
-            result, inner = p.iterate(self, module, (*scope, p.name))
-        else:
-            result = p.run(module)
-        changed = result is not module
+        with profiling.span(name, "pass", round=iteration) as span:
+            if isinstance(p, FixedPoint):
+                result, inner = p.iterate(self, module, (*scope, p.name))
+            else:
+                result = p.run(module)
+            changed = result is not module
+            span.note(changed=changed)
         records.append(PassRecord(name, time.perf_counter() - start, changed, iteration,
                                   tuple(inner)))
         # `simplification.2.cse`: the round goes right after the fixed point it belongs to.

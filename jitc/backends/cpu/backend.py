@@ -10,7 +10,7 @@ import llvmlite
 import llvmlite.binding as llvm
 import numpy as np
 
-from jitc import compile_cache
+from jitc import compile_cache, profiling, progress
 from jitc.backends.cpu import objects
 from jitc.backends.cpu.codegen import ENTRY, Lowering, lower_module
 from jitc.backends.cpu.gemm_routines import declared_routines
@@ -136,10 +136,14 @@ class CpuBackend:
         # The kernels go to several modules compiled on as many threads; the GEMM routines
         # they call are compiled once per process (objects.py). Neither changes the code of
         # any function: only where it is compiled.
-        lowering = lower_module(module, threads, donated=options.donated,
-                                partitions=compile_threads(), external_routines=True,
-                                native_ldexp=target.host_has("avx512f"))
+        progress.stage("codegen: lowering to LLVM IR")
+        with profiling.span("lower to LLVM IR", "codegen") as span:
+            lowering = lower_module(module, threads, donated=options.donated,
+                                    partitions=compile_threads(), external_routines=True,
+                                    native_ldexp=target.host_has("avx512f"))
+            span.note(kernels=len(lowering.kernels), modules=len(lowering.parts))
         entry = EntryPoint.of(module, lowering)
+        progress.stage(f"codegen: LLVM compiling {len(lowering.parts)} module(s)")
         keep = compile_cache.wanted(options)
         routines = {r for part in lowering.parts for r in declared_routines(part)}
         if len(lowering.parts) == 1 and not routines:
@@ -157,15 +161,16 @@ class CpuBackend:
                        keep: bool) -> CpuExecutable:
         """One self-contained module: MCJIT compiles it directly, no object handoff (the
         object it makes is kept, when asked, through MCJIT's object cache hook)."""
-        tm = target.host_target_machine()
-        llvm_module = target.parse(str(lowering.llvm_ir), tm)
-        target.optimize(llvm_module, tm)
-        part = objects.CompiledObject(b"", str(llvm_module), llvm_module, tm)
-        engine = llvm.create_mcjit_compiler(llvm_module, tm)
-        made: list[bytes] = []
-        if keep:
-            engine.set_object_cache(lambda module, data: made.append(data))
-        engine.finalize_object()
+        with profiling.span("LLVM module", "codegen", module=0, whole=True):
+            tm = target.host_target_machine()
+            llvm_module = target.parse(str(lowering.llvm_ir), tm)
+            target.optimize(llvm_module, tm)
+            part = objects.CompiledObject(b"", str(llvm_module), llvm_module, tm)
+            engine = llvm.create_mcjit_compiler(llvm_module, tm)
+            made: list[bytes] = []
+            if keep:
+                engine.set_object_cache(lambda module, data: made.append(data))
+            engine.finalize_object()
         return CpuExecutable(entry, engine, [part], made if keep and made else None)
 
     # -- the persistent cache (jitc/compile_cache.py) -------------------------------------
@@ -209,9 +214,10 @@ class CpuBackend:
 
 def _link(data: Sequence[bytes]) -> llvm.ExecutionEngine:
     """One MCJIT engine holding the machine code of these relocatable objects."""
-    tm = target.host_target_machine()
-    engine = llvm.create_mcjit_compiler(target.parse("", tm), tm)
-    for item in data:
-        engine.add_object_file(llvm.ObjectFileRef.from_data(item))
-    engine.finalize_object()
+    with profiling.span("link", "codegen", objects=len(data)):
+        tm = target.host_target_machine()
+        engine = llvm.create_mcjit_compiler(target.parse("", tm), tm)
+        for item in data:
+            engine.add_object_file(llvm.ObjectFileRef.from_data(item))
+        engine.finalize_object()
     return engine

@@ -28,7 +28,7 @@ from typing import Any
 import llvmlite
 import llvmlite.binding as llvm
 
-from jitc import diskcache
+from jitc import diskcache, profiling
 from jitc.backends.cpu.gemm_routines import Routine, routine_module
 from jitc.backends.llvm import target
 from jitc.options import compile_threads
@@ -73,11 +73,12 @@ def _emit_object(module: llvm.ModuleRef, tm: llvm.TargetMachine) -> bytes:
 def compile_object(text: str) -> CompiledObject:
     """Parse, optimize and compile LLVM IR `text` for the host, in a context of its own (safe
     to call from several threads at once)."""
-    tm = target.host_target_machine()
-    module = target.parse(text, tm, llvm.create_context())
-    _optimize(module, tm)
-    optimized_ir = str(module)
-    return CompiledObject(_emit_object(module, tm), optimized_ir, module, tm)
+    with profiling.span("LLVM module", "codegen", ir_bytes=len(text)):
+        tm = target.host_target_machine()
+        module = target.parse(text, tm, llvm.create_context())
+        _optimize(module, tm)
+        optimized_ir = str(module)
+        return CompiledObject(_emit_object(module, tm), optimized_ir, module, tm)
 
 
 _pool: ThreadPoolExecutor | None = None

@@ -1,0 +1,247 @@
+"""`jitc.profile(path)`: a Chrome trace-event file of what the compiler and compiled code did.
+
+    with jitc.profile("trace.json"):
+        f(x)        # traced, optimized, compiled, called
+        f(x)        # called again
+
+The file opens in Perfetto (ui.perfetto.dev) and chrome://tracing. It holds complete events
+("ph": "X") that nest on each thread:
+
+- `call f`: each call of a jitted function, with its signature, whether the signature was
+  already compiled (`signature_cache`), the path it took, and the kernels it runs with their
+  cost-model figures (bytes, flops; jitc/ir/analysis.py `kernel_costs`). The CPU backend runs
+  all kernels of a call in one machine-code function, so a kernel has no time of its own.
+- `compile f`: trace, reroll, the optimizer (one span per pass, fixed points holding their
+  rounds' passes) and codegen; on the CPU backend codegen holds `lower to LLVM IR` and one
+  `LLVM module` span per module compiled (on the compile threads) and `link`.
+- instant events for the persistent cache (`disk cache hit` / `miss`).
+
+`JITC_PROFILE=path` in the environment profiles the whole process and writes the file at
+exit; `{pid}` in the path becomes the process id, so that the worker processes of a
+multiprocessing pool (which import jitc afresh and inherit the variable) write files of their
+own instead of each replacing the same one.
+
+Nothing here runs when not profiling: compiled code is called through the same C fast path
+as ever; a profile, while it lasts, puts a timing wrapper in front of it.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import json
+import os
+import threading
+import time
+import weakref
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any
+
+from jitc.options import profile_path
+
+if TYPE_CHECKING:
+    from jitc.api import Compiled, Jitted
+
+
+class Profiler:
+    """The events of one profile, from any thread, written as one JSON file by `write`."""
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = os.fspath(path)
+        self.events: list[dict[str, Any]] = []
+        self._lock = threading.Lock()
+        self._threads: dict[int, str] = {}
+        self._origin = time.perf_counter_ns()
+
+    def _stamp(self, at_ns: int) -> float:
+        return (at_ns - self._origin) / 1000  # trace events count microseconds
+
+    def complete(self, name: str, category: str, start_ns: int, end_ns: int,
+                 args: dict[str, Any] | None = None) -> None:
+        """One span, from `start_ns` to `end_ns` (time.perf_counter_ns) on this thread."""
+        event = {"name": name, "cat": category, "ph": "X", "ts": self._stamp(start_ns),
+                 "dur": (end_ns - start_ns) / 1000, "pid": os.getpid(), "tid": self._tid()}
+        if args:
+            event["args"] = args
+        with self._lock:
+            self.events.append(event)
+
+    def instant(self, name: str, category: str, args: dict[str, Any] | None = None) -> None:
+        event = {"name": name, "cat": category, "ph": "i", "s": "t",
+                 "ts": self._stamp(time.perf_counter_ns()), "pid": os.getpid(),
+                 "tid": self._tid()}
+        if args:
+            event["args"] = args
+        with self._lock:
+            self.events.append(event)
+
+    def _tid(self) -> int:
+        tid = threading.get_native_id()
+        if tid not in self._threads:
+            self._threads[tid] = threading.current_thread().name
+        return tid
+
+    def trace(self) -> dict[str, Any]:
+        """The trace-event JSON object: the events, then each thread's name."""
+        with self._lock:
+            events = list(self.events)
+            threads = dict(self._threads)
+        names = [{"name": "thread_name", "ph": "M", "pid": os.getpid(), "tid": tid,
+                  "args": {"name": name}} for tid, name in threads.items()]
+        return {"traceEvents": events + names, "displayTimeUnit": "ms"}
+
+    def write(self) -> None:
+        folder = os.path.dirname(self.path)
+        if folder:
+            os.makedirs(folder, exist_ok=True)
+        with open(self.path, "w") as f:
+            json.dump(self.trace(), f)
+
+
+class Span:
+    """A span being timed; `note(key=value)` adds arguments known only inside it."""
+
+    def __init__(self, profiler: Profiler, name: str, category: str,
+                 args: dict[str, Any]) -> None:
+        self.profiler, self.name, self.category, self.args = profiler, name, category, args
+
+    def note(self, **args: Any) -> None:
+        self.args.update(args)
+
+    def __enter__(self) -> Span:
+        self.start = time.perf_counter_ns()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.profiler.complete(self.name, self.category, self.start, time.perf_counter_ns(),
+                               self.args)
+
+
+class _NoSpan:
+    """What `span` gives when not profiling: nothing timed, nothing kept."""
+
+    def note(self, **args: Any) -> None:
+        pass
+
+    def __enter__(self) -> _NoSpan:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        pass
+
+
+_NO_SPAN = _NoSpan()
+_active: Profiler | None = None
+_active_lock = threading.Lock()
+# Every jitted function, so that a profile's start and end can drop their fast paths: the
+# next call of each installs them again, timed or not (Jitted._remember_form).
+_jitted: weakref.WeakSet[Jitted] = weakref.WeakSet()
+
+
+def active() -> Profiler | None:
+    """The profile in progress, or None."""
+    return _active
+
+
+def span(name: str, category: str, **args: Any) -> Span | _NoSpan:
+    """`with span("trace", "compile", function="f") as s:` times its body when profiling."""
+    profiler = _active
+    if profiler is None:
+        return _NO_SPAN
+    return Span(profiler, name, category, args)
+
+
+def instant(name: str, category: str, **args: Any) -> None:
+    profiler = _active
+    if profiler is not None:
+        profiler.instant(name, category, args)
+
+
+def register(jitted: Jitted) -> None:
+    _jitted.add(jitted)
+
+
+def _forget_fast_paths() -> None:
+    for jitted in list(_jitted):
+        jitted.forget_fast_paths()
+
+
+def start(path: str | os.PathLike[str]) -> Profiler:
+    """Begin a profile (one at a time per process); `stop` ends it and writes the file."""
+    global _active
+    with _active_lock:
+        if _active is not None:
+            raise RuntimeError(f"jitc is already profiling to {_active.path!r}; one profile "
+                               "at a time (end it first, or unset JITC_PROFILE)")
+        _active = Profiler(path)
+    _forget_fast_paths()
+    return _active
+
+
+def stop() -> Profiler | None:
+    """End the profile in progress and write its file; returns it (None when there was none)."""
+    global _active
+    with _active_lock:
+        profiler, _active = _active, None
+    if profiler is None:
+        return None
+    _forget_fast_paths()
+    profiler.write()
+    return profiler
+
+
+@contextlib.contextmanager
+def profile(path: str | os.PathLike[str]) -> Iterator[Profiler]:
+    """Profile the compiles and calls of jitted functions inside the block; the trace-event
+    file is written to `path` at its end (see this module's docstring)."""
+    profiler = start(path)
+    try:
+        yield profiler
+    finally:
+        if _active is profiler:
+            stop()
+
+
+def start_from_environment() -> None:
+    """JITC_PROFILE=path: profile the whole process, write the file at exit."""
+    path = profile_path()
+    if path and _active is None:
+        start(path.replace("{pid}", str(os.getpid())))
+        atexit.register(stop)
+
+
+# -- calls -------------------------------------------------------------------------------
+
+def _call_args(compiled: Compiled, signature_cache: str, path: str) -> dict[str, Any]:
+    return {"signature": ", ".join(str(s) for s in compiled.lowered.specs),
+            "signature_cache": signature_cache, "path": path,
+            "backend": compiled.lowered.options.backend, "kernels": compiled.kernel_costs}
+
+
+def timed(fast: Callable, compiled: Compiled, miss: object, path: str) -> Callable:
+    """`fast` (a fast path: it returns `miss` for a call not of its form) with each call it
+    serves recorded as a `call` span."""
+    name = f"call {compiled.lowered.name}"
+    args = _call_args(compiled, "hit", path)  # shared by its events: the file repeats it
+
+    def timed_fast(*call: Any) -> Any:
+        profiler = _active
+        start_ns = time.perf_counter_ns()
+        result = fast(*call)
+        end_ns = time.perf_counter_ns()
+        if profiler is not None and result is not miss:
+            profiler.complete(name, "call", start_ns, end_ns, args)
+        return result
+    return timed_fast
+
+
+def call_span(compiled: Compiled, signature_cache: str) -> Span | _NoSpan:
+    """The span of a call that took the general path (jitc.api)."""
+    profiler = _active
+    if profiler is None:
+        return _NO_SPAN
+    return Span(profiler, f"call {compiled.lowered.name}", "call",
+                _call_args(compiled, signature_cache, "general"))
+
+
+__all__ = ["Profiler", "active", "instant", "profile", "span", "start", "stop"]
