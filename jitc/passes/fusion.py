@@ -344,7 +344,7 @@ def _merge_siblings(fn: Function, groups: list[Group]) -> list[Group]:
             continue
         target.members.update(group.members)
         target.owned |= group.owned
-        target.siblings.append(group.root)
+        target.siblings += [group.root, *group.siblings]
         _update_inputs(target, inputs[id(target)], group, mine, readers, signature,
                        position[id(target.root)])
     return merged
@@ -374,7 +374,8 @@ def _merge_producers(fn: Function, groups: list[Group]) -> list[Group]:
     """Join a loop kernel into the loop kernel of the same shape that reads its result, as a
     second output (an LSTM step's cell state and the hidden state computed from it: one pass
     instead of two). The joint kernel runs where the reader's root is, so every other reader
-    of the joined result must come after that (or be an output of the function)."""
+    of the joined result must come after that (or be an output of the function); a cheap
+    copy of a reader in the kernel leaves the original reader in place, which counts too."""
     position = {id(inst): n for n, inst in enumerate(fn.body)}
     users: dict[int, list[Instruction]] = {}
     for inst in fn.body:
@@ -395,7 +396,7 @@ def _merge_producers(fn: Function, groups: list[Group]) -> list[Group]:
                         or producer.kind != "loop" or producer.siblings
                         or producer.shape != consumer.shape
                         or producer.root.results[0].type.shape != consumer.shape
-                        or not all(consumer.has(u) or position[id(u)] > at
+                        or not all(id(u) in consumer.owned or position[id(u)] > at
                                    for u in users.get(id(v), []))):
                     continue
                 consumer.members.update(producer.members)
