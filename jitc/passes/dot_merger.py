@@ -23,7 +23,7 @@ from jitc.ir import ops
 from jitc.ir.core import Builder, Function, Instruction, Module, Value
 from jitc.ir.views import slice_view_offset
 from jitc.passes.pipeline import module_pass
-from jitc.passes.rewrite import copy_instruction
+from jitc.passes.rewrite import copy_instruction, users_of
 
 # Merging pays for products too small to use the machine well; a large one gains nothing
 # and its stacked operand would cost a copy.
@@ -51,10 +51,7 @@ def _groups(fn: Function) -> list[list[Instruction]]:
         if key is not None:
             candidates.setdefault(key, []).append(inst)
     position = {id(inst): n for n, inst in enumerate(fn.body)}
-    users: dict[int, list[Instruction]] = {}
-    for inst in fn.body:
-        for v in inst.operands:
-            users.setdefault(id(v), []).append(inst)
+    users = users_of(fn.body)
     groups = []
     for members in candidates.values():
         if len(members) > 1:

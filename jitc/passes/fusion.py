@@ -29,7 +29,7 @@ from jitc.ir.core import Builder, Function, Instruction, Module, Value
 from jitc.ir.opdef import OpDef, Trait
 from jitc.ir.views import slice_view_offset
 from jitc.passes.pipeline import module_pass
-from jitc.passes.rewrite import copy_instruction
+from jitc.passes.rewrite import copy_instruction, users_of
 
 # Ops a backend can compute element by element (the elemental emitter has a rule for each).
 ELEMENTAL: frozenset[OpDef] = frozenset(
@@ -85,10 +85,7 @@ class _Fuser:
         # view): such a slice stays an instruction of its own instead of joining a kernel, so
         # kernels that differ only in which block they read stay one shared body.
         self.views = views
-        self.users: dict[int, list[Instruction]] = {}
-        for inst in fn.body:
-            for v in inst.operands:
-                self.users.setdefault(id(v), []).append(inst)
+        self.users = users_of(fn.body)
         self.returned = {id(v) for v in fn.outputs}
         self.group_of: dict[int, Group] = {}
         # Values finished groups read from outside: they must stay materialised, even when
@@ -377,10 +374,7 @@ def _merge_producers(fn: Function, groups: list[Group]) -> list[Group]:
     of the joined result must come after that (or be an output of the function); a cheap
     copy of a reader in the kernel leaves the original reader in place, which counts too."""
     position = {id(inst): n for n, inst in enumerate(fn.body)}
-    users: dict[int, list[Instruction]] = {}
-    for inst in fn.body:
-        for v in inst.operands:
-            users.setdefault(id(v), []).append(inst)
+    users = users_of(fn.body)
     by_root = {id(g.root): g for g in groups}
     gone: set[int] = set()
     for consumer in sorted(groups, key=lambda g: -position[id(g.root)]):

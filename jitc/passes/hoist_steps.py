@@ -31,7 +31,7 @@ from jitc.ir.core import Builder, Function, Instruction, Literal, Module, Value
 from jitc.ir.opdef import Trait
 from jitc.ir.types import TensorType
 from jitc.passes.pipeline import module_pass
-from jitc.passes.rewrite import copy_instruction, rebuild_function
+from jitc.passes.rewrite import copy_instruction, rebuild_function, remapped
 
 
 @dataclass
@@ -40,6 +40,7 @@ class _Row:
 
     index: Value
     has_product: bool
+    rows: int  # of the array the row is taken from
 
 
 def _is_zero(value: Value) -> bool:
@@ -100,7 +101,7 @@ class _Analysis:
             if (self.is_invariant(source) and source.type.rank >= 1 and sizes[0] == 1
                     and list(sizes[1:]) == list(source.type.shape[1:])
                     and all(_is_zero(v) for v in operands[2:])):
-                return _Row(operands[1], False)
+                return _Row(operands[1], False, source.type.shape[0])
             return None
         rows = [self.rows.get(id(v)) for v in operands]
         indexed = [r for r in rows if r is not None]
@@ -112,19 +113,19 @@ class _Analysis:
         product = any(r.has_product for r in indexed)
         rank = inst.result.type.rank
         if op is ops.RESHAPE:
-            return _Row(indexed[0].index, product)
+            return _Row(indexed[0].index, product, indexed[0].rows)
         if op is ops.DOT_GENERAL:
             attrs = inst.attrs
             if (rows[0] is None or rows[1] is not None or attrs["lhs_batch"]
                     or attrs["rhs_batch"]):
                 return None
-            return _Row(indexed[0].index, True)
+            return _Row(indexed[0].index, True, indexed[0].rows)
         # Batched, a row operand gains a leading dimension: it must not broadcast against
         # another one, and loop-invariant operands must broadcast from the right.
         if op.has(Trait.ELEMENTWISE) and all(
                 v.type.rank == rank if r is not None else v.type.rank <= rank
                 for v, r in zip(operands, rows)):
-            return _Row(indexed[0].index, product)
+            return _Row(indexed[0].index, product, indexed[0].rows)
         return None
 
 
@@ -133,9 +134,7 @@ def _batched(inst: Instruction, operands: Sequence[Value], builder: Builder,
     """`inst` over all rows at once: its operands' batched forms have a leading dimension."""
     result = inst.result.type
     batched = TensorType(result.dtype, (rows, *result.shape))
-    if inst.op is ops.DYNAMIC_SLICE:
-        return builder.emit(ops.RESHAPE, [operands[0]], {}, batched)
-    if inst.op is ops.RESHAPE:
+    if inst.op in (ops.DYNAMIC_SLICE, ops.RESHAPE):  # a row of x, batched, is x
         return builder.emit(ops.RESHAPE, [operands[0]], {}, batched)
     attrs = dict(inst.attrs)
     if inst.op is ops.DOT_GENERAL:
@@ -159,7 +158,6 @@ def _hoist(fn: Function, functions: dict[str, Function]) -> Function | None:
         if analysis is None:
             return None
         body = functions[inst.attrs["body"]]
-        params = body.parameters
         batched: dict[int, Value] = {}
 
         def outside(value: Value) -> Value:
@@ -172,13 +170,11 @@ def _hoist(fn: Function, functions: dict[str, Function]) -> Function | None:
             elif id(value) not in analysis.rows:  # a constant or a loop-invariant computation
                 out = copy_instruction(builder, producer,
                                        [outside(v) for v in producer.operands])[value.index]
-            elif producer.op is ops.DYNAMIC_SLICE:
-                source = producer.operands[0]
-                out = _batched(producer, [outside(source)], builder, source.type.shape[0])
-            else:
-                rows = _rows_of(value, analysis, params, operands)
-                out = _batched(producer, [outside(v) for v in producer.operands], builder,
-                               rows)
+            else:  # a row value; a dynamic_slice's batched form reads its source alone
+                reads = producer.operands[:1] if producer.op is ops.DYNAMIC_SLICE \
+                    else producer.operands
+                out = _batched(producer, [outside(v) for v in reads], builder,
+                               analysis.rows[id(value)].rows)
             batched[id(value)] = out
             return out
 
@@ -192,18 +188,6 @@ def _hoist(fn: Function, functions: dict[str, Function]) -> Function | None:
 
     new, _ = rebuild_function(fn, transform)
     return new
-
-
-def _rows_of(value: Value, analysis: _Analysis, params: Sequence[Value],
-             operands: Sequence[Value]) -> int:
-    """How many rows the array a row value is taken from has."""
-    todo = [value]
-    while todo:
-        producer = todo.pop().producer
-        if producer.op is ops.DYNAMIC_SLICE and id(producer.result) in analysis.rows:
-            return producer.operands[0].type.shape[0]
-        todo += [v for v in producer.operands if id(v) in analysis.rows]
-    raise AssertionError("a row value without a row")
 
 
 def _with_parameters(fn: Function, types: Sequence[TensorType]) -> Function:
@@ -221,37 +205,25 @@ def _body_reading_rows(body: Function, analysis: _Analysis,
     arrives as an extra parameter (returned unchanged)."""
     widened = _with_parameters(body, types)
     first = len(body.parameters)
-    arrays = widened.body[first:first + len(types)]
-    roots = {id(root): n for n, root in enumerate(analysis.roots)}
-
-    def transform(builder: Builder, inst: Instruction, operands: Sequence[Value]
-                  ) -> Sequence[Value] | None:
-        if id(inst.results[0]) not in roots:
-            return None
-        array = operands_by_id[id(arrays[roots[id(inst.results[0])]].result)]
-        if id(inst.result) in analysis.computed:
-            return [array]  # computed once before the loop
-        index = analysis.rows[id(inst.result)].index
-        mapped = operands_by_id[id(index)]
+    arrays = {id(root): widened.body[first + n].result for n, root in enumerate(analysis.roots)}
+    builder = Builder(Function(body.name))
+    mapping: dict[int, Value] = {}
+    for inst in widened.body:
+        root = inst.results[0] if inst.results else None
+        if root is None or id(root) not in arrays:
+            builder.function.body.append(inst)
+            continue
+        if id(root) in analysis.computed:
+            mapping[id(root)] = arrays[id(root)]  # computed once before the loop
+            continue
+        index = analysis.rows[id(root)].index
         zero = builder.emit(ops.CONSTANT, [], {"value": _zero_like(index)})
-        shape = inst.result.type.shape
-        piece = builder.emit(ops.DYNAMIC_SLICE, [array, mapped] + [zero] * len(shape),
-                             {"sizes": [1, *shape]})
-        return [builder.emit(ops.RESHAPE, [piece], {}, inst.result.type)]
-
-    operands_by_id: dict[int, Value] = {}
-
-    def recording(builder: Builder, inst: Instruction, operands: Sequence[Value]
-                  ) -> Sequence[Value] | None:
-        replaced = transform(builder, inst, operands)
-        values = replaced if replaced is not None else copy_instruction(builder, inst, operands)
-        for old, new in zip(inst.results, values):
-            operands_by_id[id(old)] = new
-        return values
-
-    new, _ = rebuild_function(widened, recording)
-    new.outputs = new.outputs + [new.body[first + n].result for n in range(len(types))]
-    return new
+        piece = builder.emit(ops.DYNAMIC_SLICE, [arrays[id(root)], index] + [zero] * root.type.rank,
+                             {"sizes": [1, *root.type.shape]})
+        mapping[id(root)] = builder.emit(ops.RESHAPE, [piece], {}, root.type)
+    outputs = [*widened.outputs, *(widened.body[first + n].result for n in range(len(types)))]
+    return Function(body.name, remapped(builder.function.body, mapping),
+                    [mapping.get(id(v), v) for v in outputs])
 
 
 def _zero_like(value: Value) -> Literal:

@@ -40,8 +40,8 @@ from jitc.passes.reroll_loop import (
     Pattern,
     is_value_like,
     np_stack_of,
-    users_of,
 )
+from jitc.passes.rewrite import remapped, users_of
 
 # Fewer iterations than this stay unrolled: a short loop runs faster unrolled (fusion across
 # steps, no loop overhead) and costs little to compile.
@@ -380,23 +380,7 @@ class _Rewriter:
         used.update(id(v) for v in fn.outputs)
         kept = [inst for inst in fn.body[first_index:last_index + 1]
                 if is_value_like(inst) and any(id(v) in used for v in inst.results)]
-        tail = _rebuilt([i for i in fn.body[last_index + 1:] if id(i) not in dropped], mapping)
+        tail = remapped([i for i in fn.body[last_index + 1:] if id(i) not in dropped], mapping)
         new = Function(fn.name, fn.body[:first_index] + kept + head + tail,
                        [mapping.get(id(v), v) for v in fn.outputs])
         return new, [loop.body.name]
-
-
-def _rebuilt(body: Sequence[Instruction], mapping: dict[int, Value]) -> list[Instruction]:
-    """`body` reading mapping[v] for v; instructions that read a mapped value are rebuilt."""
-    out = []
-    for inst in body:
-        if not any(id(v) in mapping for v in inst.operands):
-            out.append(inst)
-            continue
-        new = Instruction(inst.op, [mapping.get(id(v), v) for v in inst.operands], inst.attrs,
-                          [v.type for v in inst.results], inst.loc,
-                          [v.name_hint for v in inst.results])
-        for old, value in zip(inst.results, new.results):
-            mapping[id(old)] = value
-        out.append(new)
-    return out

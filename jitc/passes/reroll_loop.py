@@ -19,6 +19,7 @@ from jitc.ir import ops
 from jitc.ir.core import Builder, Function, Instruction, Literal, Value
 from jitc.ir.dtypes import from_numpy
 from jitc.ir.types import TensorType
+from jitc.passes.rewrite import users_of
 
 # ("intra", place, index) | ("carry", place, index) | ("outer", value) | ("lit", key)
 Operand = tuple
@@ -50,14 +51,6 @@ def _affine(values: np.ndarray) -> tuple[int, int] | None:
     a, b = int(values[0]), int(values[1]) - int(values[0])
     expected = a + b * np.arange(len(values), dtype=np.int64)
     return (a, b) if np.array_equal(values.astype(np.int64), expected) else None
-
-
-def users_of(instructions: Sequence[Instruction]) -> dict[int, list[Instruction]]:
-    users: dict[int, list[Instruction]] = {}
-    for inst in instructions:
-        for v in inst.operands:
-            users.setdefault(id(v), []).append(inst)
-    return users
 
 
 def np_stack_of(values: Sequence[Value], users: dict[int, list[Instruction]],

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 from jitc.ir.core import Builder, Function, Instruction, Module, Value
 
@@ -18,6 +18,29 @@ def copy_instruction(builder: Builder, inst: Instruction,
                       [v.name_hint for v in inst.results])
     builder.function.body.append(new)
     return new.results
+
+
+def users_of(instructions: Iterable[Instruction]) -> dict[int, list[Instruction]]:
+    """id(value) -> the instructions that read it, in order (once per operand)."""
+    users: dict[int, list[Instruction]] = {}
+    for inst in instructions:
+        for v in inst.operands:
+            users.setdefault(id(v), []).append(inst)
+    return users
+
+
+def remapped(body: Sequence[Instruction], mapping: dict[int, Value]) -> list[Instruction]:
+    """`body` reading mapping[id(v)] in place of each mapped v: instructions that read a mapped
+    value are copied (their results join `mapping`), the others are kept as they are."""
+    scratch = Builder(Function(""))
+    for inst in body:
+        if any(id(v) in mapping for v in inst.operands):
+            copies = copy_instruction(scratch, inst, [mapping.get(id(v), v)
+                                                      for v in inst.operands])
+            mapping.update((id(old), new) for old, new in zip(inst.results, copies))
+        else:
+            scratch.function.body.append(inst)
+    return scratch.function.body
 
 
 def rebuild_function(fn: Function, transform: Transform) -> tuple[Function, bool]:
