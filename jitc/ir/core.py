@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -189,20 +189,38 @@ def structure(module: Module) -> tuple:
     Names and source locations are not part of it, nor is the order of the functions (the
     printer puts the entry first): two modules that differ only in those are equal.
     """
-    functions = []
-    for fn_name in sorted(module.functions):
-        fn = module.functions[fn_name]
-        position: dict[int, tuple[int, int]] = {}
-        body = []
-        for n, inst in enumerate(fn.body):
-            operands = tuple(position[id(v)] for v in inst.operands)
-            body.append((inst.op.name, operands, inst.attr_key(),
-                         tuple(v.type for v in inst.results)))
-            for v in inst.results:
-                position[id(v)] = (n, v.index)
-        outputs = tuple(position[id(v)] for v in fn.outputs)
-        functions.append((fn.name, tuple(body), outputs))
-    return (module.entry_name, tuple(functions))
+    functions = tuple((name, *function_structure(module.functions[name]))
+                      for name in sorted(module.functions))
+    return (module.entry_name, functions)
+
+
+def function_structure(fn: Function, attr_key: Callable[[Instruction], tuple] | None = None
+                       ) -> tuple[tuple, tuple]:
+    """A function's instructions and outputs with values replaced by positions; `attr_key`
+    summarizes an instruction's attributes (default: `Instruction.attr_key`)."""
+    key = attr_key or Instruction.attr_key
+    position: dict[int, tuple[int, int]] = {}
+    body = []
+    for n, inst in enumerate(fn.body):
+        operands = tuple(position[id(v)] for v in inst.operands)
+        body.append((inst.op.name, operands, key(inst), tuple(v.type for v in inst.results)))
+        for v in inst.results:
+            position[id(v)] = (n, v.index)
+    return tuple(body), tuple(position[id(v)] for v in fn.outputs)
+
+
+def reachable_functions(functions: Mapping[str, Function], root: str) -> dict[str, Function]:
+    """`root` and every function it runs (through control flow or calls), transitively: root
+    first, then in the order they are found."""
+    found = {root: functions[root]}
+    pending = [found[root]]
+    while pending:
+        for inst in pending.pop().body:
+            for callee in inst.op.called_functions(inst.attrs):
+                if callee not in found:
+                    found[callee] = functions[callee]
+                    pending.append(found[callee])
+    return found
 
 
 class Builder:

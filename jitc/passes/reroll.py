@@ -32,7 +32,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from jitc.ir import ops
-from jitc.ir.core import Function, Instruction, Module, Value
+from jitc.ir.core import (
+    Function,
+    Instruction,
+    Module,
+    Value,
+    function_structure,
+    reachable_functions,
+)
 from jitc.ir.opdef import AttrKind
 from jitc.passes.reroll_loop import (
     FoldedLoop,
@@ -57,20 +64,9 @@ def reroll(module: Module, min_trips: int = MIN_TRIPS) -> Module:
         rewriter.function(name)
     if not rewriter.changed:
         return module
-    functions = dict(rewriter.functions)
-    reachable = _reachable(functions, module.entry_name)
-    return Module([functions[n] for n in functions if n in reachable], module.entry_name)
-
-
-def _reachable(functions: dict[str, Function], entry: str) -> set[str]:
-    seen, todo = {entry}, [entry]
-    while todo:
-        for inst in functions[todo.pop()].body:
-            for name in inst.op.called_functions(inst.attrs):
-                if name not in seen:
-                    seen.add(name)
-                    todo.append(name)
-    return seen
+    reachable = reachable_functions(rewriter.functions, module.entry_name)
+    return Module([f for n, f in rewriter.functions.items() if n in reachable],
+                  module.entry_name)
 
 
 def _varying_attrs(inst: Instruction) -> frozenset[str]:
@@ -103,16 +99,8 @@ class _Rewriter:
     # -- structural identity of region functions ---------------------------------------------
     def region_id(self, name: str) -> int:
         if name not in self.region_ids:
-            fn = self.functions[name]
-            position: dict[int, tuple[int, int]] = {}
-            body = []
-            for n, inst in enumerate(fn.body):
-                body.append((inst.op.name, tuple(position[id(v)] for v in inst.operands),
-                             self.attr_key(inst, frozenset()),
-                             tuple(v.type for v in inst.results)))
-                for v in inst.results:
-                    position[id(v)] = (n, v.index)
-            key = (tuple(body), tuple(position[id(v)] for v in fn.outputs))
+            key = function_structure(self.functions[name],
+                                     lambda inst: self.attr_key(inst, frozenset()))
             self.region_ids[name] = self.structures.setdefault(key, len(self.structures))
         return self.region_ids[name]
 

@@ -20,7 +20,7 @@ from llvmlite import ir
 from jitc.backends.cpu.kernels import Kernel
 from jitc.backends.cpu.plan import ALIGNMENT, BufferPlan, is_inline_constant
 from jitc.backends.llvm.types import I8, I32, I64, PTR, VOID, constant, memory_type
-from jitc.ir.core import Function, Instruction, Module, Value
+from jitc.ir.core import Function, Instruction, Module, Value, reachable_functions
 from jitc.ir.ops import CONDITIONAL, DYNAMIC_UPDATE_SLICE, WHILE
 from jitc.ir.ops.control import branch_index
 
@@ -47,15 +47,7 @@ def region_module(program: Module, name: str, outputs: Sequence[Value] | None = 
     fn = program.functions[name]
     if outputs is not None:
         fn = Function(fn.name, fn.body, list(outputs))
-    functions = {name: fn}
-    pending = [fn]
-    while pending:
-        for inst in pending.pop().body:
-            for callee in inst.op.called_functions(inst.attrs):
-                if callee not in functions:
-                    functions[callee] = program.functions[callee]
-                    pending.append(functions[callee])
-    return Module(functions.values(), name)
+    return Module(reachable_functions({**program.functions, name: fn}, name).values(), name)
 
 
 def _scratch(plan: BufferPlan, size: int) -> int:
