@@ -28,7 +28,7 @@ nested in loops fold from the inside out and then as a whole.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from jitc.ir import ops
@@ -117,27 +117,29 @@ class _Rewriter:
             items.append((name, value))
         return tuple(items)
 
-    def signature(self, inst: Instruction) -> tuple:
-        known = self.signatures.get(id(inst))
+    @staticmethod
+    def _cached(cache: dict[int, tuple[Instruction, tuple]], inst: Instruction,
+                compute: Callable[[Instruction], tuple]) -> tuple:
+        known = cache.get(id(inst))
         if known is not None and known[0] is inst:
             return known[1]
+        value = compute(inst)
+        cache[id(inst)] = (inst, value)  # the instruction pins its id
+        return value
+
+    def signature(self, inst: Instruction) -> tuple:
+        return self._cached(self.signatures, inst, self._signature)
+
+    def _signature(self, inst: Instruction) -> tuple:
         if id(inst) in self.generated:
-            signature: tuple = ("generated", id(inst))
-        else:
-            attrs = self.attr_key(inst, _varying_attrs(inst)) if inst.op.control or \
-                inst.op is ops.SLICE else inst.attr_key()
-            signature = (inst.op.name, attrs, tuple(v.type for v in inst.results),
-                         len(inst.operands))
-        self.signatures[id(inst)] = (inst, signature)  # the instruction pins its id
-        return signature
+            return ("generated", id(inst))
+        attrs = self.attr_key(inst, _varying_attrs(inst)) if inst.op.control or \
+            inst.op is ops.SLICE else inst.attr_key()
+        return (inst.op.name, attrs, tuple(v.type for v in inst.results), len(inst.operands))
 
     def literal_key(self, inst: Instruction) -> tuple:
-        known = self.literal_keys.get(id(inst))
-        if known is not None and known[0] is inst:
-            return known[1]
-        key = (inst.op.name, inst.attr_key(), tuple(v.type for v in inst.results))
-        self.literal_keys[id(inst)] = (inst, key)
-        return key
+        return self._cached(self.literal_keys, inst, lambda i: (
+            i.op.name, i.attr_key(), tuple(v.type for v in i.results)))
 
     # -- driver --------------------------------------------------------------------------------
     def function(self, name: str) -> None:
@@ -282,6 +284,7 @@ class _Rewriter:
                     continue
                 early += [k for k in ks if k != trips - 1]
             if not early:
+                pattern.escapes = escapes
                 break
             trips = min(early) + 1
         if trips < self.min_trips:
@@ -350,8 +353,6 @@ class _Rewriter:
         period, trips = run.period, run.trips
         blocks = [sequence[run.first + k * period:run.first + (k + 1) * period]
                   for k in range(trips)]
-        where = {id(inst): (k, r) for k, blk in enumerate(blocks) for r, inst in enumerate(blk)}
-        escapes = self.escapes(fn, sequence, run, trips, where)
         name = f"{fn.name}.loop{self.folds}"
         while name + ".body" in self.functions:
             self.folds += 1
@@ -359,7 +360,7 @@ class _Rewriter:
         self.folds += 1
         first_index = fn.body.index(blocks[0][0])
         last_index = fn.body.index(blocks[-1][-1])
-        loop = FoldedLoop(name, blocks, pattern, escapes, self.literal_key)
+        loop = FoldedLoop(name, blocks, pattern, self.literal_key)
         head, mapping, dropped = loop.emit(fn.body[last_index + 1:], fn.outputs)
         self.generated.update(id(inst) for inst in head)
         self.functions[loop.cond.name] = loop.cond

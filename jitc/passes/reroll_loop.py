@@ -42,6 +42,8 @@ class Pattern:
     carry_init: dict[Slot, Value] = field(default_factory=dict)
     literal_values: dict[tuple[int, int], list[Instruction]] = field(default_factory=dict)
     slice_starts: dict[int, list[tuple[int, ...]]] = field(default_factory=dict)
+    # Slot -> the blocks whose value of it the program reads after the run.
+    escapes: dict[Slot, set[int]] = field(default_factory=dict)
 
 
 def _affine(values: np.ndarray) -> tuple[int, int] | None:
@@ -106,13 +108,13 @@ class _Varying:
 
 class FoldedLoop:
     def __init__(self, name: str, blocks: list[list[Instruction]], pattern: Pattern,
-                 escapes: dict[Slot, set[int]], literal_key: Callable[[Instruction], tuple]
-                 ) -> None:
+                 literal_key: Callable[[Instruction], tuple]) -> None:
         self.name, self.blocks, self.pattern = name, blocks, pattern
         self.literal_key = literal_key
         self.template = blocks[0]
         trips = len(blocks)
         self.carries = sorted(pattern.carry_init)
+        escapes = pattern.escapes
         self.lasts = sorted(s for s, ks in escapes.items()
                             if ks == {trips - 1} and s not in pattern.carry_init)
         self.stacks = sorted(s for s, ks in escapes.items() if len(ks) == trips and trips > 1)
