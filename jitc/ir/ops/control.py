@@ -78,13 +78,19 @@ def _while_check(attrs: Mapping[str, object], operand_types: Sequence[TensorType
                 f"{_listed(operand_types)}")
     if len(outs) != 1 or outs[0].dtype is not PREDICATE_DTYPE or outs[0].shape != ():
         return f"the condition @{cond} returns {_listed(outs)}, not (bool[])"
-    params, outs = signature(body)  # type: ignore[arg-type]
-    if not _same(params, operand_types):
-        return (f"the body @{body} takes {_listed(params)}, the carry is "
-                f"{_listed(operand_types)}")
-    if not _same(outs, operand_types):
-        return (f"the body @{body} returns {_listed(outs)}, the carry is "
-                f"{_listed(operand_types)}")
+    return _signature_mismatch("body", body, signature, operand_types,  # type: ignore[arg-type]
+                               "the carry is", operand_types, "the carry is")
+
+
+def _signature_mismatch(role: str, name: str, signature: Signature,
+                        takes: Sequence[TensorType], takes_what: str,
+                        returns: Sequence[TensorType], returns_what: str) -> str | None:
+    """Why region `name` does not take `takes` and return `returns`, or None."""
+    params, outs = signature(name)
+    if not _same(params, takes):
+        return f"the {role} @{name} takes {_listed(params)}, {takes_what} {_listed(takes)}"
+    if not _same(outs, returns):
+        return f"the {role} @{name} returns {_listed(outs)}, {returns_what} {_listed(returns)}"
     return None
 
 
@@ -123,13 +129,10 @@ def _conditional_evaluate(attrs: Mapping[str, object], operands: Sequence[np.nda
 def _conditional_check(attrs: Mapping[str, object], operand_types: Sequence[TensorType],
                        result_types: Sequence[TensorType], signature: Signature) -> str | None:
     for name in attrs["branches"]:  # type: ignore[attr-defined]
-        params, outs = signature(name)
-        if not _same(params, operand_types[1:]):
-            return (f"the branch @{name} takes {_listed(params)}, the operands are "
-                    f"{_listed(operand_types[1:])}")
-        if not _same(outs, result_types):
-            return (f"the branch @{name} returns {_listed(outs)}, the results are "
-                    f"{_listed(result_types)}")
+        problem = _signature_mismatch("branch", name, signature, operand_types[1:],
+                                      "the operands are", result_types, "the results are")
+        if problem:
+            return problem
     return None
 
 
