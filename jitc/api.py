@@ -58,9 +58,16 @@ DEFAULT_CACHE_LIMIT = 128
 
 
 try:
-    from jitc._runtime import NO_RESULT as _NO_RESULT  # a C call of a function returning None
+    # Positional calls reach `_fast` from C (runtime/pymodule.c), others `_general_call`.
+    from jitc._runtime import FastCall as _FastCall
 except ImportError:  # the extension is not built: no C fast path at all
-    _NO_RESULT = object()
+    class _FastCall:  # type: ignore[no-redef]
+        """What the C base does, in Python (`_fast` stays None without the extension)."""
+
+        _fast: Callable | None = None
+
+        def __call__(self, *args: Any, **kwargs: Any) -> Any:
+            return self._general_call(args, kwargs)
 
 @dataclass
 class CompileStats:
@@ -323,8 +330,10 @@ class Lowered:
         return Compiled(self, optimized, executable, stats)
 
 
-class Jitted:
-    """The callable `jitc.jit` returns."""
+class Jitted(_FastCall):
+    """The callable `jitc.jit` returns. A call with positional arrays of the last compiled
+    signature runs the machine code from C (`_FastCall`); any other call takes
+    `_general_call`."""
 
     def __init__(self, fun: Callable, options: Options, static_argnums: Sequence[int],
                  static_argnames: Sequence[str], donate_argnums: Sequence[int] = (),
@@ -464,12 +473,7 @@ class Jitted:
             position += count
         return frozenset(leaves)
 
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        fast = self._fast
-        if fast is not None and not kwargs:
-            result = fast(args)  # C: checks the arrays against the last signature
-            if result is not None:
-                return None if result is _NO_RESULT else result
+    def _general_call(self, args: tuple, kwargs: dict[str, Any]) -> Any:
         instance = self._instance  # a jitted bound method's instance, else _NO_SELF
         form = self._forms.get((instance is not _NO_SELF, len(args), *kwargs))
         if form is not None:

@@ -383,3 +383,37 @@ def test_c_backend_forms():
     for _ in range(2):
         _same(f(x, {"w": w, "b": b}), affine(x, {"w": w, "b": b}))
     assert f._forms
+
+
+@pytest.fixture
+def python_calls(monkeypatch):
+    """How many calls reached the Python side of the call at all (`_general_call`)."""
+    count = [0]
+    original = api.Jitted._general_call
+
+    def counted(self, args, kwargs):
+        count[0] += 1
+        return original(self, args, kwargs)
+    monkeypatch.setattr(api.Jitted, "_general_call", counted)
+    return count
+
+
+def test_positional_calls_never_enter_python_once_compiled(python_calls):
+    f = jitc.jit(lambda x, y: x * y + 1)
+    x, y = _arrays((3, 4), (4,))
+    f(x, y)
+    first = python_calls[0]
+    for _ in range(5):
+        np.testing.assert_array_equal(f(x, y), x * y + 1)
+    assert python_calls[0] == first  # all five from C (FastCall)
+    f(x, y=y)  # a keyword: the general side
+    assert python_calls[0] == first + 1
+
+
+def test_a_tuple_argument_is_not_taken_for_the_positional_arrays(python_calls):
+    """`g((a, b))` is one argument: the C path of `g(a, b)` must not run it as two."""
+    g = jitc.jit(lambda a, b=None: a if b is None else a + b)
+    a, b = _arrays((3,), (3,))
+    np.testing.assert_array_equal(g(a, b), a + b)
+    pair = g((a, b))  # one argument (a tuple), b defaulted: numpy gives the tuple's stack
+    np.testing.assert_array_equal(np.asarray(pair), np.asarray((a, b)))
