@@ -516,9 +516,153 @@ static PyTypeObject DispatcherType = {
     .tp_call = (ternaryfunc)Dispatcher_call,
 };
 
+/* Guarded(dispatcher, guards): the dispatcher, run only while each guard holds, with the
+   arrays some guards read appended to the arguments. A guard is (container, key, expected,
+   mode) on the value at `container[key]` (a dict; or a cell's contents, key None): mode
+   GUARD_IS, the value is `expected`; GUARD_TYPE, its type is; GUARD_ARRAY, it is a numpy
+   array (exactly), passed on as the next captured argument (the dispatcher checks its dtype,
+   shape and layout). These are the checks of a state reader (jitc.tracing.guards) that reads
+   only dicts and cells: the helper functions and modules a function reaches through its
+   globals and closure, and the global arrays it reads. */
+enum { GUARD_IS = 0, GUARD_TYPE = 1, GUARD_ARRAY = 2 };
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *dispatcher;
+    PyObject *guards;
+    Py_ssize_t arrays;  /* how many guards are GUARD_ARRAY */
+} Guarded;
+
+static int Guarded_init(Guarded *self, PyObject *args, PyObject *kwds) {
+    PyObject *dispatcher, *guards;
+    if (!PyArg_ParseTuple(args, "O!O!", &DispatcherType, &dispatcher, &PyTuple_Type, &guards))
+        return -1;
+    self->arrays = 0;
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(guards); i++) {
+        PyObject *guard = PyTuple_GET_ITEM(guards, i);
+        long mode = -1;
+        if (PyTuple_Check(guard) && PyTuple_GET_SIZE(guard) == 4 &&
+            PyLong_Check(PyTuple_GET_ITEM(guard, 3)))
+            mode = PyLong_AsLong(PyTuple_GET_ITEM(guard, 3));
+        if (mode < GUARD_IS || mode > GUARD_ARRAY ||
+            !(PyDict_Check(PyTuple_GET_ITEM(guard, 0)) ||
+              PyCell_Check(PyTuple_GET_ITEM(guard, 0)))) {
+            PyErr_SetString(PyExc_TypeError, "a guard is (dict or cell, key, expected, mode)");
+            return -1;
+        }
+        self->arrays += mode == GUARD_ARRAY;
+    }
+    Py_XSETREF(self->dispatcher, Py_NewRef(dispatcher));
+    Py_XSETREF(self->guards, Py_NewRef(guards));
+    return 0;
+}
+
+/* 1 when every guard holds, 0 when one does not, -1 on an error. The arrays read go to
+   `arrays[0..]` (borrowed). */
+static int guards_hold(PyObject *guards, PyObject **arrays) {
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(guards); i++) {
+        PyObject *guard = PyTuple_GET_ITEM(guards, i);
+        PyObject *container = PyTuple_GET_ITEM(guard, 0);
+        PyObject *found;
+        if (PyCell_Check(container)) {
+            found = PyCell_GET(container);
+        } else {
+            found = PyDict_GetItemWithError(container, PyTuple_GET_ITEM(guard, 1));
+            if (!found && PyErr_Occurred()) return -1;
+        }
+        if (!found) return 0;
+        PyObject *expected = PyTuple_GET_ITEM(guard, 2);
+        switch (PyLong_AS_LONG(PyTuple_GET_ITEM(guard, 3))) {
+        case GUARD_IS:
+            if (found != expected) return 0;
+            break;
+        case GUARD_TYPE:
+            if ((PyObject *)Py_TYPE(found) != expected) return 0;
+            break;
+        default:
+            if (!PyArray_CheckExact(found)) return 0;
+            *arrays++ = found;
+        }
+    }
+    return 1;
+}
+
+static PyObject *guarded_dispatch(Guarded *self, PyObject *args) {
+    PyObject *stack_arrays[STACK_BUFFERS];
+    PyObject **arrays = self->arrays <= STACK_BUFFERS
+        ? stack_arrays : PyMem_Malloc(self->arrays * sizeof(PyObject *));
+    if (!arrays) return PyErr_NoMemory();
+    PyObject *result = NULL;
+    int hold = guards_hold(self->guards, arrays);
+    if (hold < 0) goto done;
+    if (!hold) {
+        result = Py_NewRef(Py_None);
+        goto done;
+    }
+    if (!self->arrays) {
+        result = dispatch_args((Dispatcher *)self->dispatcher, args);
+        goto done;
+    }
+    Py_ssize_t given = PyTuple_GET_SIZE(args);
+    PyObject *all = PyTuple_New(given + self->arrays);
+    if (!all) goto done;
+    for (Py_ssize_t i = 0; i < given; i++)
+        PyTuple_SET_ITEM(all, i, Py_NewRef(PyTuple_GET_ITEM(args, i)));
+    for (Py_ssize_t i = 0; i < self->arrays; i++)
+        PyTuple_SET_ITEM(all, given + i, Py_NewRef(arrays[i]));
+    result = dispatch_args((Dispatcher *)self->dispatcher, all);
+    Py_DECREF(all);
+done:
+    if (arrays != stack_arrays) PyMem_Free(arrays);
+    return result;
+}
+
+static PyObject *Guarded_call(Guarded *self, PyObject *call_args, PyObject *kwds) {
+    if (kwds && PyDict_GET_SIZE(kwds)) Py_RETURN_NONE;
+    PyObject *args = call_args;
+    if (PyTuple_GET_SIZE(call_args) == 1 && PyTuple_Check(PyTuple_GET_ITEM(call_args, 0)))
+        args = PyTuple_GET_ITEM(call_args, 0);
+    return guarded_dispatch(self, args);
+}
+
+static int Guarded_traverse(Guarded *self, visitproc visit, void *arg) {
+    Py_VISIT(self->dispatcher);
+    Py_VISIT(self->guards);
+    return 0;
+}
+
+static int Guarded_clear(Guarded *self) {
+    Py_CLEAR(self->dispatcher);
+    Py_CLEAR(self->guards);
+    return 0;
+}
+
+static void Guarded_dealloc(Guarded *self) {
+    PyObject_GC_UnTrack(self);
+    Guarded_clear(self);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyTypeObject GuardedType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "jitc._runtime.Guarded",
+    .tp_doc = "Guarded(dispatcher, guards): the dispatcher, called only while every guard "
+              "(container, key, expected, mode) holds on container[key] (a dict, or a cell "
+              "with key None): mode 0, it is expected; 1, its type is; 2, it is a numpy "
+              "array, appended to the arguments.",
+    .tp_basicsize = sizeof(Guarded),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .tp_new = PyType_GenericNew,
+    .tp_init = (initproc)Guarded_init,
+    .tp_dealloc = (destructor)Guarded_dealloc,
+    .tp_traverse = (traverseproc)Guarded_traverse,
+    .tp_clear = (inquiry)Guarded_clear,
+    .tp_call = (ternaryfunc)Guarded_call,
+};
+
 /* FastCall: the base class of jitc.jit's callable. A call with positional arguments only
-   goes straight to `_fast` (a Dispatcher, checked and run here, or any callable taking the
-   argument tuple); when it has none, or answers None (not its signature), the call goes to
+   goes straight to `_fast` (a Dispatcher or Guarded, checked and run here, or any callable
+   taking the argument tuple); when it has none, or answers None (not its signature), the call goes to
    the Python method `_general_call(args, kwargs)`. Doing this in C rather than in a Python
    `__call__` saves the frame and the `*args` packing: about half the cost of a small call. */
 typedef struct {
@@ -533,7 +677,9 @@ static PyObject *FastCall_call(FastCall *self, PyObject *args, PyObject *kwds) {
     if (fast && fast != Py_None && !(kwds && PyDict_GET_SIZE(kwds))) {
         Py_INCREF(fast);  /* a call may replace `_fast` (recompiling) while this one runs */
         PyObject *result = Py_IS_TYPE(fast, &DispatcherType)
-            ? dispatch_args((Dispatcher *)fast, args) : PyObject_CallOneArg(fast, args);
+            ? dispatch_args((Dispatcher *)fast, args)
+            : Py_IS_TYPE(fast, &GuardedType) ? guarded_dispatch((Guarded *)fast, args)
+            : PyObject_CallOneArg(fast, args);
         Py_DECREF(fast);
         if (!result) return NULL;
         if (result == no_result) {
@@ -610,7 +756,9 @@ static struct PyModuleDef runtime_module = {
 
 PyMODINIT_FUNC PyInit__runtime(void) {
     import_array();
-    if (PyType_Ready(&DispatcherType) < 0 || PyType_Ready(&FastCallType) < 0) return NULL;
+    if (PyType_Ready(&DispatcherType) < 0 || PyType_Ready(&FastCallType) < 0 ||
+        PyType_Ready(&GuardedType) < 0)
+        return NULL;
     general_call_name = PyUnicode_InternFromString("_general_call");
     if (!general_call_name) return NULL;
     const char *limit = getenv("JITC_RESULT_CACHE_MB");
@@ -625,7 +773,9 @@ PyMODINIT_FUNC PyInit__runtime(void) {
         Py_DECREF(module);
         return NULL;
     }
-    if (PyModule_AddObjectRef(module, "FastCall", (PyObject *)&FastCallType) < 0) return NULL;
+    if (PyModule_AddObjectRef(module, "FastCall", (PyObject *)&FastCallType) < 0 ||
+        PyModule_AddObjectRef(module, "Guarded", (PyObject *)&GuardedType) < 0)
+        return NULL;
     PyModule_AddIntConstant(module, "RESULT_SINGLE", RESULT_SINGLE);
     PyModule_AddIntConstant(module, "RESULT_TUPLE", RESULT_TUPLE);
     PyModule_AddIntConstant(module, "RESULT_LIST", RESULT_LIST);
