@@ -8,6 +8,7 @@ interpretation and tracing all read these declarations; none of them knows an op
 from __future__ import annotations
 
 import enum
+import functools
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -156,12 +157,15 @@ class OpDef:
                 names.extend(attrs[spec.name])  # type: ignore[arg-type]
         return names
 
+    @functools.cached_property
+    def attr_names(self) -> frozenset[str]:
+        return frozenset(a.name for a in self.attrs)
+
     def normalize_attrs(self, attrs: Mapping[str, object]) -> dict[str, object]:
-        known = {a.name: a for a in self.attrs}
-        unknown = sorted(set(attrs) - set(known))
-        if unknown:
+        if not self.attr_names.issuperset(attrs):
+            unknown = sorted(set(attrs) - self.attr_names)
             raise IRTypeError(f"{self.name}: unknown attribute {unknown[0]!r}; "
-                              f"{self.name} takes {sorted(known) or 'no attributes'}")
+                              f"{self.name} takes {sorted(self.attr_names) or 'no attributes'}")
         out: dict[str, object] = {}
         for attr in self.attrs:
             if attr.name in attrs:

@@ -23,12 +23,12 @@ class TensorType:
     layout: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
-        shape = tuple(int(d) for d in self.shape)
+        shape = tuple(map(int, self.shape))
         object.__setattr__(self, "shape", shape)
         if not self.layout and shape:
             object.__setattr__(self, "layout", row_major(len(shape)))
         else:
-            object.__setattr__(self, "layout", tuple(int(d) for d in self.layout))
+            object.__setattr__(self, "layout", tuple(map(int, self.layout)))
 
     @property
     def rank(self) -> int:

@@ -16,6 +16,7 @@ array (see `jitc.tracing.capture` and `jitc.api`).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -36,12 +37,19 @@ def _numpy():
 def c_shadow(shape: Sequence[int], strides: Sequence[int] | None = None) -> np.ndarray:
     """A stand-in with `shape` and `strides` (in elements; C order by default) over a one-byte
     buffer: numpy computes views of it from strides alone and never reads it."""
+    return _shadow(tuple(int(n) for n in shape), None if strides is None else tuple(strides))
+
+
+@functools.lru_cache(maxsize=4096)
+def _shadow(shape: tuple[int, ...], strides: tuple[int, ...] | None) -> np.ndarray:
+    # Read-only, so one stand-in serves every tracer of its shape (a loop's rows share one).
     if strides is None:
-        strides, step = [], 1
+        strides_, step = [], 1
         for n in reversed(shape):
-            strides.insert(0, step)
-            step *= max(int(n), 1)
-    return np.lib.stride_tricks.as_strided(np.zeros(1, np.uint8), tuple(shape), tuple(strides),
+            strides_.insert(0, step)
+            step *= max(n, 1)
+        strides = tuple(strides_)
+    return np.lib.stride_tricks.as_strided(np.zeros(1, np.uint8), shape, strides,
                                            writeable=False)
 
 

@@ -6,6 +6,7 @@ records the user's source line; shape errors come back with that line attached.
 
 from __future__ import annotations
 
+import math
 import threading
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -57,8 +58,8 @@ class TraceState:
             key: object = ("array", id(value), dtype)
             self._keep_alive.append(value)
         else:
-            key = ("scalar", type(value), value, dtype,
-                   np.signbit(value) if isinstance(value, float) else None)
+            key = ("scalar", type(value), value, dtype,  # -0.0 and 0.0 are two constants
+                   math.copysign(1.0, value) < 0 if isinstance(value, float) else None)
         cached = self._constants.get(key)
         if cached is None:
             array = np.asarray(value, dtype=None if dtype is None else dtype.numpy)
