@@ -135,7 +135,8 @@ def timeline(trace: dict[str, Any], path: str | os.PathLike[str],
     from matplotlib.patches import Patch
     used = sorted({e.get("cat", "") for e in spans})
     axes.legend(handles=[Patch(color=_CATEGORY_COLOURS.get(c, "#cccccc"), label=c)
-                         for c in used], fontsize=7, loc="lower right")
+                         for c in used], fontsize=7, loc="upper left",
+                bbox_to_anchor=(1.0, 1.0))
     figure.savefig(os.fspath(path), dpi=110)
 
 

@@ -63,6 +63,7 @@ class Profiler:
         self.path = os.fspath(path)
         self.chart = os.fspath(chart) if chart is not None else None
         self.events: list[dict[str, Any]] = []
+        self._records: list[np.ndarray] = []  # kernel records (runtime/jitc_profile.c)
         self._lock = threading.Lock()
         self._threads: dict[int, str] = {}
         self._origin = time.perf_counter_ns()
@@ -96,11 +97,16 @@ class Profiler:
         return tid
 
     def collect_kernels(self) -> None:
-        """Turn the kernel records the timed entries left (on any thread) into spans."""
+        """Take the kernel records the timed entries left (on any thread); they become spans
+        when the trace is written (`trace`), so that a call pays only for the copy."""
         records = _drain()
-        if not len(records):
-            return
+        if len(records):
+            with self._lock:
+                self._records.append(records)
+
+    def _kernel_events(self, records: np.ndarray) -> list[dict[str, Any]]:
         events = []
+        pid = os.getpid()
         for code, kernel, chunk, begin, end, start_ns, end_ns, tid in records.tolist():
             described = _timed_kernels.get(code)
             if described is None or kernel >= len(described):
@@ -115,17 +121,21 @@ class Profiler:
                         "GFLOP/s": round(figures["flops"] / seconds * 1e-9, 3)}
             events.append({"name": name, "cat": "chunk" if chunk else "kernel", "ph": "X",
                            "ts": self._stamp(start_ns), "dur": (end_ns - start_ns) / 1000,
-                           "pid": os.getpid(), "tid": tid, "args": args})
-        with self._lock:
-            self.events.extend(events)
-            for event in events:  # threads Python never ran: the pool's workers
-                self._threads.setdefault(event["tid"], "jitc pool worker")
+                           "pid": pid, "tid": tid, "args": args})
+        return events
 
     def trace(self) -> dict[str, Any]:
         """The trace-event JSON object: the events, then each thread's name."""
+        self.collect_kernels()
         with self._lock:
             events = list(self.events)
             threads = dict(self._threads)
+            records = list(self._records)
+        for part in records:
+            kernels = self._kernel_events(part)
+            events += kernels
+            for event in kernels:  # threads Python never ran: the pool's workers
+                threads.setdefault(event["tid"], "jitc pool worker")
         names = [{"name": "thread_name", "ph": "M", "pid": os.getpid(), "tid": tid,
                   "args": {"name": name}} for tid, name in threads.items()]
         return {"traceEvents": events + names, "displayTimeUnit": "ms"}
@@ -311,6 +321,10 @@ _timed_numbers = itertools.count(1)
 _timed_lock = threading.Lock()
 _DRAIN_RECORDS = 1024
 _RECORD_FIELDS = 8  # code, kernel, chunk, begin, end, start_ns, end_ns, tid
+_drain_buffer = np.empty((_DRAIN_RECORDS, _RECORD_FIELDS), np.int64)
+_drain_address = _drain_buffer.ctypes.data
+_drain_lock = threading.Lock()
+_drain_function: Callable[[int, int], int] | None = None
 
 
 def kernels_timed(compiled: Compiled) -> Compiled:
@@ -367,17 +381,15 @@ def _kernel_descriptions(compiled: Compiled, positions: list[int | None]
 
 def _drain() -> np.ndarray:
     """Every kernel record the timed entries left since the last drain, one row each."""
-    from jitc.backends.cpu.runtime import profile_drain
-    drain = profile_drain()
-    if drain is None:
-        return np.zeros((0, _RECORD_FIELDS), np.int64)
+    global _drain_function
+    if _drain_function is None:
+        from jitc.backends.cpu.runtime import profile_drain
+        _drain_function = profile_drain() or (lambda address, capacity: 0)
+    drain = _drain_function
     rows = []
-    while True:
-        out = np.empty((_DRAIN_RECORDS, _RECORD_FIELDS), np.int64)
-        count = drain(out.ctypes.data, _DRAIN_RECORDS)
-        rows.append(out[:count])
-        if count < _DRAIN_RECORDS:
-            return np.concatenate(rows)
-
-
-__all__ = ["Profiler", "active", "instant", "profile", "span", "start", "stop"]
+    with _drain_lock:  # one buffer, reused: a drain follows every profiled call
+        while True:
+            count = drain(_drain_address, _DRAIN_RECORDS)
+            rows.append(_drain_buffer[:count].copy())
+            if count < _DRAIN_RECORDS:
+                return rows[0] if len(rows) == 1 else np.concatenate(rows)
