@@ -156,10 +156,13 @@ def sweep_chart(report: dict[str, Any], image_format: str = "svg") -> bytes:
     for axes, ylabel in ((throughput, "items/s"), (latency, "latency (ms)")):
         axes.set_xscale("log", base=2)
         axes.set_yscale("log")
+        axes.set_xticks(sizes, [str(size) for size in sizes])
+        axes.minorticks_off()
         axes.set_xlabel(report.get("sweep") or "size")
         axes.set_ylabel(ylabel)
         if recommended is not None:
-            axes.axvline(recommended, color="grey", linewidth=0.8)
+            axes.axvline(recommended, color="grey", linewidth=0.8,
+                         label=f"recommended {report['sweep']}={recommended}")
         axes.legend(fontsize=7)
     figure.suptitle(f"{report['function']} on {report['backend']}")
     out = io.BytesIO()
