@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import io
 import os
+import statistics
 from typing import Any
 
 EXTRA = "pip install 'jitc[plot]'  (or: pip install matplotlib)"
@@ -37,8 +38,9 @@ def _figure(width: float, height: float) -> Any:
 
 
 def kernel_totals(trace: dict[str, Any]) -> list[dict[str, Any]]:
-    """Per kernel of a profile (function and kernel name): its calls, total and mean
-    microseconds and mean achieved GB/s and GFLOP/s, the most time first."""
+    """Per kernel of a profile (function and kernel name): its calls, total and median
+    microseconds, and the GB/s and GFLOP/s achieved at the median (robust to a call the OS
+    interrupted), the most time first."""
     totals: dict[tuple[str, str], dict[str, Any]] = {}
     for event in trace["traceEvents"]:
         if event.get("cat") != "kernel":
@@ -47,12 +49,13 @@ def kernel_totals(trace: dict[str, Any]) -> list[dict[str, Any]]:
         key = (args.get("function", ""), event["name"])
         total = totals.setdefault(key, {"function": key[0], "kernel": key[1], "calls": 0,
                                         "total_us": 0.0, "bytes": args["bytes"],
-                                        "flops": args["flops"]})
+                                        "flops": args["flops"], "times": []})
         total["calls"] += 1
         total["total_us"] += event["dur"]
+        total["times"].append(event["dur"])
     for total in totals.values():
-        total["mean_us"] = total["total_us"] / total["calls"]
-        seconds = max(total["mean_us"], 1e-3) * 1e-6
+        total["median_us"] = statistics.median(total.pop("times"))
+        seconds = max(total["median_us"], 1e-3) * 1e-6
         total["GB/s"] = total["bytes"] / seconds * 1e-9
         total["GFLOP/s"] = total["flops"] / seconds * 1e-9
     return sorted(totals.values(), key=lambda t: -t["total_us"])
@@ -77,7 +80,7 @@ def kernel_chart(trace: dict[str, Any], path: str | os.PathLike[str], most: int 
         axes.invert_yaxis()
         axes.set_xlabel("total time (ms)")
         for bar, t in zip(bars, totals):
-            note = (f"  {t['calls']} calls, {t['mean_us']:.1f} us each, "
+            note = (f"  {t['calls']} calls, median {t['median_us']:.1f} us, "
                     f"{t['GB/s']:.1f} GB/s, {t['GFLOP/s']:.1f} GFLOP/s")
             axes.text(bar.get_width(), bar.get_y() + bar.get_height() / 2, note,
                       va="center", fontsize=7)
