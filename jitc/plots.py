@@ -156,9 +156,10 @@ def sweep_chart(report: dict[str, Any], image_format: str = "svg") -> bytes:
     latency.plot(sizes, [r["p90_s"] * 1e3 for r in rows], "o:", label="jitc p90")
     latency.plot(sizes, [r["numpy_median_s"] * 1e3 for r in rows], "s--", label="numpy median")
     recommended = report.get("recommended")
+    latency.set_yscale("log")
+    throughput.set_ylim(bottom=0)  # linear: the knee reads as where the curve flattens
     for axes, ylabel in ((throughput, "items/s"), (latency, "latency (ms)")):
         axes.set_xscale("log", base=2)
-        axes.set_yscale("log")
         axes.set_xticks(sizes, [str(size) for size in sizes])
         axes.minorticks_off()
         axes.set_xlabel(report.get("sweep") or "size")
