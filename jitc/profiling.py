@@ -109,8 +109,8 @@ class Profiler:
         pid = os.getpid()
         for code, kernel, chunk, begin, end, start_ns, end_ns, tid in records.tolist():
             described = _timed_kernels.get(code)
-            if described is None or kernel >= len(described):
-                continue
+            if described is None or kernel >= len(described) or start_ns < self._origin:
+                continue  # (left by a call that ran before this profile began)
             name, figures = described[kernel]
             seconds = max(end_ns - start_ns, 1) * 1e-9
             if chunk:
