@@ -7,9 +7,11 @@ a batch of 256, eight calls, then draws:
 
 - profile-timeline.png: the whole profile (trace, passes, codegen, the calls) as Perfetto
   shows it, each span of the trace file a bar on its thread's rows (jitc/plots.py `timeline`);
-- profile-call.png: one call close up (one in which a pool worker ran chunks, when one did):
-  its kernels and their thread-pool chunks;
+- profile-call.png: one call (of median time) close up: its kernels and their thread-pool
+  chunks;
 - profile-kernels.png: each kernel's total time (`jitc.profile(chart=...)`);
+- profile-pool.png: one call of a large elementwise kernel (one in which the pool's worker
+  ran a chunk, when one did), its chunks on the calling thread and a pool worker's track;
 - classifier-graph.svg: `as_dot(optimized=True)` of the classifier, drawn by `dot -Tsvg`.
 
 It prints each call's and each kernel's time; the trace file goes to a temporary folder.
@@ -17,6 +19,7 @@ It prints each call's and each kernel's time; the trace file goes to a temporary
 
 from __future__ import annotations
 
+import collections
 import json
 import subprocess
 import sys
@@ -37,10 +40,27 @@ from classifier import classify as plain_classify  # noqa: E402
 classify = jitc.jit(plain_classify, disk_cache=False)  # compiled under the profile
 
 
-def _worker_ran_chunks(trace: dict, call: dict) -> bool:
-    return any(e.get("cat") == "chunk" and e["tid"] != call["tid"]
-               and call["ts"] <= e["ts"] <= call["ts"] + call["dur"]
-               for e in trace["traceEvents"])
+def draw_pool_call() -> None:
+    """profile-pool.png: one call of a kernel big enough that the pool's worker is scheduled
+    while the caller still runs its own chunk (4M elements of tanh, about 10 ms)."""
+    squash = jitc.jit(lambda x: np.tanh(x) * 2.0, disk_cache=False)
+    x = np.random.default_rng(2).standard_normal((2048, 2048), np.float32)
+    squash(x)
+    trace_path = Path(tempfile.mkdtemp()) / "pool-trace.json"
+    with jitc.profile(trace_path):
+        for _ in range(20):
+            squash(x)
+    trace = json.loads(trace_path.read_text())
+    calls = [e for e in trace["traceEvents"] if e["name"] == "call <lambda>"]
+    # A call in which the worker ran a chunk, when one did: on a busy machine the caller often
+    # claims both before the worker is scheduled (the other calls show that instead).
+    call = next((c for c in calls if any(
+        e.get("cat") == "chunk" and e["tid"] != c["tid"] and c["ts"] <= e["ts"] <= c["ts"]
+        + c["dur"] for e in trace["traceEvents"])), calls[-1])
+    margin = call["dur"] * 0.03
+    plots.timeline(trace, HERE / "profile-pool.png", call["ts"] - margin,
+                   call["ts"] + call["dur"] + margin,
+                   title="one call of tanh(x) * 2 on f32[2048,2048]: two chunks, two threads")
 
 
 def main() -> None:
@@ -53,21 +73,24 @@ def main() -> None:
     plots.timeline(trace, HERE / "profile-timeline.png",
                    title="jitc.profile of classify(f32[256,784]): compile, then 8 calls")
     calls = [e for e in trace["traceEvents"] if e["name"] == "call classify"]
-    # The close-up shows a call in which a pool worker ran chunks, when one did (on a busy
-    # machine the caller often claims them all before the worker is scheduled), of median
-    # duration among those (one call in five is often descheduled for milliseconds there).
-    helped = [call for call in calls[1:] if _worker_ran_chunks(trace, call)] or calls[1:]
-    typical = sorted(helped, key=lambda call: call["dur"])[len(helped) // 2]
+    # The close-up shows the call of median duration: on a shared machine a call is now and
+    # then descheduled for milliseconds, which the whole-profile picture shows instead.
+    typical = sorted(calls[1:], key=lambda call: call["dur"])[len(calls[1:]) // 2]
     margin = typical["dur"] * 0.03
     plots.timeline(trace, HERE / "profile-call.png", typical["ts"] - margin,
                    typical["ts"] + typical["dur"] + margin,
                    title="one call of classify: its kernels, and their chunks on the pool")
+    draw_pool_call()
     dot = classify.lower(*args).as_dot(optimized=True)
     subprocess.run(["dot", "-Tsvg", "-o", str(HERE / "classifier-graph.svg")], input=dot,
                    text=True, check=True)
     for call in calls:
         print(f"call {call['args']['signature_cache']:4} {call['args']['path']:12} "
               f"{call['dur']:8.1f} us")
+    threads = {e["tid"]: e["args"]["name"] for e in trace["traceEvents"] if e["ph"] == "M"}
+    chunks = collections.Counter(threads[e["tid"]] for e in trace["traceEvents"]
+                                 if e.get("cat") == "chunk")
+    print("pool chunks run by", dict(chunks))
     for total in plots.kernel_totals(trace):
         print(f"{total['kernel']:32} {total['median_us']:8.1f} us {total['GB/s']:7.1f} GB/s "
               f"{total['GFLOP/s']:7.1f} GFLOP/s")
