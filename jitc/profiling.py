@@ -67,6 +67,8 @@ class Profiler:
         self._lock = threading.Lock()
         self._threads: dict[int, str] = {}
         self._origin = time.perf_counter_ns()
+        from jitc.backends.cpu.runtime import profile_dropped
+        self._dropped_before = profile_dropped()
 
     def _stamp(self, at_ns: int) -> float:
         return (at_ns - self._origin) / 1000  # trace events count microseconds
@@ -138,7 +140,12 @@ class Profiler:
                 threads.setdefault(event["tid"], "jitc pool worker")
         names = [{"name": "thread_name", "ph": "M", "pid": os.getpid(), "tid": tid,
                   "args": {"name": name}} for tid, name in threads.items()]
-        return {"traceEvents": events + names, "displayTimeUnit": "ms"}
+        from jitc.backends.cpu.runtime import profile_dropped
+        # A call that ran more than a log holds (4096 kernels and chunks on one thread) loses
+        # the rest of its kernel spans: the file says how many.
+        dropped = profile_dropped() - self._dropped_before
+        return {"traceEvents": events + names, "displayTimeUnit": "ms",
+                "otherData": {"dropped_kernel_records": dropped}}
 
     def write(self) -> None:
         folder = os.path.dirname(self.path)

@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -251,3 +252,25 @@ def test_a_chart_without_matplotlib_fails_before_profiling(tmp_path, monkeypatch
             jitc.profile(tmp_path / "t.json", chart=tmp_path / "k.png"):
         pass
     assert jitc.profiling.active() is None
+
+
+def test_calls_from_threads_that_end_keep_their_kernels_on_their_own_tracks(tmp_path) -> None:
+    fast = jitc.jit(lambda x, y: np.tanh(x @ y), disk_cache=False)
+    x = np.linspace(-1, 1, 64, dtype=np.float32).reshape(8, 8)
+    fast(x, x)
+    with jitc.profile(tmp_path / "t.json"):
+        for _ in range(2):  # each round's threads end: the runtime frees their logs once read
+            with ThreadPoolExecutor(3) as pool:
+                results = list(pool.map(lambda _: fast(x, x), range(12)))
+            for got in results:
+                np.testing.assert_allclose(got, np.tanh(x @ x), rtol=1e-5, atol=1e-6)
+    trace = json.loads((tmp_path / "t.json").read_text())
+    assert trace["otherData"]["dropped_kernel_records"] == 0
+    spans = _spans(trace)
+    _assert_nested(spans)
+    calls = [s for s in spans if s["name"] == "call <lambda>"]
+    assert len(calls) == 24 and len({c["tid"] for c in calls}) >= 2
+    kernels = fast.lower(x, x).compile().kernel_costs
+    for call in calls:
+        assert [k["args"]["kernel"] for k in _kernel_spans(spans, call)] == \
+            [k["kernel"] for k in kernels]

@@ -44,6 +44,15 @@ def profile_drain() -> Callable[[int, int], int] | None:
     return drain
 
 
+def profile_dropped() -> int:
+    """Kernel records lost so far because a thread's log was full (runtime/jitc_profile.c)."""
+    lib = runtime_library()
+    if lib is None:
+        return 0
+    lib.jitc_profile_dropped.restype = ctypes.c_int64
+    return int(lib.jitc_profile_dropped())
+
+
 def pool_size() -> int:
     lib = runtime_library()
     if lib is None:
