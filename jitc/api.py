@@ -525,6 +525,8 @@ class Jitted(_FastCall):
         else:
             with contextlib.suppress(KeyError):  # another thread may have just evicted it
                 self._cache.move_to_end(key)
+        if profiling.active() is not None:  # calls under a profile time their kernels
+            compiled = profiling.kernels_timed(compiled)
         self._remember_form(compiled, captured, args, kwargs, leaves, instance)
         with profiling.call_span(compiled, "hit" if hit else "miss"):
             return compiled.call_flat(leaves + [a for _, a in captured.arrays], self.fun,
