@@ -87,9 +87,26 @@ class Dim:
             return NotImplemented
         return floor_divide(self, divisor)
 
+    def __mod__(self, divisor: object) -> int:
+        """The remainder when every non-constant coefficient is a multiple of `divisor`
+        (`(784*n) % 28` is 0); otherwise it depends on the call, and TypeError says so."""
+        if not isinstance(divisor, int) or isinstance(divisor, bool) or divisor < 1:
+            return NotImplemented
+        terms = _terms(self)
+        if any(c % divisor for m, c in terms.items() if m):
+            raise TypeError(f"{self} % {divisor} depends on the value of the symbolic "
+                            "dimension, which is not known until the call")
+        return terms.get((), 0) % divisor
+
     def __bool__(self) -> bool:
         raise TypeError(f"whether the symbolic dimension {self} is zero is not known until "
                         "the call; compare it through jitc.ir.symbolic")
+
+    def _unknown_order(self, other: object) -> bool:
+        raise TypeError(f"how the symbolic dimension {self} compares with {other} is not "
+                        "known until the call")
+
+    __lt__ = __le__ = __gt__ = __ge__ = _unknown_order
 
     def __str__(self) -> str:
         text = ""
