@@ -4,6 +4,7 @@ or require, and the interpreter binding symbols from argument shapes."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -13,7 +14,7 @@ import pytest
 from jitc.ir import dtypes, ops, symbolic
 from jitc.ir.core import Builder, Function, Module
 from jitc.ir.interpreter import ArgumentError, interpret
-from jitc.ir.opdef import IRTypeError
+from jitc.ir.opdef import OPS, AttrKind, IRTypeError, OpDef, Trait
 from jitc.ir.parser import ParseError, parse_module
 from jitc.ir.printer import print_module
 from jitc.ir.symbolic import (
@@ -260,6 +261,65 @@ def test_symbolic_op_text_round_trips_and_runs_like_numpy(name: str) -> None:
             e = np.asarray(e)
             assert g.shape == e.shape, (name, size)
             np.testing.assert_allclose(g, e.astype(g.dtype), rtol=1e-5, atol=1e-5)
+
+
+CASES["argmin_bitcast_and_fusion"] = Case(
+    """func @f {
+  %x = parameter() index=0 : f32[n,2]{1,0}
+  %0 = argmin(%x) axis=0 index_dtype=i32 : i32[2]
+  %1 = bitcast_convert(%x) : i32[n,2]{1,0}
+  %2 = fusion(%x) kind=loop calls=@fused : f32[n,2]{1,0}
+  return %0, %1, %2
+}
+
+func @fused {
+  %0 = parameter() index=0 : f32[n,2]{1,0}
+  %1 = abs(%0) : f32[n,2]{1,0}
+  return %1
+}
+""".replace("func @f {", "constraint n >= 1\n\nfunc @f {"),
+    lambda s: [_floats(s, 2)],
+    lambda x: (x.argmin(0).astype(np.int32), x.view(np.int32), np.abs(x)), (1, 2, 5))
+
+BROADCASTING = sorted(name for name, op in OPS.items() if op.has(Trait.BROADCASTS))
+
+
+def _elementwise_module(op: OpDef) -> Module:
+    """`op` on operands of shapes [n,3], [3] and [n,1] (as many as it takes), in the first
+    dtype it accepts."""
+    shapes = [(n, 3), (3,), (n, 1)]
+    attrs = {a.name: a.choices[0] for a in op.attrs if a.kind is AttrKind.ENUM}
+    for dtype in (f32, dtypes.int32, dtypes.bool_):
+        fn = Function("f")
+        builder = Builder(fn)
+        kinds = [dtypes.bool_ if op is ops.SELECT and i == 0 else dtype
+                 for i in range(op.num_operands)]
+        params = [builder.emit(ops.PARAMETER, [], {"index": i}, TensorType(kind, shapes[i]))
+                  for i, kind in enumerate(kinds)]
+        try:
+            fn.outputs = [builder.emit(op, params, attrs)]
+        except IRTypeError:
+            continue
+        return verify(Module([fn], "f"))
+    raise AssertionError(f"{op.name} takes none of f32, i32, bool")
+
+
+@pytest.mark.parametrize("name", BROADCASTING)
+def test_broadcasting_ops_give_numpys_shape_over_symbols(name: str) -> None:
+    module = _elementwise_module(OPS[name])
+    assert module.entry.outputs[0].type.shape == (n, 3)
+    assert not module.constraints
+    for size in (0, 1, 2, 5):
+        args = [np.ones(tuple(size if isinstance(d, symbolic.Dim) else d for d in t.shape),
+                        t.dtype.numpy) for t in module.entry.parameter_types]
+        (got,) = interpret(module, args)
+        assert got.shape == np.broadcast_shapes(*(a.shape for a in args))
+
+
+def test_every_op_has_a_symbolic_case() -> None:
+    used = {op for case in CASES.values() for op in re.findall(r"= (\w+)\(", case.text)}
+    missing = sorted(set(OPS) - used - set(BROADCASTING))
+    assert not missing, f"ops without a symbolic shape case: {missing}"
 
 
 # -- constraints: recorded while building, required when checking --------------------------------
