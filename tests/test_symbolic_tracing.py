@@ -8,7 +8,7 @@ import pytest
 
 import jitc
 from jitc.ir.interpreter import ArgumentError
-from jitc.tracing.errors import TraceError
+from jitc.tracing.errors import ConcretizationError, TraceError
 from jitc.tracing.function import AbstractArray
 
 RNG = np.random.default_rng(7)
@@ -91,8 +91,13 @@ def test_python_decisions_on_a_symbol_say_it_is_unknown() -> None:
     def branchy(x):
         return x * 2 if x.shape[0] > 1 else x
 
-    with pytest.raises(TypeError, match="symbolic dimension B compares with 1 is not known"):
+    with pytest.raises(ConcretizationError, match=r"(?s)test_symbolic_tracing.py:\d+ in "
+                       r"branchy\n.*x.shape\[0\] > 1.*symbolic dimension B compares with 1 "
+                       "is not known until the call.*trace with static shapes"):
         jitc.jit(branchy).lower(AbstractArray("f32[B]"))
+    with pytest.raises(ConcretizationError, match=r"(?s)in <lambda>.*the symbolic dimension B "
+                                                  "has no value until the call"):
+        jitc.jit(lambda x: x * len(x)).lower(AbstractArray("f32[B]"))
 
 
 @pytest.mark.parametrize("write", [

@@ -26,6 +26,11 @@ class ConstraintError(ValueError):
     """A shape rule needs a fact about symbols that the active scope does not grant."""
 
 
+class UnknownDimensionError(TypeError):
+    """Python code asked for the value of a symbolic dimension (`if n > 1`, `int(n)`), which
+    only the call decides."""
+
+
 @dataclass(frozen=True, slots=True)
 class FloorDiv:
     """`numerator // divisor` as one variable of a polynomial (divisor > 1)."""
@@ -94,19 +99,32 @@ class Dim:
             return NotImplemented
         terms = _terms(self)
         if any(c % divisor for m, c in terms.items() if m):
-            raise TypeError(f"{self} % {divisor} depends on the value of the symbolic "
-                            "dimension, which is not known until the call")
+            raise UnknownDimensionError(f"{self} % {divisor} depends on the value of the "
+                                        "symbolic dimension, which is not known until the call")
         return terms.get((), 0) % divisor
 
     def __bool__(self) -> bool:
-        raise TypeError(f"whether the symbolic dimension {self} is zero is not known until "
-                        "the call; compare it through jitc.ir.symbolic")
+        raise UnknownDimensionError(f"whether the symbolic dimension {self} is zero is not "
+                                    "known until the call")
 
     def _unknown_order(self, other: object) -> bool:
-        raise TypeError(f"how the symbolic dimension {self} compares with {other} is not "
-                        "known until the call")
+        raise UnknownDimensionError(f"how the symbolic dimension {self} compares with {other} "
+                                    "is not known until the call")
 
     __lt__ = __le__ = __gt__ = __ge__ = _unknown_order
+
+    def _unknown_value(self) -> int:
+        raise UnknownDimensionError(f"the symbolic dimension {self} has no value until the "
+                                    "call, so it cannot be used as a Python number")
+
+    __int__ = __index__ = __float__ = _unknown_value  # type: ignore[assignment]
+
+    def _unknown_quotient(self, other: object) -> int:
+        raise UnknownDimensionError(f"the symbolic dimension {self} has no value until the "
+                                    "call, so it cannot be divided as a Python number (// by "
+                                    "an integer keeps it symbolic)")
+
+    __truediv__ = __rtruediv__ = _unknown_quotient
 
     def __str__(self) -> str:
         text = ""

@@ -23,7 +23,13 @@ from jitc.ir.core import Module
 from jitc.ir.parser import ParseError, parse_type
 from jitc.ir.types import TensorType
 from jitc.tracing import capture, effects, pytree
-from jitc.tracing.errors import JitcError, TraceError, located
+from jitc.tracing.errors import (
+    ConcretizationError,
+    JitcError,
+    TraceError,
+    located,
+    user_location_in,
+)
 from jitc.tracing.state import TraceState, trace_stack
 from jitc.tracing.tracer import Tracer
 
@@ -260,6 +266,12 @@ def trace_function(fun: Callable, signature: _Signature, dynamic: dict[str, Any]
         # constraints); a static trace records nothing.
         with symbolic.recording() as assumptions:
             out = runnable(*args, **kwargs)
+    except symbolic.UnknownDimensionError as exc:
+        raise ConcretizationError(located(
+            f"{exc}. Code that needs it as a Python value (a branch, len(), range(), a numpy "
+            "function that counts elements) runs while tracing, before any call: keep such "
+            "decisions off symbolic dimensions, or trace with static shapes.",
+            user_location_in(exc.__traceback__))) from None
     finally:
         stack.pop()
     _check_no_leaks(captured, shadow)
