@@ -4,6 +4,7 @@ or require, and the interpreter binding symbols from argument shapes."""
 
 from __future__ import annotations
 
+import random
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -53,6 +54,37 @@ def test_dimension_arithmetic_agrees_with_integers(value: int) -> None:
                           (floor_divide(n, 8) * 8 + n - 8 * floor_divide(n, 8), value),
                           (n * m - 2 * n, value * 3 - 2 * value), (n - n + 5, 5)]:
         assert evaluate(dim, env) == expected
+
+
+def _random_dimension(rng: random.Random, depth: int) -> tuple[symbolic.DimLike, object]:
+    """A random dimension and a function of a binding computing the same value with ints."""
+    if depth == 0 or rng.random() < 0.3:
+        if rng.random() < 0.4:
+            value = rng.randint(-3, 9)
+            return value, lambda env: value
+        name = rng.choice("nmk")
+        return symbol(name), lambda env: env[name]
+    (a, fa), (b, fb) = _random_dimension(rng, depth - 1), _random_dimension(rng, depth - 1)
+    operation = rng.choice("+-*/")
+    if operation == "+":
+        return a + b, lambda env: fa(env) + fb(env)
+    if operation == "-":
+        return a - b, lambda env: fa(env) - fb(env)
+    if operation == "*":
+        return a * b, lambda env: fa(env) * fb(env)
+    divisor = rng.randint(1, 5)
+    return floor_divide(a, divisor), lambda env: fa(env) // divisor
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_random_dimensions_print_parse_and_evaluate_like_integers(seed: int) -> None:
+    rng = random.Random(seed)
+    for _ in range(60):
+        dim, reference = _random_dimension(rng, 4)
+        assert parse_dim(str(dim)) == dim, str(dim)
+        for _ in range(4):
+            env = {name: rng.randint(0, 12) for name in "nmk"}
+            assert evaluate(dim, env) == reference(env), (str(dim), env)
 
 
 def test_constant_results_are_plain_integers_and_symbols_have_no_truth() -> None:
@@ -375,6 +407,16 @@ def test_parsing_accepts_only_the_declared_constraints() -> None:
     # A stronger declared bound implies the needed one.
     stronger = slice_text.replace("n >= 1", "n >= 2")
     assert print_module(verify(parse_module(stronger))) == stronger
+
+
+def test_a_declared_result_may_name_either_of_two_equal_symbols() -> None:
+    text = CASES["add_of_two_symbols_records_equality"].text.replace(
+        "add(%p0, %p1) : f32[m]", "add(%p0, %p1) : f32[n]")
+    module = verify(parse_module(text))
+    assert str(module.entry.outputs[0].type) == "f32[n]"
+    with pytest.raises(ParseError, match=r"result type f32\[n\+1\] does not match the "
+                                         r"inferred f32\[m\]"):
+        parse_module(text.replace("add(%p0, %p1) : f32[n]", "add(%p0, %p1) : f32[n+1]"))
 
 
 def test_every_symbol_must_be_bound_by_an_entry_parameter() -> None:
