@@ -241,7 +241,8 @@ def symbols_of(value: object) -> set[str]:
                 found |= {atom} if isinstance(atom, str) else symbols_of(atom.numerator)
     elif isinstance(value, (tuple, list)):
         for item in value:
-            found |= symbols_of(item)
+            if not isinstance(item, int):  # the common case, a static extent, has none
+                found |= symbols_of(item)
     return found
 
 

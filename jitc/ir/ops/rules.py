@@ -30,11 +30,11 @@ def broadcast_shapes(shapes: Sequence[tuple[DimLike, ...]]) -> tuple[DimLike, ..
     for axis in range(rank):
         sizes = {s[axis - rank + len(s)] for s in shapes if axis - rank + len(s) >= 0}
         sizes.discard(1)
-        static = {d for d in sizes if not isinstance(d, Dim)}
-        if len(static) > 1:
-            listed = " with ".join(_shape_text(s) for s in shapes)
-            raise IRTypeError(f"cannot broadcast shapes {listed}")
         if len(sizes) > 1:
+            static = {d for d in sizes if not isinstance(d, Dim)}
+            if len(static) > 1:
+                listed = " with ".join(_shape_text(s) for s in shapes)
+                raise IRTypeError(f"cannot broadcast shapes {listed}")
             chosen = static.pop() if static else min(sizes, key=str)
             listed = " with ".join(_shape_text(s) for s in shapes)
             for other in sorted(sizes - {chosen}, key=str):
