@@ -35,7 +35,7 @@ from jitc.options import Options
 from jitc.passes.pipeline import PassRecord, Pipeline
 from jitc.passes.reroll import reroll
 from jitc.tracing import capture, effects, pytree
-from jitc.tracing.errors import JitcError, SpecializeArgument
+from jitc.tracing.errors import JitcError, SpecializeArgument, TraceError
 from jitc.tracing.function import (
     _NO_SELF,
     ArgSpec,
@@ -290,6 +290,13 @@ class Lowered:
         return module_to_dot(module, f"{self.name} (optimized)" if optimized else self.name)
 
     def compile(self) -> Compiled:
+        symbols = sorted(set().union(*(t.symbols for t in self.module.entry.parameter_types)))
+        if symbols:
+            # The passes and backends assume static shapes so far (docs/dynamic-shapes.md).
+            raise TraceError(f"{self.name}: compiling with symbolic dimensions "
+                             f"({', '.join(symbols)}) is not supported yet; run the traced "
+                             "module with jitc.interpret(lowered.module, args), or lower with "
+                             "arrays of concrete shapes")
         backend = get_backend(self.options.backend)
         start = time.perf_counter()
         signature = ", ".join(str(s) for s in self.specs)

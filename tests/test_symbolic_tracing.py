@@ -43,6 +43,14 @@ def test_an_mlp_traced_once_serves_every_batch_size() -> None:
         np.testing.assert_allclose(got, mlp(x, W1, B1, W2), rtol=1e-4, atol=1e-4)
 
 
+def test_compiling_a_symbolic_module_is_refused_until_backends_take_extents() -> None:
+    lowered = jitc.jit(softmax, backend="interpreter").lower(AbstractArray("f32[B,10]"))
+    with pytest.raises(TraceError, match=r"softmax: compiling with symbolic dimensions \(B\) "
+                                         r"is not supported yet; run the traced module with "
+                                         r"jitc.interpret"):
+        lowered.compile()
+
+
 def test_a_softmax_traced_once_serves_every_batch_size() -> None:
     lowered = jitc.jit(softmax).lower(AbstractArray(("B", 10), np.float32))
     assert lowered.as_text().splitlines()[1] == "  %x = parameter() index=0 : f32[B,10]{1,0}"
