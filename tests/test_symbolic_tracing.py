@@ -108,6 +108,20 @@ def test_python_decisions_on_a_symbol_say_it_is_unknown() -> None:
         jitc.jit(lambda x: x * len(x)).lower(AbstractArray("f32[B]"))
 
 
+@pytest.mark.parametrize("use", [
+    lambda x: x * x.shape[0],
+    lambda x: x.shape[0] * x,
+    lambda x: x / x.size,
+    lambda x: np.add(x, x.shape[0]),
+    lambda x: x + np.asarray(x.shape),
+])
+def test_a_symbolic_dimension_used_as_a_value_says_so(use) -> None:
+    with pytest.raises(ConcretizationError, match=r"(?s)test_symbolic_tracing.py:\d+ in "
+                                                  r"<lambda>.*the symbolic dimension (3\*)?B is "
+                                                  "used as an array value"):
+        jitc.jit(use).lower(AbstractArray("f32[B,3]"))
+
+
 @pytest.mark.parametrize("write", [
     lambda x: x.__iadd__(1.0),
     lambda x: x.T.__iadd__(1.0),
