@@ -444,6 +444,7 @@ def _rewrite(value: DimLike, known: Iterable[Constraint]) -> DimLike:
 def _lower_bound(value: DimLike, known: Iterable[Constraint]) -> Fraction | None:
     """A lower bound of `value` over every binding that satisfies `known` (symbols are never
     negative), or None when its terms do not all grow with the symbols."""
+    known = tuple(known)
     bounds = {symbol_name(c.lhs): c.rhs for c in known if c.relation == ">="
               and symbol_name(c.lhs) is not None and isinstance(c.rhs, int)}
     total = Fraction(0)
@@ -452,7 +453,15 @@ def _lower_bound(value: DimLike, known: Iterable[Constraint]) -> Fraction | None
             return None
         product = coefficient
         for atom in monomial:
-            product *= max(bounds.get(atom, 0), 0) if isinstance(atom, str) else 0
+            if isinstance(atom, str):
+                product *= max(bounds.get(atom, 0), 0)
+                continue
+            # A floor division is at least the floor of its numerator's bound; a product's
+            # bound is the product of its factors' bounds only while none is negative.
+            inner = _lower_bound(atom.numerator, known)
+            if inner is None or inner < 0:
+                return None
+            product *= inner // atom.divisor
         total += product
     return total
 

@@ -101,6 +101,10 @@ def test_implication_uses_declared_bounds_equalities_and_divisibility() -> None:
     assert not implied(at_least(n, 3), [at_least(n, 2)])
     assert implied(at_least(n + 1, n), [])
     assert implied(equal(n, m), [equal(m, n)]) and not implied(equal(n, m), [])
+    assert implied(at_least(floor_divide(n + 3, 2), 1), [])
+    # (n-5)//2 is negative for small n: no bound of its numerator proves it is not.
+    assert not implied(at_least(floor_divide(n - 5, 2), 0), [])
+    assert implied(at_least(floor_divide(n - 5, 2), 0), [at_least(n, 5)])
     assert implied(equal(floor_divide(n, 8) * 8, n), [divisible(n, 8)])
     assert not implied(equal(floor_divide(n, 8) * 8, n), [])
 
