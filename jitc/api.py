@@ -27,7 +27,7 @@ from jitc.arguments import check_python_ints, python_int_bounds
 from jitc.backends import get_backend
 from jitc.backends.base import Executable
 from jitc.ir import analysis, dtypes
-from jitc.ir.core import Module
+from jitc.ir.core import Module, transform_module
 from jitc.ir.dot import module_to_dot
 from jitc.ir.printer import print_module
 from jitc.ir.verifier import verify
@@ -443,7 +443,7 @@ class Jitted:
             # Loops that tracing unrolled become while ops again (passes/reroll.py), so that
             # `lower().as_text()` shows them and nothing after this grows with a trip count.
             with profiling.span("reroll", "compile"):
-                module = reroll(module)
+                module = transform_module(module, reroll)
             if options.verify:
                 verify(module)
         if self.donate_argnums:

@@ -76,6 +76,22 @@ def test_reshape_concatenate_and_contraction_over_the_symbol(fun, result: str) -
         np.testing.assert_allclose(got, fun(x), rtol=1e-4, atol=1e-3)
 
 
+def test_a_python_loop_folds_back_into_a_loop_over_symbolic_values() -> None:
+    def repeated(x, y):
+        for _ in range(12):
+            x = np.tanh(x * y + 1.0)
+        return x
+
+    lowered = jitc.jit(repeated, verify=True).lower(AbstractArray("f32[n]"),
+                                                    AbstractArray("f32[m]"))
+    text = lowered.as_text()
+    assert text.startswith("constraint m == n\n\n") and " = while(" in text
+    for size in (0, 1, 6):
+        x, y = _floats(size), _floats(size)
+        np.testing.assert_allclose(jitc.interpret(lowered.module, [x, y])[0], repeated(x, y),
+                                   rtol=1e-5, atol=1e-6)
+
+
 def test_broadcasting_two_symbols_records_their_equality() -> None:
     lowered = jitc.jit(lambda x, y: x * y).lower(AbstractArray("f32[n]"), AbstractArray("f32[m]"))
     assert lowered.as_text().startswith("constraint m == n\n\n")

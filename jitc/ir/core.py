@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from jitc.ir import dtypes
-from jitc.ir.symbolic import Constraint
+from jitc.ir.symbolic import Constraint, checking
 from jitc.ir.types import TensorType
 
 if TYPE_CHECKING:
@@ -212,6 +212,16 @@ def function_structure(fn: Function, attr_key: Callable[[Instruction], tuple] | 
         for v in inst.results:
             position[id(v)] = (n, v.index)
     return tuple(body), tuple(position[id(v)] for v in fn.outputs)
+
+
+def transform_module(module: Module, transform: Callable[[Module], Module]) -> Module:
+    """`transform(module)` (a pass) with its shape rules granted exactly the module's
+    constraints, which the result keeps: a pass neither adds assumptions nor drops them."""
+    with checking(module.constraints):
+        result = transform(module)
+    if result is module or result.constraints == module.constraints:
+        return result
+    return Module(result.functions.values(), result.entry_name, module.constraints)
 
 
 def reachable_functions(functions: Mapping[str, Function], root: str) -> dict[str, Function]:

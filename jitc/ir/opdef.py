@@ -13,7 +13,6 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from jitc.ir import symbolic
 from jitc.ir.core import Literal
 from jitc.ir.symbolic import ConstraintError, Dim
 from jitc.ir.types import TensorType
@@ -204,23 +203,13 @@ class OpDef:
             raise IRTypeError(f"{self.name} has {len(inferred)} result(s), "
                               f"{len(declared)} type(s) were given")
         for want, got in zip(inferred, declared):
-            if not want.same_shape_and_dtype(got) and not _equal_under_constraints(want, got):
+            if not want.same_shape_and_dtype(got):
                 raise IRTypeError(f"{self.name}: result type {got} does not match the "
                                   f"inferred {want.short()}")
             if sorted(got.layout) != list(range(got.rank)):
                 raise IRTypeError(f"{self.name}: layout {{{','.join(map(str, got.layout))}}} "
                                   f"is not a permutation of the {got.rank} dimensions")
         return declared
-
-
-def _equal_under_constraints(a: TensorType, b: TensorType) -> bool:
-    """Whether two types differ only in symbolic extents that the constraints in force make
-    equal (`f32[n]` and `f32[m]` under `m == n`)."""
-    if a.dtype is not b.dtype or a.rank != b.rank or (a.is_static and b.is_static):
-        return False
-    known = symbolic.known_constraints()
-    return all(x == y or symbolic.implied(symbolic.equal(x, y), known)
-               for x, y in zip(a.shape, b.shape))
 
 
 OPS: dict[str, OpDef] = {}

@@ -11,7 +11,15 @@ import math
 from dataclasses import dataclass
 
 from jitc.ir.dtypes import DType
-from jitc.ir.symbolic import Dim, DimLike, substitute, symbols_of
+from jitc.ir.symbolic import (
+    Dim,
+    DimLike,
+    equal,
+    implied,
+    known_constraints,
+    substitute,
+    symbols_of,
+)
 
 
 def row_major(rank: int) -> tuple[int, ...]:
@@ -83,7 +91,17 @@ class TensorType:
         return TensorType(self.dtype, self.shape, tuple(layout))
 
     def same_shape_and_dtype(self, other: TensorType) -> bool:
-        return self.dtype is other.dtype and self.shape == other.shape
+        """Same dtype and shape; symbolic extents may differ where the constraints in force
+        (jitc.ir.symbolic's active scope) make them equal (`f32[n]` and `f32[m]` under
+        `m == n`)."""
+        if self.dtype is not other.dtype:
+            return False
+        if self.shape == other.shape:
+            return True
+        if (self.is_static and other.is_static) or self.rank != other.rank:
+            return False
+        known = known_constraints()
+        return all(a == b or implied(equal(a, b), known) for a, b in zip(self.shape, other.shape))
 
     def __str__(self) -> str:
         dims = ",".join(str(d) for d in self.shape)
