@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 import jitc
+from jitc import lax
 from jitc.ir.interpreter import ArgumentError
 from jitc.tracing.errors import ConcretizationError, TraceError
 from jitc.tracing.function import AbstractArray
@@ -90,6 +91,27 @@ def test_a_python_loop_folds_back_into_a_loop_over_symbolic_values() -> None:
         x, y = _floats(size), _floats(size)
         np.testing.assert_allclose(jitc.interpret(lowered.module, [x, y])[0], repeated(x, y),
                                    rtol=1e-5, atol=1e-6)
+
+
+def test_lax_loops_and_branches_carry_symbolic_values() -> None:
+    def damped(x, y):
+        z = lax.fori_loop(0, 4, lambda i, c: c * 0.5 + y, x)
+        return lax.cond(z.sum() > 0, lambda a: a * 2, lambda a: -a, z)
+
+    def reference(x, y):
+        for _ in range(4):
+            x = x * 0.5 + y
+        return x * 2 if x.sum() > 0 else -x
+
+    lowered = jitc.jit(damped).lower(AbstractArray("f32[n,3]"), AbstractArray("f32[3]"))
+    text = lowered.as_text()
+    assert " = while(" in text and " = conditional(" in text
+    assert text.count("parameter() index=1 : f32[n,3]{1,0}") == 2  # the loop's two regions
+    for size in (0, 1, 5):
+        for sign in (1, -1):
+            x, y = _floats(size, 3), sign * np.abs(_floats(3))
+            np.testing.assert_allclose(jitc.interpret(lowered.module, [x, y])[0],
+                                       reference(x, y), rtol=1e-5, atol=1e-6)
 
 
 def test_broadcasting_two_symbols_records_their_equality() -> None:
