@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 import pytest
 
+from jitc.backends.interpreter import InterpreterBackend
 from jitc.ir import dtypes, ops, symbolic
 from jitc.ir.core import Builder, Function, Module
 from jitc.ir.interpreter import ArgumentError, interpret
@@ -31,6 +32,7 @@ from jitc.ir.symbolic import (
 )
 from jitc.ir.types import TensorType
 from jitc.ir.verifier import VerifyError, verify
+from jitc.options import Options
 
 n, m = symbol("n"), symbol("m")
 f32 = dtypes.float32
@@ -463,6 +465,15 @@ def test_the_call_binds_symbols_and_checks_constraints() -> None:
                                   -_floats(3))
     with pytest.raises(ArgumentError, match=r"dimension 0 is n\+1 = 3 with n=2"):
         interpret(derived, [_floats(2), _floats(2)])
+
+
+def test_the_interpreter_backend_binds_symbols_itself() -> None:
+    module = parse_module(CASES["add_of_two_symbols_records_equality"].text)
+    executable = InterpreterBackend().compile(module, Options())
+    x, y = _floats(3), _floats(3)
+    np.testing.assert_array_equal(executable([x, y])[0], x + y)
+    with pytest.raises(ArgumentError, match="constraint m == n does not hold: m=2, n=3"):
+        executable([x, _floats(2)])
 
 
 def test_convolution_keeps_features_and_windows_static() -> None:
