@@ -27,7 +27,7 @@ from jitc.arguments import check_python_ints, python_int_bounds
 from jitc.backends import get_backend
 from jitc.backends.base import Executable
 from jitc.ir import analysis, dtypes
-from jitc.ir.core import Module
+from jitc.ir.core import Module, transform_module
 from jitc.ir.dot import module_to_dot
 from jitc.ir.printer import print_module
 from jitc.ir.verifier import verify
@@ -35,7 +35,7 @@ from jitc.options import Options
 from jitc.passes.pipeline import PassRecord, Pipeline
 from jitc.passes.reroll import reroll
 from jitc.tracing import capture, effects, pytree
-from jitc.tracing.errors import JitcError, SpecializeArgument
+from jitc.tracing.errors import JitcError, SpecializeArgument, TraceError
 from jitc.tracing.function import (
     _NO_SELF,
     ArgSpec,
@@ -297,6 +297,13 @@ class Lowered:
         return module_to_dot(module, f"{self.name} (optimized)" if optimized else self.name)
 
     def compile(self) -> Compiled:
+        symbols = sorted(set().union(*(t.symbols for t in self.module.entry.parameter_types)))
+        if symbols:
+            # The passes and backends assume static shapes so far (docs/dynamic-shapes.md).
+            raise TraceError(f"{self.name}: compiling with symbolic dimensions "
+                             f"({', '.join(symbols)}) is not supported yet; run the traced "
+                             "module with jitc.interpret(lowered.module, args), or lower with "
+                             "arrays of concrete shapes")
         backend = get_backend(self.options.backend)
         start = time.perf_counter()
         signature = ", ".join(str(s) for s in self.specs)
@@ -445,7 +452,7 @@ class Jitted(_FastCall):
             # Loops that tracing unrolled become while ops again (passes/reroll.py), so that
             # `lower().as_text()` shows them and nothing after this grows with a trip count.
             with profiling.span("reroll", "compile"):
-                module = reroll(module)
+                module = transform_module(module, reroll)
             if options.verify:
                 verify(module)
         if self.donate_argnums:

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from jitc.ir.core import Literal
+from jitc.ir.symbolic import ConstraintError, Dim
 from jitc.ir.types import TensorType
 
 
@@ -37,6 +38,7 @@ class Trait(enum.Enum):
 class AttrKind(enum.Enum):
     INT = "int"
     INTS = "ints"
+    DIMS = "dims"           # extents: ints or symbolic dimensions
     INT_PAIRS = "int_pairs"
     BOOL = "bool"
     FLOAT = "float"
@@ -65,6 +67,9 @@ class Attr:
                 return _as_int(value)
             if kind is AttrKind.INTS:
                 return tuple(_as_int(v) for v in value)  # type: ignore[union-attr]
+            if kind is AttrKind.DIMS:
+                return tuple(v if isinstance(v, Dim) else _as_int(v)
+                             for v in value)  # type: ignore[union-attr]
             if kind is AttrKind.INT_PAIRS:
                 pairs = tuple(tuple(_as_int(x) for x in p) for p in value)  # type: ignore
                 if any(len(p) != 2 for p in pairs):
@@ -191,7 +196,10 @@ class OpDef:
         self.check_arity(len(operand_types))
         if self.has(Trait.TYPED_RESULT) and declared is None:
             raise IRTypeError(f"{self.name} needs its result type to be given")
-        inferred = tuple(self.rule(operand_types, attrs, declared))
+        try:
+            inferred = tuple(self.rule(operand_types, attrs, declared))
+        except ConstraintError as exc:
+            raise IRTypeError(f"{self.name}: {exc}") from None
         if declared is None:
             return inferred
         declared = tuple(declared)

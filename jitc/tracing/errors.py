@@ -73,6 +73,18 @@ def user_location() -> Location | None:
     return None
 
 
+def user_location_in(traceback: object) -> Location | None:
+    """The innermost frame of an exception's traceback that belongs to the user's code."""
+    found = None
+    while traceback is not None:
+        code = traceback.tb_frame.f_code  # type: ignore[attr-defined]
+        if _is_user_file(code.co_filename):
+            found = Location(code.co_filename, traceback.tb_lineno,  # type: ignore[attr-defined]
+                             code.co_name)
+        traceback = traceback.tb_next  # type: ignore[attr-defined]
+    return found
+
+
 def where(loc: Location | None) -> str:
     """`model.py:42 in attention` plus the source line, for error messages."""
     if loc is None:

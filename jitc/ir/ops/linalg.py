@@ -10,7 +10,15 @@ from dataclasses import dataclass
 import numpy as np
 
 from jitc.ir.opdef import Attr, AttrKind, IRTypeError, OpDef, Trait, register
-from jitc.ir.ops.rules import NUMERIC, check_axes, check_kind, same_dtype, tensor
+from jitc.ir.ops.rules import (
+    NUMERIC,
+    check_axes,
+    check_kind,
+    is_symbolic,
+    require_equal,
+    same_dtype,
+    tensor,
+)
 from jitc.ir.types import TensorType
 
 Attrs = Mapping[str, object]
@@ -36,7 +44,10 @@ def _dot_rule(types: Sequence[TensorType], attrs: Attrs, declared):
                           "dimensions as each other")
     for kind, ls, rs in (("batch", lb, rb), ("contracting", lc, rc)):
         for a, b in zip(ls, rs):
-            if lhs.shape[a] != rhs.shape[b]:
+            if is_symbolic(lhs.shape[a], rhs.shape[b]):
+                require_equal(lhs.shape[a], rhs.shape[b], f"dot_general {kind} dimension {a} "
+                              f"of {lhs.short()} and dimension {b} of {rhs.short()}")
+            elif lhs.shape[a] != rhs.shape[b]:
                 raise IRTypeError(f"dot_general: {kind} dimension {a} of {lhs.short()} does not "
                                   f"match dimension {b} of {rhs.short()}")
     lhs_free = [d for a, d in enumerate(lhs.shape) if a not in lb and a not in lc]
@@ -136,6 +147,9 @@ def _conv_rule(types: Sequence[TensorType], attrs: Attrs, declared):
     if lhs.rank != spatial + 2 or rhs.rank != spatial + 2:
         raise IRTypeError(f"convolution: dim_labels {attrs['dim_labels']!r} needs rank "
                           f"{spatial + 2} operands, got {lhs.short()} and {rhs.short()}")
+    if is_symbolic(*rhs.shape, *(d for a, d in enumerate(lhs.shape) if a != dims.lhs_batch)):
+        raise IRTypeError(f"convolution of {lhs.short()} with {rhs.short()}: only the batch "
+                          "dimension may be symbolic")
     strides, padding, lhs_dil, rhs_dil = _conv_window(attrs, spatial)
     groups = attrs["feature_group_count"]
     in_features, out_features = lhs.shape[dims.lhs_feature], rhs.shape[dims.rhs_out]
