@@ -437,8 +437,8 @@ def dot_into(ctx: KernelContext, inst: Instruction, epilogue: Value | None = Non
                                                     nb))
         y = ctx.emitter.value_at(rhs, operand_index(rhs.type.rank, rb, rc, rf, out_index, k,
                                                     nb + nlf))
-        x = convert_value(b, x, dtype, acc)
-        y = convert_value(b, y, dtype, acc)
+        x = convert_value(b, x, lhs.type.dtype, acc)
+        y = convert_value(b, y, rhs.type.dtype, acc)
         return b.fmul(x, y) if acc.is_float else b.mul(x, y)
 
     def add(x: ir.Value, y: ir.Value, acc: dtypes.DType) -> ir.Value:

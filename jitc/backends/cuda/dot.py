@@ -129,8 +129,10 @@ def dot_kernel(module: ir.Module, plan: BufferPlan, name: str, core: Instruction
         with kb.phase() as ctx:
             batch, row0, col0 = position(ctx)
             k0 = ctx.builder.mul(ctx.iteration, ir.Constant(I64, tk))
-            _load_tile(ctx, lhs, a_tile, batch, row0, k0, m, k, tm, tk, threads, dtype, acc)
-            _load_tile(ctx, rhs, b_tile, batch, col0, k0, n, k, tn, tk, threads, dtype, acc)
+            _load_tile(ctx, lhs, a_tile, batch, row0, k0, m, k, tm, tk, threads,
+                       lhs.value.type.dtype, acc)
+            _load_tile(ctx, rhs, b_tile, batch, col0, k0, n, k, tn, tk, threads,
+                       rhs.value.type.dtype, acc)
         kb.barrier()
         with kb.phase() as ctx:
             _multiply_tiles(ctx, a_tile, b_tile, accumulators, tiles, acc)

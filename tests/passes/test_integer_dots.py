@@ -1,0 +1,72 @@
+"""integer_dots: byte operands widened to int32, then multiplied, become one byte product."""
+
+from __future__ import annotations
+
+import textwrap
+
+import numpy as np
+import pytest
+
+from jitc.ir.interpreter import interpret
+from jitc.ir.parser import parse_module
+from jitc.ir.printer import print_module
+from jitc.passes import dce
+from jitc.passes.integer_dots import integer_dots
+from jitc.passes.pipeline import run_passes
+
+
+def ir(text: str) -> str:
+    return textwrap.dedent(text).lstrip("\n")
+
+
+BEFORE = ir("""
+    func @f {
+      %a = parameter() index=0 : i8[5,7]{1,0}
+      %b = parameter() index=1 : u8[7,3]{1,0}
+      %0 = convert(%a) : i32[5,7]{1,0}
+      %1 = convert(%b) : i32[7,3]{1,0}
+      %2 = dot_general(%0, %1) lhs_contract=[1] rhs_contract=[0] : i32[5,3]{1,0}
+      return %2
+    }
+    """)
+AFTER = ir("""
+    func @f {
+      %a = parameter() index=0 : i8[5,7]{1,0}
+      %b = parameter() index=1 : u8[7,3]{1,0}
+      %0 = dot_general(%a, %b) lhs_contract=[1] rhs_contract=[0] result=i32 : i32[5,3]{1,0}
+      return %0
+    }
+    """)
+
+
+def test_widened_bytes_multiply_as_bytes_with_the_same_result() -> None:
+    before = parse_module(BEFORE)
+    after = run_passes(before, [integer_dots, dce])
+    assert print_module(after) == AFTER
+    assert parse_module(AFTER) == after
+    rng = np.random.default_rng(0)
+    a = rng.integers(-128, 128, (5, 7)).astype(np.int8)
+    b = rng.integers(0, 256, (7, 3)).astype(np.uint8)
+    expected = a.astype(np.int32) @ b.astype(np.int32)
+    for module in (before, after):
+        (result,) = interpret(module, [a, b])
+        np.testing.assert_array_equal(result, expected)
+
+
+@pytest.mark.parametrize("text", [
+    # Widened to int64: int32 accumulation would wrap where numpy's does not.
+    BEFORE.replace("i32", "i64"),
+    # One operand already int32: its values need not fit a byte.
+    BEFORE.replace("%1 = convert(%b) : i32[7,3]{1,0}", "%1 = parameter() index=2 : i32[7,3]{1,0}"),
+    # Widened to float32: a float product rounds, a byte product would not.
+    BEFORE.replace("i32", "f32"),
+], ids=["int64", "int32-operand", "float"])
+def test_other_products_are_left_alone(text: str) -> None:
+    module = parse_module(text)
+    assert run_passes(module, [integer_dots]) is module
+
+
+def test_a_convert_read_elsewhere_stays() -> None:
+    text = BEFORE.replace("return %2", "%3 = add(%0, %0) : i32[5,7]{1,0}\n  return %2, %3")
+    after = print_module(run_passes(parse_module(text), [integer_dots, dce]))
+    assert "convert(%a)" in after and "result=i32" in after and "convert(%b)" not in after
