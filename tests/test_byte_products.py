@@ -85,6 +85,14 @@ def _transposed_lhs(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return a.T.astype(np.int32) @ b.astype(np.int32)
 
 
+def _transposed_rhs(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    return np.einsum("ij,kj->ik", a.astype(np.int32), b.astype(np.int32))
+
+
+def _transposed_result(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    return (a.astype(np.int32) @ b.astype(np.int32)).T + 1
+
+
 def _with_bias(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return (a.astype(np.int32) @ b.astype(np.int32)) * 3 + np.arange(b.shape[1], dtype=np.int32)
 
@@ -102,5 +110,11 @@ def test_the_cpu_runs_byte_products_on_vnni_exactly(dtypes: tuple[type, type]) -
     _check(batched, a, b, "cpu")
     _check(_transposed_lhs, _bytes(rng, dtypes[0], (45, 40)), _bytes(rng, dtypes[1], (45, 33)),
            "cpu")
+    _check(_transposed_rhs, _bytes(rng, dtypes[0], (45, 40)), _bytes(rng, dtypes[1], (33, 40)),
+           "cpu")
+    _check(_transposed_result, _bytes(rng, dtypes[0], (45, 40)),
+           _bytes(rng, dtypes[1], (40, 33)), "cpu")
+    # Shallow and wide: the column blocks are capped (MAX_NC), not sized by the depth.
+    _check(_with_bias, _bytes(rng, dtypes[0], (8, 4)), _bytes(rng, dtypes[1], (4, 5000)), "cpu")
     assembly = jitc.jit(matmul).lower(a[0], b[0]).compile().as_text(assembly=True)
     assert "vpdpbusd" in assembly

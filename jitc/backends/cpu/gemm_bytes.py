@@ -43,6 +43,9 @@ NR = 32             # columns of the register tile: two vectors of 16 int32 lane
 LANES = 16
 KC = 4096           # largest depth of a packed block, in bytes per row or column
 RHS_BLOCK_BYTES = 512 << 10
+# The widest column block: its column sums and (with an epilogue) its MR rows of int32
+# products live on the stack too, however shallow the product.
+MAX_NC = 2048
 # With a fused epilogue a strip's products are finished in a scratch tile before the
 # epilogue reads them, so the whole depth is one block: deeper products use the generic kernel.
 EPILOGUE_MAX_DEPTH = KC
@@ -112,9 +115,9 @@ class _Routines:
         dest, sums, src, rows, kc, s_p, s_k = fn.args
         groups = b.udiv(b.add(kc, const(3)), const(4))
         self._memset(b, dest, b.mul(groups, const(MR * 4)))
+        total = b.alloca(I32)
         with for_range(b, 0, rows, name="i") as i:
             row = at(b, src, b.mul(i, s_p), I8)
-            total = b.alloca(I32)
             b.store(ir.Constant(I32, 0), total)
             with for_range(b, 0, kc, name="k") as k:
                 x, wide = self._load_byte(b, at(b, row, b.mul(k, s_k), I8), a_signed,
@@ -274,7 +277,7 @@ class _BytesGemm:
         self.kc = _ceil(form.k, self.k_blocks)
         depth = _ceil(self.kc, 4) * 4
         width = _ceil(form.n, NR) * NR
-        self.nc = max(min(RHS_BLOCK_BYTES // depth // NR * NR, width), NR)
+        self.nc = max(min(RHS_BLOCK_BYTES // depth // NR * NR, width, MAX_NC), NR)
         self.depth = depth
 
     def _buffer(self, etype: ir.Type, count: int, name: str) -> ir.Value:
