@@ -17,7 +17,9 @@ A' = A - 128 (its top bit flipped), an int8 rhs as B' = B + 128. Then
 
     sum A'B' = sum AB + 128 [B int8] rowsum(A) - 128 [A uint8] colsum(B) - 128^2 K [both]
 
-and the tile adds the correction back from row and column sums the packing keeps. All of it
+and the tile adds the correction back from row and column sums the packing keeps. Modules
+not marked with `use_vnni` (hosts without it, `jitc aot` objects for a baseline CPU) get the
+same kernel with the instruction written in plain IR (`_widening_dot4`). All of it
 is int32 arithmetic modulo 2^32, which is what numpy's int32 sum is: a sum that wraps in numpy
 wraps here to the same bits (two's complement addition is associative and commutative).
 """
@@ -65,8 +67,22 @@ def use_vnni(module: ir.Module) -> None:
     _VNNI.add(module)
 
 
-def applies(module: ir.Module, inst: Instruction) -> bool:
-    return module in _VNNI and bool(inst.attrs.get("result"))
+def _widening_dot4(b: ir.IRBuilder, acc: ir.Value, u: ir.Value, s: ir.Value) -> ir.Value:
+    """What vpdpbusd computes, in plain IR for hosts without VNNI: each product of an
+    unsigned and a signed byte fits int16 exactly, and summing neighbouring pairs of them
+    into int32 is the pattern x86 backends select `pmaddwd` for; a second pairwise sum
+    finishes each group of four."""
+    wide = ir.VectorType(I32, 4 * LANES)
+    products = b.mul(b.zext(u, wide), b.sext(s, wide))
+
+    def pairs(x: ir.Value, count: int) -> ir.Value:
+        undefined = ir.Constant(x.type, ir.Undefined)
+        even = b.shuffle_vector(x, undefined, ir.Constant(ir.VectorType(I32, count),
+                                                           list(range(0, 2 * count, 2))))
+        odd = b.shuffle_vector(x, undefined, ir.Constant(ir.VectorType(I32, count),
+                                                          list(range(1, 2 * count, 2))))
+        return b.add(even, odd)
+    return b.add(acc, pairs(pairs(products, 2 * LANES), LANES))
 
 
 def _splat_i32(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
@@ -83,7 +99,7 @@ class _Routines:
         # Offsets added to the packed bytes (their top bit flipped).
         self.a_flip, self.b_flip = a_unsigned, b_signed
         tag = f"{'u' if a_unsigned else 's'}8x{'s' if b_signed else 'u'}8"
-        self.prefix = f"jitc.gemm.bytes.{tag}"
+        self.prefix = f"jitc.gemm.bytes.{tag}{'' if module in _VNNI else '.widening'}"
 
     def _function(self, name: str, args: list[ir.Type]) -> tuple[ir.Function, ir.IRBuilder, bool]:
         full = f"{self.prefix}.{name}"
@@ -195,8 +211,15 @@ class _Routines:
         for n in (1, 2, 3):
             fn.args[n].add_attribute("noalias")
         groups, a, bp, c, ldc, rows, columns, accumulate, row_sums, column_sums = fn.args
-        dpbusd = declare(self.module, "llvm.x86.avx512.vpdpbusd.512",
-                         ir.FunctionType(VEC_I32, [VEC_I32, VEC_I8, VEC_I8]))
+        if self.module in _VNNI:
+            intrinsic = declare(self.module, "llvm.x86.avx512.vpdpbusd.512",
+                                ir.FunctionType(VEC_I32, [VEC_I32, VEC_I8, VEC_I8]))
+
+            def dot4(acc: ir.Value, u: ir.Value, s: ir.Value) -> ir.Value:
+                return b.call(intrinsic, [acc, u, s])
+        else:
+            def dot4(acc: ir.Value, u: ir.Value, s: ir.Value) -> ir.Value:
+                return _widening_dot4(b, acc, u, s)
         entry = b.block
         loop = fn.append_basic_block("q")
         done = fn.append_basic_block("store")
@@ -215,7 +238,7 @@ class _Routines:
         for i in range(MR):
             x = b.bitcast(_splat_i32(b, b.load(at(b, strip, 4 * i, I8), typ=I32, align=4)),
                           VEC_I8)
-            tile.append([b.call(dpbusd, [accs[i][v], rhs[v], x]) for v in range(2)])
+            tile.append([dot4(accs[i][v], rhs[v], x) for v in range(2)])
         following = b.add(q, const(1))
         q.add_incoming(following, loop)
         for row, new_values in zip(accs, tile):
@@ -387,7 +410,7 @@ class _BytesGemm:
 def emit(ctx: KernelContext, inst: Instruction, form: Form, epilogue: Value | None
          ) -> Kernel | None:
     """The VNNI kernel of byte product `inst`, or None when the generic kernel runs it."""
-    if not applies(ctx.module, inst) or form.k < 4:
+    if form.k < 4:
         return None
     if epilogue is not None and form.k > EPILOGUE_MAX_DEPTH:
         return None
