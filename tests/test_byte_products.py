@@ -55,6 +55,9 @@ def test_byte_products_equal_numpy(backend: str, dtypes: tuple[type, type]) -> N
         _check(fn, a, b, backend)
     _check(batched, _bytes(rng, dtypes[0], (2, 3, 9)), _bytes(rng, dtypes[1], (2, 9, 4)),
            backend)
+    # Vectors: a matrix-vector product and an inner product.
+    _check(matmul, _bytes(rng, dtypes[0], (9,)), _bytes(rng, dtypes[1], (9, 4)), backend)
+    _check(dot, _bytes(rng, dtypes[0], (9,)), _bytes(rng, dtypes[1], (9,)), backend)
 
 
 @pytest.mark.parametrize("backend", BACKENDS)

@@ -26,14 +26,30 @@ from jitc.ir.ops.linalg import NARROW_INTEGERS
 from jitc.passes.pipeline import module_pass
 from jitc.passes.rewrite import rebuild_module
 
+# Ops that only move elements: they commute with the widening (matmul reshapes a vector
+# operand after numpy's astype, for instance).
+MOVES = frozenset({ops.RESHAPE, ops.TRANSPOSE, ops.BROADCAST_IN_DIM})
 
-def _widened_byte(value: Value) -> Value | None:
-    """The int8/uint8 value that `value` is the int32 conversion of, or None."""
+
+def _widening(value: Value) -> tuple[Value, list[Instruction]] | None:
+    """(the int8/uint8 value that `value` is the int32 conversion of, the moves after the
+    conversion, first to last), or None."""
+    moves: list[Instruction] = []
     inst = value.producer
-    if inst.op is not ops.CONVERT:
+    while inst.op in MOVES:
+        moves.append(inst)
+        inst = inst.operands[0].producer
+    if inst.op is not ops.CONVERT or inst.operands[0].type.dtype not in NARROW_INTEGERS:
         return None
-    source = inst.operands[0]
-    return source if source.type.dtype in NARROW_INTEGERS else None
+    return inst.operands[0], moves[::-1]
+
+
+def _moved(builder: Builder, source: Value, moves: list[Instruction]) -> Value:
+    """`source` through `moves`, which then move bytes."""
+    for move in moves:
+        result = move.results[0].type.with_dtype(source.type.dtype)
+        source = builder.emit(move.op, [source], move.attrs, result)
+    return source
 
 
 def _narrow(builder: Builder, inst: Instruction, operands: Sequence[Value]
@@ -41,9 +57,10 @@ def _narrow(builder: Builder, inst: Instruction, operands: Sequence[Value]
     if inst.op is not ops.DOT_GENERAL or inst.attrs.get("result") or \
             inst.results[0].type.dtype is not dtypes.int32:
         return None
-    narrow = [_widened_byte(v) for v in operands]
-    if any(v is None for v in narrow):
+    found = [_widening(v) for v in operands]
+    if any(f is None for f in found):
         return None
+    narrow = [_moved(builder, *f) for f in found]  # type: ignore[misc]
     attrs = dict(inst.attrs)
     attrs["result"] = "i32"
     return [builder.emit(ops.DOT_GENERAL, narrow, attrs,  # type: ignore[arg-type]

@@ -70,3 +70,29 @@ def test_a_convert_read_elsewhere_stays() -> None:
     text = BEFORE.replace("return %2", "%3 = add(%0, %0) : i32[5,7]{1,0}\n  return %2, %3")
     after = print_module(run_passes(parse_module(text), [integer_dots, dce]))
     assert "convert(%a)" in after and "result=i32" in after and "convert(%b)" not in after
+
+
+def test_moves_after_the_widening_move_the_bytes() -> None:
+    before = ir("""
+        func @f {
+          %a = parameter() index=0 : u8[7]
+          %b = parameter() index=1 : i8[3,7]{1,0}
+          %0 = convert(%a) : i32[7]
+          %1 = reshape(%0) : i32[1,7]{1,0}
+          %2 = convert(%b) : i32[3,7]{1,0}
+          %3 = transpose(%2) permutation=[1,0] : i32[7,3]{1,0}
+          %4 = dot_general(%1, %3) lhs_contract=[1] rhs_contract=[0] : i32[1,3]{1,0}
+          return %4
+        }
+        """)
+    after = print_module(run_passes(parse_module(before), [integer_dots, dce]))
+    assert after == ir("""
+        func @f {
+          %a = parameter() index=0 : u8[7]
+          %b = parameter() index=1 : i8[3,7]{1,0}
+          %0 = reshape(%a) : u8[1,7]{1,0}
+          %1 = transpose(%b) permutation=[1,0] : i8[7,3]{1,0}
+          %2 = dot_general(%0, %1) lhs_contract=[1] rhs_contract=[0] result=i32 : i32[1,3]{1,0}
+          return %2
+        }
+        """)
