@@ -35,7 +35,9 @@ def batched(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return np.matmul(a.astype(np.int32), b.astype(np.int32))
 
 
-def _check(fn, a: np.ndarray, b: np.ndarray, backend: str) -> None:
+def _check(fn, a: np.ndarray, b: np.ndarray, backend: str, sums: bool = False) -> None:
+    """`fn` equals numpy and runs as a byte product; with `sums` (zero points) the row or
+    column sums still read widened bytes."""
     jitted = jitc.jit(fn, backend=backend)
     result = jitted(a, b)
     expected = fn(a, b)
@@ -43,7 +45,7 @@ def _check(fn, a: np.ndarray, b: np.ndarray, backend: str) -> None:
     np.testing.assert_array_equal(result, expected)
     if backend != "interpreter" and result.size and a.size:
         text = print_module(jitted.lower(a, b).compile().optimized_module)
-        assert "result=i32" in text and "convert" not in text
+        assert "result=i32" in text and (sums or "convert" not in text)
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -124,3 +126,17 @@ def test_the_cpu_runs_byte_products_on_vnni_exactly(dtypes: tuple[type, type]) -
     _check(_with_bias, _bytes(rng, dtypes[0], (8, 4)), _bytes(rng, dtypes[1], (4, 5000)), "cpu")
     assembly = jitc.jit(matmul).lower(a[0], b[0]).compile().as_text(assembly=True)
     assert "vpdpbusd" in assembly
+
+
+def _zero_points(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    return (a.astype(np.int32) - 77) @ (b.astype(np.int32) - np.int32(-2**30))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_zero_points_equal_numpy_including_wrap_around(backend: str) -> None:
+    rng = np.random.default_rng(4)
+    for shape in [(5, 7, 3), (40, 70, 50)]:
+        m, k, n = shape
+        with np.errstate(over="ignore"):
+            _check(_zero_points, _bytes(rng, np.uint8, (m, k)), _bytes(rng, np.int8, (k, n)),
+                   backend, sums=True)

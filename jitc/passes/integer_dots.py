@@ -20,9 +20,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import numpy as np
+
 from jitc.ir import dtypes, ops
-from jitc.ir.core import Builder, Instruction, Module, Value
+from jitc.ir.core import Builder, Instruction, Literal, Module, Value
 from jitc.ir.ops.linalg import NARROW_INTEGERS
+from jitc.ir.types import TensorType
 from jitc.passes.pipeline import module_pass
 from jitc.passes.rewrite import rebuild_module
 
@@ -52,19 +55,74 @@ def _moved(builder: Builder, source: Value, moves: list[Instruction]) -> Value:
     return source
 
 
+def _zero_point(value: Value) -> tuple[Value, Value] | None:
+    """(x, z) when `value` is `x - z` for a scalar z broadcast (an input's zero point)."""
+    inst = value.producer
+    if inst.op is not ops.SUB:
+        return None
+    x, z = inst.operands
+    if z.producer.op is not ops.BROADCAST_IN_DIM or z.producer.operands[0].type.rank != 0:
+        return None
+    return x, z.producer.operands[0]
+
+
+def _operand(value: Value) -> tuple[Value, list[Instruction], Value, Value | None] | None:
+    """(byte source, moves, the widened value, zero point or None) of a product's operand."""
+    split = _zero_point(value)
+    if split is not None and _widening(split[0]) is not None:
+        widened, zero = split
+    else:
+        widened, zero = value, None
+    found = _widening(widened)
+    return None if found is None else (*found, widened, zero)
+
+
+def _correction(builder: Builder, widened: Value, zero: Value, contract: Sequence[int],
+                out: TensorType, dims: list[int]) -> Value:
+    """zero * (the sums of `widened` over `contract`), broadcast to `out` along `dims`."""
+    sums = builder.emit(ops.REDUCE, [widened], {"dims": list(contract), "kind": "sum"})
+    scaled = builder.emit(ops.MUL, [sums, builder.emit(
+        ops.BROADCAST_IN_DIM, [zero], {"dims": []}, TensorType(dtypes.int32, sums.type.shape))])
+    return builder.emit(ops.BROADCAST_IN_DIM, [scaled], {"dims": dims},
+                        TensorType(dtypes.int32, out.shape))
+
+
 def _narrow(builder: Builder, inst: Instruction, operands: Sequence[Value]
             ) -> Sequence[Value] | None:
     if inst.op is not ops.DOT_GENERAL or inst.attrs.get("result") or \
             inst.results[0].type.dtype is not dtypes.int32:
         return None
-    found = [_widening(v) for v in operands]
-    if any(f is None for f in found):
+    found = [_operand(v) for v in operands]
+    if found[0] is None or found[1] is None:
         return None
-    narrow = [_moved(builder, *f) for f in found]  # type: ignore[misc]
+    (a, a_moves, a_wide, za), (b, b_moves, b_wide, zb) = found
     attrs = dict(inst.attrs)
+    lc, rc = list(attrs["lhs_contract"]), list(attrs["rhs_contract"])  # type: ignore
+    if (za is not None or zb is not None) and attrs["lhs_batch"]:
+        return None  # zero points are folded into products without batch dimensions only
+    out = inst.results[0].type
     attrs["result"] = "i32"
-    return [builder.emit(ops.DOT_GENERAL, narrow, attrs,  # type: ignore[arg-type]
-                         inst.results[0].type, name_hint=inst.results[0].name_hint)]
+    product = builder.emit(ops.DOT_GENERAL, [_moved(builder, a, a_moves),
+                                             _moved(builder, b, b_moves)],
+                           attrs, out)  # type: ignore[arg-type]
+    # (A - za)(B - zb) = AB - za colsum(B) - zb rowsum(A) + K za zb, all modulo 2^32.
+    lhs_free = a_wide.type.rank - len(lc)
+    if za is not None:
+        dims = list(range(lhs_free, out.rank))
+        product = builder.emit(ops.SUB, [product, _correction(builder, b_wide, za, rc, out,
+                                                               dims)])
+    if zb is not None:
+        product = builder.emit(ops.SUB, [product, _correction(builder, a_wide, zb, lc, out,
+                                                               list(range(lhs_free)))])
+    if za is not None and zb is not None:
+        depth = 1
+        for d in lc:
+            depth *= a_wide.type.shape[d]
+        k = builder.emit(ops.CONSTANT, [], {"value": Literal(np.array(depth, np.int32))})
+        both = builder.emit(ops.MUL, [builder.emit(ops.MUL, [za, zb]), k])
+        product = builder.emit(ops.ADD, [product, builder.emit(
+            ops.BROADCAST_IN_DIM, [both], {"dims": []}, TensorType(dtypes.int32, out.shape))])
+    return [product]
 
 
 @module_pass("integer_dots")

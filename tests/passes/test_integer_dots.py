@@ -96,3 +96,39 @@ def test_moves_after_the_widening_move_the_bytes() -> None:
           return %2
         }
         """)
+
+
+ZERO_POINTS = ir("""
+    func @f {
+      %a = parameter() index=0 : u8[5,7]{1,0}
+      %b = parameter() index=1 : i8[7,3]{1,0}
+      %za = parameter() index=2 : i32[]
+      %zb = parameter() index=3 : i32[]
+      %0 = convert(%a) : i32[5,7]{1,0}
+      %1 = broadcast_in_dim(%za) dims=[] : i32[5,7]{1,0}
+      %2 = sub(%0, %1) : i32[5,7]{1,0}
+      %3 = convert(%b) : i32[7,3]{1,0}
+      %4 = broadcast_in_dim(%zb) dims=[] : i32[7,3]{1,0}
+      %5 = sub(%3, %4) : i32[7,3]{1,0}
+      %6 = dot_general(%2, %5) lhs_contract=[1] rhs_contract=[0] : i32[5,3]{1,0}
+      return %6
+    }
+    """)
+
+
+def test_zero_points_are_taken_out_of_the_byte_product() -> None:
+    before = parse_module(ZERO_POINTS)
+    after = run_passes(before, [integer_dots, dce])
+    text = print_module(after)
+    assert "dot_general(%a, %b)" in text and "result=i32" in text
+    rng = np.random.default_rng(2)
+    a = rng.integers(0, 256, (5, 7)).astype(np.uint8)
+    b = rng.integers(-128, 128, (7, 3)).astype(np.int8)
+    # Zero points near 2^31 make every correction wrap around int32.
+    for za, zb in [(128, -3), (2**31 - 5, -(2**30) - 7)]:
+        args = [a, b, np.int32(za), np.int32(zb)]
+        with np.errstate(over="ignore"):
+            expected = (a.astype(np.int32) - np.int32(za)) @ (b.astype(np.int32) - np.int32(zb))
+        for module in (before, after):
+            (result,) = interpret(module, args)
+            np.testing.assert_array_equal(result, expected)
