@@ -109,23 +109,28 @@ def _with_bias(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 @pytest.mark.parametrize("dtypes", BYTES, ids=lambda d: f"{d[0].__name__}x{d[1].__name__}")
 def test_the_cpu_runs_byte_products_on_vnni_exactly(dtypes: tuple[type, type]) -> None:
     rng = np.random.default_rng(3)
-    # Depths and widths that are no multiple of 4, 16 or 32; rows no multiple of 8.
-    for m, k, n in [(33, 37, 65), (100, 130, 70), (9, 4099, 40)]:
+    # Depths and widths that are no multiple of 4, 16 or 32; rows no multiple of 8; a depth
+    # of two blocks (KC = 4096).
+    for m, k, n in [(33, 37, 65), (9, 4099, 40)]:
         a, b = _bytes(rng, dtypes[0], (m, k)), _bytes(rng, dtypes[1], (k, n))
         _check(matmul, a, b, "cpu")
-        _check(_with_bias, a, b, "cpu")
-    a, b = _bytes(rng, dtypes[0], (3, 20, 37)), _bytes(rng, dtypes[1], (3, 37, 50))
-    _check(batched, a, b, "cpu")
-    _check(_transposed_lhs, _bytes(rng, dtypes[0], (45, 40)), _bytes(rng, dtypes[1], (45, 33)),
-           "cpu")
-    _check(_transposed_rhs, _bytes(rng, dtypes[0], (45, 40)), _bytes(rng, dtypes[1], (33, 40)),
-           "cpu")
-    _check(_transposed_result, _bytes(rng, dtypes[0], (45, 40)),
-           _bytes(rng, dtypes[1], (40, 33)), "cpu")
-    # Shallow and wide: the column blocks are capped (MAX_NC), not sized by the depth.
-    _check(_with_bias, _bytes(rng, dtypes[0], (8, 4)), _bytes(rng, dtypes[1], (4, 5000)), "cpu")
-    assembly = jitc.jit(matmul).lower(a[0], b[0]).compile().as_text(assembly=True)
+    assembly = jitc.jit(matmul).lower(a, b).compile().as_text(assembly=True)
     assert "vpdpbusd" in assembly
+
+
+@needs_vnni
+def test_vnni_layouts_batches_and_epilogues() -> None:
+    # uint8 x int8 needs every correction of the offset trick (row, column and constant).
+    rng = np.random.default_rng(5)
+    lhs, rhs = np.uint8, np.int8
+    a, b = _bytes(rng, lhs, (100, 130)), _bytes(rng, rhs, (130, 70))
+    _check(_with_bias, a, b, "cpu")
+    _check(batched, _bytes(rng, lhs, (3, 20, 37)), _bytes(rng, rhs, (3, 37, 50)), "cpu")
+    _check(_transposed_lhs, _bytes(rng, lhs, (45, 40)), _bytes(rng, rhs, (45, 33)), "cpu")
+    _check(_transposed_rhs, _bytes(rng, lhs, (45, 40)), _bytes(rng, rhs, (33, 40)), "cpu")
+    _check(_transposed_result, _bytes(rng, lhs, (45, 40)), _bytes(rng, rhs, (40, 33)), "cpu")
+    # Shallow and wide: the column blocks are capped (MAX_NC), not sized by the depth.
+    _check(_with_bias, _bytes(rng, lhs, (8, 4)), _bytes(rng, rhs, (4, 5000)), "cpu")
 
 
 def _zero_points(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -140,3 +145,18 @@ def test_zero_points_equal_numpy_including_wrap_around(backend: str) -> None:
         with np.errstate(over="ignore"):
             _check(_zero_points, _bytes(rng, np.uint8, (m, k)), _bytes(rng, np.int8, (k, n)),
                    backend, sums=True)
+
+
+@pytest.mark.parametrize("dtypes", BYTES, ids=lambda d: f"{d[0].__name__}x{d[1].__name__}")
+def test_the_widening_tile_for_hosts_without_vnni(dtypes: tuple[type, type],
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    from jitc.backends.cpu import gemm_bytes
+    monkeypatch.setattr(gemm_bytes, "use_vnni", lambda module: None)
+    rng = np.random.default_rng(6)
+    a, b = _bytes(rng, dtypes[0], (33, 37)), _bytes(rng, dtypes[1], (37, 65))
+    jitted = jitc.jit(matmul, disk_cache=False)
+    np.testing.assert_array_equal(jitted(a, b), matmul(a, b))
+    assembly = jitted.lower(a, b).compile().as_text(assembly=True)
+    assert "vpdpbusd" not in assembly
+    if host_has("avx2"):  # the pairwise sums of int16 products, as x86 selects them
+        assert "pmaddwd" in assembly
