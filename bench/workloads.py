@@ -17,7 +17,7 @@ import numpy as np
 class Workload:
     name: str
     fn: Callable            # fn(xp, *args)
-    make: Callable          # make(rng, quick) -> tuple of float32 arrays
+    make: Callable          # make(rng, quick) -> tuple of arrays (float32 unless named)
     group: str = ""
     static: dict = field(default_factory=dict)
     # A call form (dispatch rows): form(wrap, xp) wraps a function of its own with `wrap`
@@ -58,6 +58,11 @@ def sum_axis1(xp, x):
 
 def matmul(xp, a, b):
     return a @ b
+
+
+def int8_matmul(xp, a, b):
+    """The numpy idiom of an int8 product with exact int32 sums (docs/quantization.md)."""
+    return a.astype(xp.int32) @ b.astype(xp.int32)
 
 
 def mlp(xp, x, w1, b1, w2, b2, w3, b3):
@@ -243,6 +248,13 @@ def _matmul_inputs(n):
     return make
 
 
+def _int8_matmul_inputs(n):
+    def make(rng, quick):
+        m = min(n, 256) if quick else n
+        return tuple(rng.integers(-128, 128, (m, m)).astype(np.int8) for _ in range(2))
+    return make
+
+
 def _rows(rng, quick):
     return (_normal(rng, 512 if quick else 4096, 1024),)
 
@@ -330,6 +342,8 @@ WORKLOADS = [
     Workload("matmul 512", matmul, _matmul_inputs(512), "matmul"),
     Workload("matmul 1024", matmul, _matmul_inputs(1024), "matmul"),
     Workload("matmul 2048", matmul, _matmul_inputs(2048), "matmul"),
+    # Beside "matmul 1024" (float32) with --only "matmul 1024".
+    Workload("int8 matmul 1024", int8_matmul, _int8_matmul_inputs(1024), "matmul"),
     Workload("MLP 784-512-512-10", mlp, _mlp_inputs, "model"),
     Workload("RNN 50 steps", rnn, _rnn_inputs, "model"),
     Workload("RNN scan 1000 steps", rnn_scan, _rnn_scan_inputs, "model"),

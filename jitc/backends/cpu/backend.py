@@ -148,7 +148,8 @@ class CpuBackend:
         with profiling.span("lower to LLVM IR", "codegen") as span:
             lowering = lower_module(module, threads, donated=options.donated,
                                     partitions=compile_threads(), external_routines=True,
-                                    native_ldexp=target.host_has("avx512f"), timing=timing)
+                                    native_ldexp=target.host_has("avx512f"),
+                                    native_vnni=target.host_has("avx512vnni"), timing=timing)
             span.note(kernels=len(lowering.kernels), modules=len(lowering.parts))
         entry = EntryPoint.of(module, lowering)
         if timing is not None:

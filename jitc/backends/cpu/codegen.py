@@ -32,7 +32,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 from llvmlite import ir
 
-from jitc.backends.cpu import gemm_routines, kernels
+from jitc.backends.cpu import gemm_bytes, gemm_routines, kernels
 from jitc.backends.cpu.control import RegionCode, emit_control
 from jitc.backends.cpu.fusions import emit_fusion, fusion_buffers
 from jitc.backends.cpu.plan import ALIGNMENT, BufferPlan, plan_buffers
@@ -146,12 +146,14 @@ def _strip_locations(text: str) -> str:
 def lower_module(module: Module, num_threads: int = 1, name: str = "jitc",
                  linkage: Linkage = Linkage(), donated: frozenset[int] = frozenset(),
                  partitions: int = 1, external_routines: bool = False,
-                 native_ldexp: bool = False, timing: int | None = None) -> Lowering:
+                 native_ldexp: bool = False, native_vnni: bool = False,
+                 timing: int | None = None) -> Lowering:
     """The LLVM IR of `module`: its kernels spread over up to `partitions` modules (the first
     until it holds SPLIT_INSTRUCTIONS instructions, then whichever holds the least code), the
-    GEMM routines declared rather than defined when `external_routines`, and the vector math
-    scaling with llvm.ldexp when `native_ldexp`, the entry timing its kernels for profile
-    number `timing` when given (regions run untimed inside the kernel that steps them)."""
+    GEMM routines declared rather than defined when `external_routines`, the vector math
+    scaling with llvm.ldexp when `native_ldexp`, byte products with VNNI when `native_vnni`,
+    the entry timing its kernels for profile number `timing` when given (regions run untimed
+    inside the kernel that steps them)."""
     assert partitions == 1 or not linkage.internal, "internal kernels must share one module"
     fn = module.entry
     plan = plan_buffers(fn, donated, module, views=True)
@@ -159,6 +161,9 @@ def lower_module(module: Module, num_threads: int = 1, name: str = "jitc",
     if native_ldexp:  # the target scales vectors by powers of two in one instruction
         for part in parts:
             scale_with_ldexp(part)
+    if native_vnni:  # byte products may use AVX512-VNNI (gemm_bytes.py)
+        for part in parts:
+            gemm_bytes.use_vnni(part)
     if external_routines:
         for part in parts:
             gemm_routines.declare_externally(part)

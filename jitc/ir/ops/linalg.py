@@ -9,6 +9,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from jitc.ir import dtypes
+from jitc.ir.dtypes import DType
 from jitc.ir.opdef import Attr, AttrKind, IRTypeError, OpDef, Trait, register
 from jitc.ir.ops.rules import (
     NUMERIC,
@@ -31,10 +33,27 @@ def _wide(dtype: np.dtype) -> np.dtype:
 
 # --- dot_general ------------------------------------------------------------------------------
 
+# Byte operands whose products a dot_general may sum into a wider result (`result=i32`):
+# what the numpy idiom `a.astype(np.int32) @ b.astype(np.int32)` on int8/uint8 arrays means.
+NARROW_INTEGERS = (dtypes.int8, dtypes.uint8)
+
+
+def _dot_dtype(types: Sequence[TensorType], attrs: Attrs) -> DType:
+    result = attrs.get("result", "")
+    if not result:
+        dtype = same_dtype("dot_general", types)
+        check_kind("dot_general", dtype, NUMERIC)
+        return dtype
+    for t in types:
+        if t.dtype not in NARROW_INTEGERS:
+            raise IRTypeError(f"dot_general result={result}: operands must be int8 or uint8, "
+                              f"got {t.short()}")
+    return dtypes.by_name(str(result))
+
+
 def _dot_rule(types: Sequence[TensorType], attrs: Attrs, declared):
     lhs, rhs = types
-    dtype = same_dtype("dot_general", types)
-    check_kind("dot_general", dtype, NUMERIC)
+    dtype = _dot_dtype(types, attrs)
     lb, rb = attrs["lhs_batch"], attrs["rhs_batch"]
     lc, rc = attrs["lhs_contract"], attrs["rhs_contract"]
     check_axes("dot_general lhs", list(lb) + list(lc), lhs.rank)
@@ -68,7 +87,7 @@ def _dot_reference(args: Sequence[np.ndarray], attrs: Attrs, results):
     lhs_free = [s for s in lhs_sub if s not in batch and s not in contract]
     rhs_free = [s for s in rhs_sub if s not in batch and s not in contract]
     spec = f"{''.join(lhs_sub)},{''.join(rhs_sub)}->{''.join(batch + lhs_free + rhs_free)}"
-    wide = _wide(lhs.dtype)
+    wide = _wide(results[0].dtype.numpy)
     out = np.einsum(spec, lhs.astype(wide), rhs.astype(wide))
     return [out.astype(results[0].dtype.numpy)]
 
@@ -77,7 +96,8 @@ DOT_GENERAL = register(OpDef(
     "dot_general", 2, _dot_rule, _dot_reference,
     "sum of products over the contracting dimensions; result is batch, lhs free, rhs free",
     (Attr("lhs_batch", AttrKind.INTS, ()), Attr("rhs_batch", AttrKind.INTS, ()),
-     Attr("lhs_contract", AttrKind.INTS), Attr("rhs_contract", AttrKind.INTS)),
+     Attr("lhs_contract", AttrKind.INTS), Attr("rhs_contract", AttrKind.INTS),
+     Attr("result", AttrKind.ENUM, "", ("", "i32"))),
     frozenset({Trait.TRANSCENDENTAL})))
 
 
