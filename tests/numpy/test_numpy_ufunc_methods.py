@@ -9,7 +9,7 @@ from jitcheck import BACKENDS, check_jit, random
 
 import jitc
 
-DTYPES = [np.float32, np.float64, np.int32, np.int8, np.bool_]
+DTYPES = [np.float32, np.float64, np.int32, np.int8, np.uint16, np.bool_]
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
