@@ -51,6 +51,9 @@ FLOATS = ("float16", "float32", "float64")
 ALL = ("bool",) + INTS + FLOATS
 NUMERIC = ALL[1:]
 LOGICAL = ("bool",) + INTS
+# The integer widths whose element sizes other dtypes already have (f16, i32/f32, i64/f64):
+# their op cases run under `-m slow` (see `slow_param`).
+OTHER_WIDTHS = frozenset({"int16", "uint16", "uint32", "uint64"})
 
 
 @dataclass(frozen=True)
@@ -88,6 +91,17 @@ class OpCase:
         for i, v in enumerate(others):
             chosen.append((v, np.dtype(self.dtypes[i % len(self.dtypes)])))
         return chosen
+
+
+def slow_param(case: OpCase, variant: Variant, dtype: np.dtype) -> bool:
+    """Whether an op-case param runs only under `-m slow`: the first variant (the one run on
+    every dtype) on the other integer widths, except in the integer-only cases (division,
+    remainder, shifts, powers), where the width is the semantics. The default run covers the
+    rest with the hypothesis tests of test_op_properties.py (integer wrap-around and casts at
+    every width, binary ufuncs over every dtype pair, reductions), the fuzzers (every dtype,
+    every backend) and the further variants, which take every dtype in turn."""
+    return (str(dtype) in OTHER_WIDTHS and variant is case.variants[0]
+            and not set(case.dtypes) <= set(INTS))
 
 
 # -- argument variants shared by many cases ------------------------------------------------------

@@ -158,8 +158,14 @@ WRAPPING = {
     "add": lambda x, y: x + y, "subtract": lambda x, y: x - y, "multiply": lambda x, y: x * y,
     "negative": lambda x, y: -x, "absolute": lambda x, y: np.abs(x),
     "floor_divide": lambda x, y: x // y, "remainder": lambda x, y: x % y,
-    "left_shift": lambda x, y: x << (y & 7), "sum": lambda x, y: (x + y).sum(),
+    "fmod": lambda x, y: np.fmod(x, y), "true_divide": lambda x, y: x / y,
+    "power": lambda x, y: x ** (y & 3), "sign": lambda x, y: np.sign(x),
+    "shifts": lambda x, y: (x << (y & 7), x >> (y & 7), ~x ^ y),
+    "compare": lambda x, y: (x < y, x == y, np.maximum(x, y), np.minimum(x, y)),
+    "reductions": lambda x, y: ((x + y).sum(), x.prod(), x.max(axis=0), x.argmin()),
     "astype": lambda x, y: (x.astype(y.dtype), y.astype(x.dtype)),
+    # to float and back within range: numpy truncates toward zero, as the IR does
+    "floats": lambda x, y: (x.astype(np.float32), x.astype(np.float16), (x / 3).astype(x.dtype)),
 }
 
 
