@@ -234,9 +234,10 @@ def test_python_int_out_of_range_raises_like_numpy(backend):
 def test_python_int_argument_out_of_range_raises_like_numpy(backend):
     import jitc
     x, u = np.arange(4, dtype=np.int8), np.arange(4, dtype=np.uint8)
+    u16, u64 = np.arange(4, dtype=np.uint16), np.arange(4, dtype=np.uint64)
     scale = jitc.jit(lambda x, s: x * s, backend=backend)
     np.testing.assert_array_equal(scale(x, 100), x * 100)  # fits int8 (the product wraps)
-    for array, value in [(x, 300), (x, -129), (u, -1), (u, 256)]:
+    for array, value in [(x, 300), (x, -129), (u, -1), (u, 256), (u16, 65536), (u64, -1)]:
         with pytest.raises(OverflowError, match=f"{value} out of bounds for {array.dtype}"):
             _ = array * value
         with pytest.raises(OverflowError, match=rf"argument s: Python integer {value} out of "
