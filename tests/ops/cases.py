@@ -44,16 +44,17 @@ from .values import (
     integers,
 )
 
-SIGNED = ("int8", "int16", "int32", "int64")
+# The integer widths whose element sizes other dtypes already have (f16, i32/f32, i64/f64)
+# come last: a case's further variants take its dtypes in turn, and reach them only after
+# every other dtype; their first variants mostly run under `-m slow` (see `slow_param`).
+OTHER_WIDTHS = ("int16", "uint16", "uint32", "uint64")
+INTS = ("int8", "uint8", "int32", "int64") + OTHER_WIDTHS
+SIGNED = ("int8", "int32", "int64", "int16")
 UNSIGNED = ("uint8", "uint16", "uint32", "uint64")
-INTS = SIGNED + UNSIGNED
 FLOATS = ("float16", "float32", "float64")
-ALL = ("bool",) + INTS + FLOATS
+ALL = ("bool", "int8", "uint8", "int32", "int64") + FLOATS + OTHER_WIDTHS
 NUMERIC = ALL[1:]
 LOGICAL = ("bool",) + INTS
-# The integer widths whose element sizes other dtypes already have (f16, i32/f32, i64/f64):
-# their op cases run under `-m slow` (see `slow_param`).
-OTHER_WIDTHS = frozenset({"int16", "uint16", "uint32", "uint64"})
 
 
 @dataclass(frozen=True)
