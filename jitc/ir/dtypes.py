@@ -61,9 +61,7 @@ float16 = DType("f16", "float16", Kind.FLOAT, 16)
 float32 = DType("f32", "float32", Kind.FLOAT, 32)
 float64 = DType("f64", "float64", Kind.FLOAT, 64)
 
-SIGNED_INTS: tuple[DType, ...] = (int8, int16, int32, int64)
-UNSIGNED_INTS: tuple[DType, ...] = (uint8, uint16, uint32, uint64)
-INTS: tuple[DType, ...] = SIGNED_INTS + UNSIGNED_INTS
+INTS: tuple[DType, ...] = (int8, int16, int32, int64, uint8, uint16, uint32, uint64)
 FLOATS: tuple[DType, ...] = (float16, float32, float64)
 ALL: tuple[DType, ...] = (bool_, *INTS, *FLOATS)
 
