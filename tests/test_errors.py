@@ -75,14 +75,6 @@ def to_string(x):
     return x.astype("U8")  # error
 
 
-def mixed_int_widths(x):
-    return x.astype(np.int8) + x.astype(np.uint8)  # error
-
-
-def pixel_total(x):
-    return x.astype(np.uint8).sum()  # error
-
-
 def sorted_rows(x):
     return x.partition(1)  # error
 
@@ -114,9 +106,6 @@ CASES = [
     (to_complex, (X,), jitc.TraceError,
      ["dtype complex128 is not supported by jitc", "supported: bool, int8"]),
     (to_string, (X,), jitc.TraceError, ["dtype <U8 is not supported by jitc"]),
-    (mixed_int_widths, (X,), jitc.TraceError, ["dtype int16 is not supported by jitc"]),
-    (pixel_total, (X,), jitc.TraceError,
-     ["numpy.sum of u8[3,4] accumulates in uint64", "pass dtype=np.int64"]),
     (sorted_rows, (X,), AttributeError,
      ["ndarray.partition is not supported on traced arrays inside jitc.jit yet"]),
 ]

@@ -113,7 +113,8 @@ permute_dims = transpose
 
 # dtypes and constants, so `jnp.float32` and `jnp.pi` read like numpy.
 bool_ = _np.bool_
-int8, uint8, int32, int64 = _np.int8, _np.uint8, _np.int32, _np.int64
+int8, int16, int32, int64 = _np.int8, _np.int16, _np.int32, _np.int64
+uint8, uint16, uint32, uint64 = _np.uint8, _np.uint16, _np.uint32, _np.uint64
 float16, float32, float64 = _np.float16, _np.float32, _np.float64
 pi, e, inf, nan, newaxis = _np.pi, _np.e, _np.inf, _np.nan, None
 ndarray = _np.ndarray

@@ -7,8 +7,9 @@ from typing import Any
 
 import numpy as np
 
-from jitc.numpy._core import HANDLED, implements, lift, unsupported
+from jitc.numpy._core import HANDLED, check_static_int, convert, implements, lift, unsupported
 from jitc.tracing import pytree
+from jitc.tracing.errors import TraceError, located
 from jitc.tracing.state import current_trace
 from jitc.tracing.tracer import Tracer
 
@@ -85,8 +86,19 @@ def round(a, decimals=0, out=None):
     if out is not None:
         raise unsupported("numpy.round(..., out=...)")
     x = lift(a)
-    if x.dtype.kind != "f":
-        return x
+    decimals = check_static_int(decimals, "numpy.round's decimals")
+    if x.dtype.kind == "b":
+        if decimals != 0:
+            raise TraceError(located("numpy.round of a bool array with decimals != 0: numpy "
+                                     "has no loop for it; convert it to a float dtype first"))
+        return convert(x, np.float16)  # numpy's loop for bool is float16's
+    if x.dtype.kind in "iu":
+        if decimals >= 0:
+            return x
+        # numpy rounds integers through float64 (half to even) and casts back.
+        scale = np.float64(10.0 ** -decimals)
+        wide = np.true_divide(convert(x, np.float64), scale)
+        return convert(np.multiply(np.rint(wide), scale), x.dtype)
     if decimals == 0:
         return np.rint(x)
     scale = np.asarray(10.0 ** decimals, dtype=x.dtype)

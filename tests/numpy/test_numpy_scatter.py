@@ -13,7 +13,8 @@ from jitcheck import BACKENDS, check_jit, random
 
 import jitc
 
-DTYPES = [np.bool_, np.int8, np.uint8, np.int32, np.int64, np.float16, np.float32, np.float64]
+DTYPES = [np.bool_, np.int8, np.uint8, np.int16, np.int32, np.int64, np.uint64, np.float16,
+          np.float32, np.float64]
 
 # (name, shape, index, value): numpy's `x[index] = value`, duplicates written last-wins.
 WRITES = [
