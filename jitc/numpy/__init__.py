@@ -28,11 +28,9 @@ from jitc.numpy.creation import (
 )
 from jitc.numpy.dispatch import (
     apply_function,
-    argsort,
     conj,
     nonzero,
     round,
-    sort,
 )
 from jitc.numpy.histograms import bincount, digitize, histogram, searchsorted
 from jitc.numpy.indexing import getitem, take, take_along_axis
@@ -97,6 +95,15 @@ from jitc.numpy.shapes import (
     where,
 )
 from jitc.numpy.solvers import cholesky, det, inv, slogdet, solve
+from jitc.numpy.sorting import (
+    argpartition,
+    argsort,
+    median,
+    partition,
+    percentile,
+    quantile,
+    sort,
+)
 from jitc.numpy.statistics import corrcoef, cov, interp
 from jitc.numpy.ufunc_methods import cumprod, cumsum
 from jitc.numpy.ufuncs import UFUNCS, apply_operator, apply_ufunc, nan_to_num

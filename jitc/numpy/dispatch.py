@@ -109,5 +109,3 @@ def _not_yet(name: str, hint: str = "") -> Callable:
 
 
 nonzero = _not_yet("nonzero", "Its result shape depends on the data; use np.where(c, x, y).")
-sort = _not_yet("sort")
-argsort = _not_yet("argsort")

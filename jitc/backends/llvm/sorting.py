@@ -1,0 +1,167 @@
+"""The `sort` op on one row, as LLVM IR: a least-significant-digit radix sort.
+
+Each element becomes an unsigned key whose integer order is numpy's order (floats: the sign
+flips the other bits, -0.0 counts as 0.0, every nan becomes the largest key), paired with its
+position. Radix passes are stable, so equal keys keep their positions' order: the result is
+numpy's `kind="stable"`. One read of the row counts the digits of every pass; a pass whose
+digit is the same for all elements (small integers in a wide type) is skipped. The values
+come out by position from the input row, so -0.0 and nan payloads survive.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from llvmlite import ir
+
+from jitc.backends.llvm.loops import for_range
+from jitc.backends.llvm.types import I32, I64, PTR, declare
+from jitc.ir.dtypes import DType, Kind
+
+
+@dataclass(frozen=True)
+class RadixPlan:
+    """The static shape of one row's sort: key width, digit width, scratch layout."""
+
+    n: int
+    key_bits: int
+    digit_bits: int
+
+    @property
+    def passes(self) -> int:
+        return -(-self.key_bits // self.digit_bits)
+
+    @property
+    def buckets(self) -> int:
+        return 1 << self.digit_bits
+
+    @property
+    def position_type(self) -> ir.IntType:
+        return I32 if self.n < 2**31 else I64
+
+    @property
+    def key_type(self) -> ir.IntType:
+        return ir.IntType(self.key_bits)
+
+    def scratch_bytes(self) -> int:
+        """Two key arrays and two position arrays; the digit counts live on the stack."""
+        return 2 * self.n * (self.key_bits // 8 + self.position_type.width // 8)
+
+
+def radix_plan(n: int, dtype: DType) -> RadixPlan:
+    bits = max(8, dtype.numpy.itemsize * 8)
+    # 11-bit digits take 3 passes for 32-bit keys and 6 for 64-bit ones, and their counts
+    # still fit in the L1 cache; short rows keep 8-bit digits, cheaper to clear.
+    digit = 11 if bits >= 32 and n >= 1 << 14 else 8
+    return RadixPlan(n, bits, digit)
+
+
+def sort_key(b: ir.IRBuilder, x: ir.Value, dtype: DType) -> ir.Value:
+    """The unsigned key of element x: comparing keys as unsigned integers is numpy's order."""
+    bits = max(8, dtype.numpy.itemsize * 8)
+    key_type = ir.IntType(bits)
+    sign = ir.Constant(key_type, 1 << (bits - 1))
+    if dtype.kind is Kind.FLOAT:
+        zero = ir.Constant(x.type, 0.0)
+        canonical = b.select(b.fcmp_ordered("==", x, zero), zero, x)  # -0.0 sorts as 0.0
+        raw = b.bitcast(canonical, key_type)
+        negative = b.icmp_signed("<", raw, ir.Constant(key_type, 0))
+        flip = b.select(negative, ir.Constant(key_type, -1), sign)
+        key = b.xor(raw, flip)
+        return b.select(b.fcmp_unordered("uno", x, x), ir.Constant(key_type, -1), key)
+    if x.type.width < bits:  # bool as i1
+        x = b.zext(x, key_type)
+    if dtype.kind is Kind.SIGNED:
+        return b.xor(x, sign)
+    return x
+
+
+def emit_sort_row(b: ir.IRBuilder, plan: RadixPlan, dtype: DType, scratch: ir.Value,
+                  load: Callable[[ir.Value], ir.Value],
+                  emit: Callable[[ir.Value, ir.Value], None]) -> None:
+    """Sort one row: `load(i)` gives element i (i64), `emit(i, position)` receives the
+    position (i64) of the i-th element in sorted order. `scratch` holds
+    `plan.scratch_bytes()` bytes."""
+    n, key_t, pos_t = plan.n, plan.key_type, plan.position_type
+    i64 = lambda v: ir.Constant(I64, v)  # noqa: E731
+    keys = [scratch, b.gep(scratch, [i64(n * plan.key_bits // 8)], source_etype=ir.IntType(8))]
+    pos_base = b.gep(scratch, [i64(2 * n * plan.key_bits // 8)], source_etype=ir.IntType(8))
+    positions = [pos_base, b.gep(pos_base, [i64(n * pos_t.width // 8)],
+                                 source_etype=ir.IntType(8))]
+    count_t = pos_t
+    with b.goto_entry_block():
+        counts = b.alloca(count_t, size=i64(plan.passes * plan.buckets), name="counts")
+
+    def counts_at(p: int, d: ir.Value) -> ir.Value:
+        return b.gep(counts, [b.add(i64(p * plan.buckets), d)], source_etype=count_t,
+                     inbounds=True)
+    mask = ir.Constant(key_t, plan.buckets - 1)
+
+    def digit(key: ir.Value, p: int) -> ir.Value:
+        shifted = b.lshr(key, ir.Constant(key_t, p * plan.digit_bits)) if p else key
+        d = b.and_(shifted, mask)
+        return b.zext(d, I64) if key_t.width < 64 else d
+
+    with for_range(b, 0, plan.passes * plan.buckets, name="clear") as c:
+        b.store(ir.Constant(count_t, 0), b.gep(counts, [c], source_etype=count_t))
+    with for_range(b, 0, n, name="fill") as i:
+        key = sort_key(b, load(i), dtype)
+        b.store(key, b.gep(keys[0], [i], source_etype=key_t))
+        b.store(b.trunc(i, pos_t) if pos_t != I64 else i,
+                b.gep(positions[0], [i], source_etype=pos_t))
+        for p in range(plan.passes):
+            slot = counts_at(p, digit(key, p))
+            b.store(b.add(b.load(slot, typ=count_t), ir.Constant(count_t, 1)), slot)
+
+    # Which buffer holds the current order: 0 or 1, switched by each pass that runs.
+    with b.goto_entry_block():
+        current = b.alloca(I64, name="current")
+    b.store(i64(0), current)
+    with b.goto_entry_block():
+        sum_slot = b.alloca(count_t, name="sum")
+    for p in range(plan.passes):
+        # Every element has the digit of some element (buffer 0 always holds a permutation
+        # of the keys): then the pass would move nothing.
+        some_key = b.load(keys[0], typ=key_t)
+        uniform = b.icmp_unsigned("==", b.load(counts_at(p, digit(some_key, p)), typ=count_t),
+                                  ir.Constant(count_t, n))
+        with b.if_then(b.not_(uniform)):
+            b.store(ir.Constant(count_t, 0), sum_slot)
+            with for_range(b, 0, plan.buckets, name="scan") as d:
+                slot = counts_at(p, d)
+                here = b.load(slot, typ=count_t)
+                before = b.load(sum_slot, typ=count_t)
+                b.store(before, slot)
+                b.store(b.add(before, here), sum_slot)
+            which = b.load(current, typ=I64)
+            from_odd = b.icmp_unsigned("!=", which, i64(0))
+            src_k = b.select(from_odd, keys[1], keys[0])
+            dst_k = b.select(from_odd, keys[0], keys[1])
+            src_p = b.select(from_odd, positions[1], positions[0])
+            dst_p = b.select(from_odd, positions[0], positions[1])
+            with for_range(b, 0, n, name="scatter") as i:
+                key = b.load(b.gep(src_k, [i], source_etype=key_t), typ=key_t)
+                slot = counts_at(p, digit(key, p))
+                to = b.load(slot, typ=count_t)
+                b.store(b.add(to, ir.Constant(count_t, 1)), slot)
+                to64 = b.zext(to, I64) if count_t != I64 else to
+                b.store(key, b.gep(dst_k, [to64], source_etype=key_t))
+                position = b.load(b.gep(src_p, [i], source_etype=pos_t), typ=pos_t)
+                b.store(position, b.gep(dst_p, [to64], source_etype=pos_t))
+            b.store(b.xor(which, i64(1)), current)
+    odd = b.icmp_unsigned("!=", b.load(current, typ=I64), i64(0))
+    final = b.select(odd, positions[1], positions[0])
+    with for_range(b, 0, n, name="out") as i:
+        position = b.load(b.gep(final, [i], source_etype=pos_t), typ=pos_t)
+        emit(i, b.zext(position, I64) if pos_t != I64 else position)
+
+
+def malloc(b: ir.IRBuilder, size: int) -> ir.Value:
+    fn = declare(b.module, "malloc", ir.FunctionType(PTR, [I64]))
+    return b.call(fn, [ir.Constant(I64, size)])
+
+
+def free(b: ir.IRBuilder, pointer: ir.Value) -> None:
+    fn = declare(b.module, "free", ir.FunctionType(ir.VoidType(), [PTR]))
+    b.call(fn, [pointer])
