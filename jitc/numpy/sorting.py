@@ -45,14 +45,14 @@ def _axis_of(x: Tracer, axis: object, name: str) -> tuple[Tracer, int]:
 
 
 def sort_along(x: Tracer, axis: int, result: str = "values") -> Tracer:
-    """x stably sorted along `axis`, nan last: the values, or (result="indices") the int64
+    """x stably sorted along `axis`, nan last: the values, or (output="indices") the int64
     positions they come from."""
     if x.shape[axis] <= 1:
         if result == "values":
             return x.copy_tracer()
         return lift(np.zeros(x.shape, np.int64)).copy_tracer()
     keys = convert(x, np.uint8) if x.dtype == np.bool_ else x
-    out = emit(ops.SORT, [keys], {"axis": axis, "result": result})
+    out = emit(ops.SORT, [keys], {"axis": axis, "output": result})
     return convert(out, np.bool_) if result == "values" and x.dtype == np.bool_ else out
 
 

@@ -30,7 +30,7 @@ from .kernels import emit_reduce as _emit_reduce
 from .sort_kernel import emit_sort
 
 ENTRY = "jitc_entry"
-INCLUDES = ("math.h", "stdbool.h", "stdint.h", "stdlib.h", "string.h")
+INCLUDES = ("math.h", "stdbool.h", "stdint.h", "string.h")
 _SPECIAL = {ops.REDUCE: _emit_reduce, ops.ARGMAX: emit_arg, ops.ARGMIN: emit_arg,
             ops.DOT_GENERAL: emit_dot, ops.CONVOLUTION: emit_convolution, ops.SORT: emit_sort}
 _HELPER_CALL = re.compile(r"\bjitc_\w+")
@@ -149,8 +149,10 @@ def lower_module(module: Module, donated: frozenset[int] = frozenset()) -> Trans
     """The C source of an optimized module; `donated` names arguments whose buffers results
     may be computed in (buffer assignment decides where that is safe)."""
     unit = lower_unit(module, donated)
+    # stdlib.h only for the scratch memory of sort kernels (malloc, free)
+    includes = INCLUDES + ("stdlib.h",) * any("malloc(" in f for f in unit.functions)
     parts = [_header(module.entry, unit.program),
-             "\n".join(f"#include <{h}>" for h in INCLUDES)]
+             "\n".join(f"#include <{h}>" for h in sorted(includes))]
     if unit.helpers:
         parts.append(preamble(unit.helpers))
     parts += unit.functions

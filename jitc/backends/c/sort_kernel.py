@@ -90,7 +90,7 @@ def emit_sort(program: Program, name: str, inst: Instruction) -> Kernel:
             w.line(f"pos[{i}] = {i};")
         w.line(f"jitc_radix_sort(keys, pos, keys + {n}, pos + {n}, {n}, {bits});")
         with w.loop(0, n) as i:
-            if inst.attrs["result"] == "indices":
+            if inst.attrs["output"] == "indices":
                 value = f"pos[{i}]"
             else:
                 value = ctx.e.value_at(operand, at(f"pos[{i}]"))

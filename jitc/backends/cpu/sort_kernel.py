@@ -48,7 +48,7 @@ def emit_sort(module: ir.Module, plan: BufferPlan, name: str, inst: Instruction)
                 return ctx.emitter.value_at(operand, at(i))
 
             def emit(i: ir.Value, position: ir.Value) -> None:
-                if inst.attrs["result"] == "indices":
+                if inst.attrs["output"] == "indices":
                     value = convert_value(b, position, dtypes.int64, out.type.dtype)
                 else:
                     value = load(position)

@@ -50,7 +50,7 @@ def sort_kernel(module: ir.Module, plan: BufferPlan, name: str, inst: Instructio
                 rank = b.load(rank_slot, typ=I64)
                 b.store(b.add(rank, b.zext(before, I64)), rank_slot)
             target = index[:axis] + [b.load(rank_slot, typ=I64)] + index[axis + 1:]
-            if inst.attrs["result"] == "indices":
+            if inst.attrs["output"] == "indices":
                 value = convert_value(b, mine, dtypes.int64, out.type.dtype)
             else:
                 value = x

@@ -24,21 +24,21 @@ def _sort_rule(types: Sequence[TensorType], attrs: Attrs, declared):
     (operand,) = types
     check_axes("sort", [attrs["axis"]], operand.rank, "axis")
     check_kind("sort", operand.dtype, NUMERIC | {Kind.BOOL})
-    dtype = dtypes.int64 if attrs["result"] == "indices" else operand.dtype
+    dtype = dtypes.int64 if attrs["output"] == "indices" else operand.dtype
     return [tensor(dtype, operand.shape)]
 
 
 def _sort_reference(args: Sequence[np.ndarray], attrs: Attrs, results):
     (x,) = args
     order = np.argsort(x, axis=attrs["axis"], kind="stable")
-    if attrs["result"] == "indices":
+    if attrs["output"] == "indices":
         return [order.astype(np.int64)]
     return [np.take_along_axis(x, order, axis=attrs["axis"])]
 
 
 SORT = register(OpDef(
     "sort", 1, _sort_rule, _sort_reference,
-    "the operand stably sorted along `axis`, nan last: the values, or (result=indices) the "
+    "the operand stably sorted along `axis`, nan last: the values, or (output=indices) the "
     "int64 positions along `axis` they come from",
     (Attr("axis", AttrKind.INT),
-     Attr("result", AttrKind.ENUM, "values", choices=("values", "indices")))))
+     Attr("output", AttrKind.ENUM, "values", choices=("values", "indices")))))
