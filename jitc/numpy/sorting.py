@@ -196,6 +196,8 @@ def median(a, axis=None, out=None, overwrite_input=False, keepdims=False):
 
 
 def _static_q(q: object, name: str) -> np.ndarray:
+    from jitc.numpy.histograms import known
+    q = known(q)
     if isinstance(q, Tracer) or (isinstance(q, (list, tuple)) and
                                  any(isinstance(v, Tracer) for v in q)):
         raise unsupported(f"numpy.{name} with traced q",
@@ -238,9 +240,13 @@ def _quantile(name: str, a, q: np.ndarray, weak: bool, axis, method: str,
         raise IndexError(located(f"numpy.{name} of an empty axis: index -1 is out of bounds "
                                  "for axis 0 with size 0"))
     s = sort_along(x, x.ndim - 1)
-    previous, following, gamma = _positions(n, q)
-    rows = [_lerp_one(s, int(p), int(f), float(g) if weak else g)
-            for p, f, g in zip(previous.reshape(-1), following.reshape(-1), gamma.reshape(-1))]
+    if q.dtype.kind in "biu":
+        # integer q (0 or 1): numpy takes the element at the whole virtual index, no lerp
+        rows = [_at(s, int(v)) for v in ((n - 1) * q).reshape(-1).tolist()]
+    else:
+        previous, following, gamma = _positions(n, q)
+        rows = [_lerp_one(s, int(p), int(f), float(g) if weak else g) for p, f, g in
+                zip(previous.reshape(-1), following.reshape(-1), gamma.reshape(-1))]
     result = rows[0] if q.ndim == 0 else stack(rows)
     nan_rows = _has_nan_last(s)
     if nan_rows is not None:
