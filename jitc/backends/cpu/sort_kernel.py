@@ -1,6 +1,6 @@
 """The CPU kernel of the `sort` op: each row along `axis` radix-sorted (llvm/sorting.py) in
-scratch memory from malloc, one allocation per call of the kernel, so threads that split the
-rows each have their own."""
+scratch memory of the workspace: one row's worth per index of the split (outermost) row
+dimension, so threads that split the rows never share it."""
 
 from __future__ import annotations
 
@@ -11,32 +11,32 @@ from jitc.backends.cpu.plan import BufferPlan
 from jitc.backends.llvm import indexing
 from jitc.backends.llvm.elemental import convert_value
 from jitc.backends.llvm.loops import loop_nest
-from jitc.backends.llvm.sorting import emit_sort_row, free, malloc, radix_plan
-from jitc.backends.llvm.types import I64
+from jitc.backends.llvm.sorting import emit_sort_row, radix_plan
+from jitc.backends.llvm.types import I8, I64
 from jitc.ir import dtypes
 from jitc.ir.core import Instruction
 
 
 def emit_sort(module: ir.Module, plan: BufferPlan, name: str, inst: Instruction) -> Kernel:
-    ctx = KernelContext(module, plan, name, buffers_used(inst, plan))
     axis = inst.attrs["axis"]
     operand, out = inst.operands[0], inst.results[0]
     n = operand.type.shape[axis]
     radix = radix_plan(n, operand.type.dtype)
-    b = ctx.builder
     row_dims = [d for d in physical_order(out.type) if d != axis]
+    outer = out.type.shape[row_dims[0]] if row_dims else 1
+    row_bytes = -(-radix.scratch_bytes() // 64) * 64
+    scratch_slot = plan.add_scratch(max(outer, 1) * row_bytes)
+    ctx = KernelContext(module, plan, name, buffers_used(inst, plan), [scratch_slot])
+    b = ctx.builder
     bounds: list[tuple[ir.Value | int, ir.Value | int]] = [(0, out.type.shape[d])
                                                              for d in row_dims]
     if bounds:
         bounds[0] = (ctx.begin, ctx.end)
-        outer = out.type.shape[row_dims[0]]
-    else:
-        outer = 1
-    work = b.icmp_signed("<", ctx.begin, ctx.end)
-    with b.if_then(work):
-        scratch = malloc(b, max(radix.scratch_bytes(), 1))
-
+    with b.if_then(b.icmp_signed("<", ctx.begin, ctx.end)):
         def row(counters: list[ir.Value]) -> None:
+            first = counters[0] if counters else ir.Constant(I64, 0)
+            scratch = b.gep(ctx.extra[0], [b.mul(first, ir.Constant(I64, row_bytes))],
+                            source_etype=I8)
             index: list[ir.Value] = [ir.Constant(I64, 0)] * out.type.rank
             for d, c in zip(row_dims, counters):
                 index[d] = c
@@ -55,6 +55,5 @@ def emit_sort(module: ir.Module, plan: BufferPlan, name: str, inst: Instruction)
                 indexing.store(b, value, ctx.pointer(out), out.type, at(i))
             emit_sort_row(b, radix, operand.type.dtype, scratch, load, emit)
         loop_nest(b, bounds, row, name="row")
-        free(b, scratch)
     ctx.finish()
     return Kernel(ctx.name, outer, max(operand.type.size, 1) * 8)

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from llvmlite import ir
 
 from jitc.backends.llvm.loops import for_range
-from jitc.backends.llvm.types import I32, I64, PTR, declare
+from jitc.backends.llvm.types import I32, I64
 from jitc.ir.dtypes import DType, Kind
 
 
@@ -155,13 +155,3 @@ def emit_sort_row(b: ir.IRBuilder, plan: RadixPlan, dtype: DType, scratch: ir.Va
     with for_range(b, 0, n, name="out") as i:
         position = b.load(b.gep(final, [i], source_etype=pos_t), typ=pos_t)
         emit(i, b.zext(position, I64) if pos_t != I64 else position)
-
-
-def malloc(b: ir.IRBuilder, size: int) -> ir.Value:
-    fn = declare(b.module, "malloc", ir.FunctionType(PTR, [I64]))
-    return b.call(fn, [ir.Constant(I64, size)])
-
-
-def free(b: ir.IRBuilder, pointer: ir.Value) -> None:
-    fn = declare(b.module, "free", ir.FunctionType(ir.VoidType(), [PTR]))
-    b.call(fn, [pointer])
