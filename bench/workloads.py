@@ -316,6 +316,26 @@ def _gpt2_stack_inputs(layers):
     return make
 
 
+def sort(xp, x):
+    return xp.sort(x)
+
+
+def argsort(xp, x):
+    # the values in argsort's order: numpy leaves the order of ties open, this is the same
+    # for every valid answer
+    return x[xp.argsort(x)]
+
+
+def median(xp, x):
+    return xp.median(x)
+
+
+def _vector(n):
+    def make(rng, quick):
+        return (_normal(rng, n // 100 if quick else n),)
+    return make
+
+
 WORKLOADS = [
     Workload("elementwise 1e3", elementwise, _elementwise_inputs(1_000), "elementwise"),
     Workload("elementwise 1e5", elementwise, _elementwise_inputs(100_000), "elementwise"),
@@ -330,6 +350,9 @@ WORKLOADS = [
     Workload("matmul 512", matmul, _matmul_inputs(512), "matmul"),
     Workload("matmul 1024", matmul, _matmul_inputs(1024), "matmul"),
     Workload("matmul 2048", matmul, _matmul_inputs(2048), "matmul"),
+    Workload("sort 1e6", sort, _vector(1_000_000), "sorting"),
+    Workload("argsort 1e6", argsort, _vector(1_000_000), "sorting"),
+    Workload("median 1e6", median, _vector(1_000_000), "sorting"),
     Workload("MLP 784-512-512-10", mlp, _mlp_inputs, "model"),
     Workload("RNN 50 steps", rnn, _rnn_inputs, "model"),
     Workload("RNN scan 1000 steps", rnn_scan, _rnn_scan_inputs, "model"),
