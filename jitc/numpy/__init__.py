@@ -35,7 +35,21 @@ from jitc.numpy.dispatch import (
 from jitc.numpy.histograms import bincount, digitize, histogram, searchsorted
 from jitc.numpy.indexing import getitem, take, take_along_axis
 from jitc.numpy.linalg import dot, einsum, inner, matmul, outer, tensordot, vdot
+from jitc.numpy.logic import allclose, array_equal, array_equiv, isclose
 from jitc.numpy.matrices import diag, diagonal, rot90, trace
+from jitc.numpy.nanfunctions import (
+    nanargmax,
+    nanargmin,
+    nanmax,
+    nanmean,
+    nanmedian,
+    nanmin,
+    nanprod,
+    nanstd,
+    nansum,
+    nanvar,
+)
+from jitc.numpy.products import convolve, correlate, cross, kron
 from jitc.numpy.ranges import geomspace, linspace, logspace, meshgrid
 from jitc.numpy.reductions import (
     all,
@@ -104,7 +118,7 @@ from jitc.numpy.sorting import (
     quantile,
     sort,
 )
-from jitc.numpy.statistics import corrcoef, cov, interp
+from jitc.numpy.statistics import average, corrcoef, cov, interp, ptp
 from jitc.numpy.ufunc_methods import cumprod, cumsum
 from jitc.numpy.ufuncs import UFUNCS, apply_operator, apply_ufunc, nan_to_num
 
