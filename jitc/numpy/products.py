@@ -16,8 +16,9 @@ from jitc.tracing.tracer import Tracer
 
 @implements(np.kron)
 def kron(a, b):
-    """numpy's recipe: both arrays to one rank, interleaved new axes, a product, a reshape."""
-    a, b = lift(a), lift(b)
+    """numpy's recipe: both arrays to one rank, interleaved new axes, a product, a reshape.
+    numpy makes arrays of Python scalars first: they promote as int64 or float64."""
+    a, b = (x if isinstance(x, Tracer) else lift(np.asarray(x)) for x in (a, b))
     nda, ndb = a.ndim, b.ndim
     if nda == 0 or ndb == 0:
         return np.multiply(a, b)
