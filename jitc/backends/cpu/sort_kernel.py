@@ -28,6 +28,7 @@ def emit_sort(module: ir.Module, plan: BufferPlan, name: str, inst: Instruction)
     scratch_slot = plan.add_scratch(max(outer, 1) * row_bytes)
     ctx = KernelContext(module, plan, name, buffers_used(inst, plan), [scratch_slot])
     b = ctx.builder
+    indices = inst.attrs["output"] == "indices"
     bounds: list[tuple[ir.Value | int, ir.Value | int]] = [(0, out.type.shape[d])
                                                              for d in row_dims]
     if bounds:
@@ -47,13 +48,16 @@ def emit_sort(module: ir.Module, plan: BufferPlan, name: str, inst: Instruction)
             def load(i: ir.Value) -> ir.Value:
                 return ctx.emitter.value_at(operand, at(i))
 
-            def emit(i: ir.Value, position: ir.Value) -> None:
-                if inst.attrs["output"] == "indices":
-                    value = convert_value(b, position, dtypes.int64, out.type.dtype)
-                else:
-                    value = load(position)
+            def store(i: ir.Value, value: ir.Value) -> None:
                 indexing.store(b, value, ctx.pointer(out), out.type, at(i))
-            emit_sort_row(b, radix, operand.type.dtype, scratch, load, emit)
+
+            def by_position(i: ir.Value, position: ir.Value) -> None:
+                if indices:
+                    store(i, convert_value(b, position, dtypes.int64, out.type.dtype))
+                else:
+                    store(i, load(position))
+            emit_sort_row(b, radix, operand.type.dtype, scratch, load, by_position,
+                          None if indices else store)
         loop_nest(b, bounds, row, name="row")
     ctx.finish()
     return Kernel(ctx.name, outer, max(operand.type.size, 1) * 8)

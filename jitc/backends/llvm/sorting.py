@@ -77,12 +77,43 @@ def sort_key(b: ir.IRBuilder, x: ir.Value, dtype: DType) -> ir.Value:
     return x
 
 
+def _needs_positions(b: ir.IRBuilder, x: ir.Value, dtype: DType) -> ir.Value:
+    """Whether element x cannot be rebuilt from its key: a -0.0 (its key is 0.0's) or a nan
+    other than the canonical one (every nan has the same key)."""
+    bits = dtype.numpy.itemsize * 8
+    raw = b.bitcast(x, ir.IntType(bits))
+    negative_zero = b.icmp_unsigned("==", raw, ir.Constant(raw.type, 1 << (bits - 1)))
+    nan = b.fcmp_unordered("uno", x, x)
+    canonical = b.bitcast(ir.Constant(x.type, float("nan")), raw.type)
+    odd_nan = b.and_(nan, b.icmp_unsigned("!=", raw, canonical))
+    return b.or_(negative_zero, odd_nan)
+
+
+def value_of_key(b: ir.IRBuilder, key: ir.Value, dtype: DType, value_t: ir.Type) -> ir.Value:
+    """The element whose key is `key` (the inverse of sort_key where it is one-to-one)."""
+    key_t = key.type
+    sign = ir.Constant(key_t, 1 << (key_t.width - 1))
+    if dtype.kind is Kind.FLOAT:
+        top = b.icmp_signed("<", key, ir.Constant(key_t, 0))
+        raw = b.select(top, b.xor(key, sign), b.not_(key))
+        value = b.bitcast(raw, value_t)
+        nan = b.icmp_unsigned("==", key, ir.Constant(key_t, -1))
+        return b.select(nan, ir.Constant(value_t, float("nan")), value)
+    if dtype.kind is Kind.SIGNED:
+        key = b.xor(key, sign)
+    return b.trunc(key, value_t) if value_t.width < key_t.width else key
+
+
 def emit_sort_row(b: ir.IRBuilder, plan: RadixPlan, dtype: DType, scratch: ir.Value,
                   load: Callable[[ir.Value], ir.Value],
-                  emit: Callable[[ir.Value, ir.Value], None]) -> None:
-    """Sort one row: `load(i)` gives element i (i64), `emit(i, position)` receives the
-    position (i64) of the i-th element in sorted order. `scratch` holds
-    `plan.scratch_bytes()` bytes."""
+                  emit_position: Callable[[ir.Value, ir.Value], None],
+                  emit_value: Callable[[ir.Value, ir.Value], None] | None = None) -> None:
+    """Sort one row: `load(i)` gives element i (i64); `emit_position(i, position)` receives
+    the position (i64) of the i-th element in sorted order. With `emit_value` (the values are
+    wanted, not the positions) the sort moves keys alone and `emit_value(i, value)` receives
+    the values rebuilt from them, unless the row holds an element its key cannot rebuild (a
+    -0.0, a nan with a payload or sign): then positions come along and `emit_position` runs.
+    `scratch` holds `plan.scratch_bytes()` bytes."""
     n, key_t, pos_t = plan.n, plan.key_type, plan.position_type
     i64 = lambda v: ir.Constant(I64, v)  # noqa: E731
     keys = [scratch, b.gep(scratch, [i64(n * plan.key_bits // 8)], source_etype=ir.IntType(8))]
@@ -92,6 +123,9 @@ def emit_sort_row(b: ir.IRBuilder, plan: RadixPlan, dtype: DType, scratch: ir.Va
     count_t = pos_t
     with b.goto_entry_block():
         counts = b.alloca(count_t, size=i64(plan.passes * plan.buckets), name="counts")
+        current = b.alloca(I64, name="current")  # which buffer holds the order: 0 or 1
+        sum_slot = b.alloca(count_t, name="sum")
+        carry_slot = b.alloca(ir.IntType(1), name="carry")
 
     def counts_at(p: int, d: ir.Value) -> ir.Value:
         return b.gep(counts, [b.add(i64(p * plan.buckets), d)], source_etype=count_t,
@@ -103,23 +137,41 @@ def emit_sort_row(b: ir.IRBuilder, plan: RadixPlan, dtype: DType, scratch: ir.Va
         d = b.and_(shifted, mask)
         return b.zext(d, I64) if key_t.width < 64 else d
 
+    # Positions are needed for indices, and for floats whose row turns out to hold a -0.0 or
+    # an unusual nan; integer keys always give their values back.
+    maybe_positions = emit_value is None or dtype.kind is Kind.FLOAT
+    b.store(ir.Constant(ir.IntType(1), emit_value is None), carry_slot)
     with for_range(b, 0, plan.passes * plan.buckets, name="clear") as c:
         b.store(ir.Constant(count_t, 0), b.gep(counts, [c], source_etype=count_t))
     with for_range(b, 0, n, name="fill") as i:
-        key = sort_key(b, load(i), dtype)
+        x = load(i)
+        key = sort_key(b, x, dtype)
         b.store(key, b.gep(keys[0], [i], source_etype=key_t))
-        b.store(b.trunc(i, pos_t) if pos_t != I64 else i,
-                b.gep(positions[0], [i], source_etype=pos_t))
+        if maybe_positions:
+            b.store(b.trunc(i, pos_t) if pos_t != I64 else i,
+                    b.gep(positions[0], [i], source_etype=pos_t))
+        if emit_value is not None and dtype.kind is Kind.FLOAT:
+            carry = b.load(carry_slot, typ=ir.IntType(1))
+            b.store(b.or_(carry, _needs_positions(b, x, dtype)), carry_slot)
         for p in range(plan.passes):
             slot = counts_at(p, digit(key, p))
             b.store(b.add(b.load(slot, typ=count_t), ir.Constant(count_t, 1)), slot)
 
-    # Which buffer holds the current order: 0 or 1, switched by each pass that runs.
-    with b.goto_entry_block():
-        current = b.alloca(I64, name="current")
+    def scatter(p: int, source: list[ir.Value], target: list[ir.Value],
+                with_positions: bool) -> None:
+        """Pass p: each key (and position) to its digit's next slot, in order."""
+        with for_range(b, 0, n, name="scatter") as i:
+            key = b.load(b.gep(source[0], [i], source_etype=key_t), typ=key_t)
+            slot = counts_at(p, digit(key, p))
+            to = b.load(slot, typ=count_t)
+            b.store(b.add(to, ir.Constant(count_t, 1)), slot)
+            to64 = b.zext(to, I64) if count_t != I64 else to
+            b.store(key, b.gep(target[0], [to64], source_etype=key_t))
+            if with_positions:
+                position = b.load(b.gep(source[1], [i], source_etype=pos_t), typ=pos_t)
+                b.store(position, b.gep(target[1], [to64], source_etype=pos_t))
+
     b.store(i64(0), current)
-    with b.goto_entry_block():
-        sum_slot = b.alloca(count_t, name="sum")
     for p in range(plan.passes):
         # Every element has the digit of some element (buffer 0 always holds a permutation
         # of the keys): then the pass would move nothing.
@@ -136,22 +188,45 @@ def emit_sort_row(b: ir.IRBuilder, plan: RadixPlan, dtype: DType, scratch: ir.Va
                 b.store(b.add(before, here), sum_slot)
             which = b.load(current, typ=I64)
             from_odd = b.icmp_unsigned("!=", which, i64(0))
-            src_k = b.select(from_odd, keys[1], keys[0])
-            dst_k = b.select(from_odd, keys[0], keys[1])
-            src_p = b.select(from_odd, positions[1], positions[0])
-            dst_p = b.select(from_odd, positions[0], positions[1])
-            with for_range(b, 0, n, name="scatter") as i:
-                key = b.load(b.gep(src_k, [i], source_etype=key_t), typ=key_t)
-                slot = counts_at(p, digit(key, p))
-                to = b.load(slot, typ=count_t)
-                b.store(b.add(to, ir.Constant(count_t, 1)), slot)
-                to64 = b.zext(to, I64) if count_t != I64 else to
-                b.store(key, b.gep(dst_k, [to64], source_etype=key_t))
-                position = b.load(b.gep(src_p, [i], source_etype=pos_t), typ=pos_t)
-                b.store(position, b.gep(dst_p, [to64], source_etype=pos_t))
+            source = [b.select(from_odd, keys[1], keys[0]),
+                      b.select(from_odd, positions[1], positions[0])]
+            target = [b.select(from_odd, keys[0], keys[1]),
+                      b.select(from_odd, positions[0], positions[1])]
+
+            if emit_value is None:
+                scatter(p, source, target, True)
+            elif not maybe_positions:
+                scatter(p, source, target, False)
+            else:
+                with b.if_else(b.load(carry_slot, typ=ir.IntType(1))) as (carried, alone):
+                    with carried:
+                        scatter(p, source, target, True)
+                    with alone:
+                        scatter(p, source, target, False)
             b.store(b.xor(which, i64(1)), current)
     odd = b.icmp_unsigned("!=", b.load(current, typ=I64), i64(0))
-    final = b.select(odd, positions[1], positions[0])
-    with for_range(b, 0, n, name="out") as i:
-        position = b.load(b.gep(final, [i], source_etype=pos_t), typ=pos_t)
-        emit(i, b.zext(position, I64) if pos_t != I64 else position)
+    final_positions = b.select(odd, positions[1], positions[0])
+    final_keys = b.select(odd, keys[1], keys[0])
+
+    def by_position() -> None:
+        with for_range(b, 0, n, name="out") as i:
+            position = b.load(b.gep(final_positions, [i], source_etype=pos_t), typ=pos_t)
+            emit_position(i, b.zext(position, I64) if pos_t != I64 else position)
+
+    def by_key(value_t: ir.Type) -> None:
+        with for_range(b, 0, n, name="out") as i:
+            key = b.load(b.gep(final_keys, [i], source_etype=key_t), typ=key_t)
+            emit_value(i, value_of_key(b, key, dtype, value_t))  # type: ignore[misc]
+
+    if emit_value is None:
+        by_position()
+        return
+    value_t = load(i64(0)).type
+    if not maybe_positions:
+        by_key(value_t)
+        return
+    with b.if_else(b.load(carry_slot, typ=ir.IntType(1))) as (carried, alone):
+        with carried:
+            by_position()
+        with alone:
+            by_key(value_t)
