@@ -1,5 +1,5 @@
 """numpy's nan-ignoring reductions on traced arrays: nansum, nanprod, nanmax, nanmin,
-nanargmax, nanargmin, nanmean, nanvar, nanstd, nanmedian.
+nanargmax, nanargmin, nanmean, nanvar, nanstd, nanmedian, nanquantile, nanpercentile.
 
 Each follows numpy's own recipe (numpy/lib/_nanfunctions_impl.py): the nans are replaced by
 the reduction's identity and counted, so dtypes and the all-nan cases are numpy's. Arrays that
@@ -15,8 +15,15 @@ import numpy as np
 from jitc.numpy._core import convert, implements, lift, normalize_axes, unsupported
 from jitc.numpy.indexing import take_along_axis
 from jitc.numpy.reductions import argmax, argmin, max, mean, min, prod, std, sum, var
-from jitc.numpy.shapes import expand_dims, squeeze
-from jitc.numpy.sorting import _finish, _reduced_last, sort_along
+from jitc.numpy.shapes import expand_dims, squeeze, stack
+from jitc.numpy.sorting import (
+    _check_extras,
+    _check_q,
+    _finish,
+    _reduced_last,
+    _static_q,
+    sort_along,
+)
 from jitc.numpy.ufuncs import select
 from jitc.tracing.tracer import Tracer
 
@@ -198,3 +205,67 @@ def nanmedian(a, axis=None, out=None, overwrite_input=False, keepdims=False):
     result = select(odd, low, convert(middle, x.dtype))
     result = select(np.equal(count, 0), lift(np.nan, x.dtype), result)
     return _finish(result, keep_shape, (), keepdims)
+
+
+def _nan_quantile(name: str, a, q, weak: bool, axis, method: str, keepdims: bool) -> Tracer:
+    """numpy's `_nanquantile_1d` on every slice at once: the linear quantile of the slice's k
+    numbers, which the sort puts first, so the positions (k - 1) * q are known at run time
+    and read with a gather; the interpolation weight is computed as numpy does (a Python
+    float for a scalar q: then it rounds to the array's float dtype)."""
+    from jitc.numpy.sorting import quantile
+    if method != "linear":
+        raise unsupported(f"numpy.{name}(..., method={method!r})",
+                          "jitc computes the default method='linear'.")
+    x = lift(a)
+    if _nan_mask(x) is None:
+        return quantile(x, q, axis=axis, keepdims=keepdims)
+    if q.ndim > 1:
+        raise ValueError("q must be a scalar or 1d")
+    rows, keep_shape = _reduced_last(x, axis)
+    s = sort_along(rows, rows.ndim - 1)
+    last = rows.shape[-1] - 1
+    count = sum(np.logical_not(np.isnan(rows)), axis=-1, dtype=np.int64)
+    top = np.subtract(count, 1)
+
+    def at(position: Tracer) -> Tracer:
+        position = np.clip(position, 0, max(last, 0))
+        return squeeze(take_along_axis(s, expand_dims(position, -1), axis=-1), -1)
+
+    def one(value: float) -> Tracer:
+        virtual = np.multiply(convert(top, np.float64), np.asarray(value, q.dtype))
+        floor = convert(np.floor(virtual), np.int64)
+        above = np.greater_equal(virtual, convert(top, np.float64))
+        previous = select(above, top, floor)
+        following = select(above, top, np.add(floor, 1))
+        gamma = np.subtract(virtual, convert(select(above, lift(-1), floor), np.float64))
+        low, high = at(previous), at(following)
+        weight = convert(gamma, x.dtype) if weak else gamma
+        rest = np.subtract(1.0, gamma)
+        rest = convert(rest, x.dtype) if weak else rest
+        diff = np.subtract(high, low)
+        lerp = select(np.greater_equal(gamma, 0.5), np.subtract(high, np.multiply(diff, rest)),
+                      np.add(low, np.multiply(diff, weight)))
+        return select(np.equal(count, 0), lift(np.nan, lerp.dtype), lerp)
+    results = [one(float(v)) for v in q.reshape(-1).tolist()]
+    result = results[0] if q.ndim == 0 else stack(results)
+    return _finish(result, keep_shape, q.shape, keepdims)
+
+
+@implements(np.nanquantile)
+def nanquantile(a, q, axis=None, out=None, overwrite_input=False, method="linear",
+                keepdims=False, *, weights=None, interpolation=None):
+    _check_extras("nanquantile", out, weights, interpolation)
+    weak = type(q) in (int, float)
+    qs = _static_q(q, "nanquantile")
+    _check_q(qs, 1, "numpy.nanquantile")
+    return _nan_quantile("nanquantile", a, qs, weak, axis, method, keepdims)
+
+
+@implements(np.nanpercentile)
+def nanpercentile(a, q, axis=None, out=None, overwrite_input=False, method="linear",
+                  keepdims=False, *, weights=None, interpolation=None):
+    _check_extras("nanpercentile", out, weights, interpolation)
+    weak = type(q) in (int, float)
+    qs = np.asanyarray(np.true_divide(_static_q(q, "nanpercentile"), 100))
+    _check_q(qs, 1, "numpy.nanpercentile")
+    return _nan_quantile("nanpercentile", a, qs, weak, axis, method, keepdims)

@@ -44,7 +44,10 @@ def test_nan_reductions(dtype, backend):
                 np.nanmax(x, axis=0, initial=-5), np.nanmean(x, axis=1),
                 np.nanmean(x, axis=(0, 1)), np.nanvar(x, axis=1), np.nanvar(x, ddof=1),
                 np.nanstd(x, axis=0, keepdims=True), np.nanmedian(x, axis=1),
-                np.nanmedian(x, axis=0, keepdims=True), np.nanmedian(x[:1, :1]))
+                np.nanmedian(x, axis=0, keepdims=True), np.nanmedian(x[:1, :1]),
+                np.nanquantile(x, 0.3, axis=1), np.nanpercentile(x, [0, 10, 50, 100], axis=0),
+                np.nanquantile(x, np.array([0.25, 0.8]), axis=1, keepdims=True),
+                np.nanpercentile(x, 62.5))
     if dtype == np.uint8:
         f_ = f
 
