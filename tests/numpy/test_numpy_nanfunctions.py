@@ -34,7 +34,7 @@ def _quiet(fn):
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-@pytest.mark.parametrize("dtype", FLOATS + [np.int32, np.uint8])
+@pytest.mark.parametrize("dtype", FLOATS + [np.int32])
 def test_nan_reductions(dtype, backend):
     x = _with_nans((4, 6), dtype)
 
@@ -48,11 +48,6 @@ def test_nan_reductions(dtype, backend):
                 np.nanquantile(x, 0.3, axis=1), np.nanpercentile(x, [0, 10, 50, 100], axis=0),
                 np.nanquantile(x, np.array([0.25, 0.8]), axis=1, keepdims=True),
                 np.nanpercentile(x, 62.5))
-    if dtype == np.uint8:
-        f_ = f
-
-        def f(x):  # numpy sums uint8 in uint64, a dtype jitc lacks
-            return f_(x.astype(np.int32))
     check_jit(_quiet(f), x, backend=backend, rtol=5e-3 if dtype == np.float16 else None)
 
 

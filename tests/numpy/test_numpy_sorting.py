@@ -126,7 +126,7 @@ def test_errors_name_the_construct(call, error, fragment):
 _FLOATS = st.sampled_from([0.0, -0.0, 1.0, -1.0, 2.5, np.nan, np.inf, -np.inf, 1e-300])
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(values=st.lists(_FLOATS, min_size=0, max_size=40),
        dtype=st.sampled_from([np.float32, np.float64]))
 def test_random_rows_with_ties_and_nans_match_numpy_stable(values, dtype):
@@ -147,7 +147,7 @@ def _compiled_sort(x):
     return _SORT(x)
 
 
-@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data(), dtype=st.sampled_from([np.int8, np.uint8, np.int32, np.int64]))
 def test_random_integer_rows_match_numpy_stable(data, dtype):
     info = np.iinfo(dtype)
