@@ -22,16 +22,20 @@ from jitc.tracing.errors import TraceError, located
 from jitc.tracing.state import emit
 from jitc.tracing.tracer import Tracer
 
-_KINDS = (None, "quicksort", "mergesort", "heapsort", "stable")
 
-
-def _check_kind(name: str, kind: object, order: object) -> None:
+def _check_kind(name: str, kind: object, order: object, stable: object = None) -> None:
+    """numpy's checks of `kind` (its first letter, any case, picks quick, heap, merge or
+    stable), `stable=` and `order=`; every kind gives jitc's stable sort."""
     if order is not None:
         raise unsupported(f"numpy.{name}(..., order=...)",
                           "jitc has no structured dtypes; sort the field's array instead.")
-    if kind not in _KINDS:
-        raise ValueError(located(f"numpy.{name}: sort kind must be one of 'quick', 'heap', or "
-                                 f"'stable' (got {kind!r})"))
+    if kind is not None and stable is not None:
+        raise ValueError(located("`kind` and keyword parameters can't be provided at the same "
+                                 "time. Use only one of them."))
+    if kind is not None and not (isinstance(kind, str) and kind[:1].lower() in "qhms"
+                                 and kind[:1]):
+        raise ValueError(located(f"sort kind must be one of 'quick', 'heap', or 'stable' "
+                                 f"(got {kind!r})"))
 
 
 def _axis_of(x: Tracer, axis: object, name: str) -> tuple[Tracer, int]:
@@ -58,14 +62,14 @@ def sort_along(x: Tracer, axis: int, result: str = "values") -> Tracer:
 
 @implements(np.sort)
 def sort(a, axis=-1, kind=None, order=None, *, stable=None):
-    _check_kind("sort", kind, order)
+    _check_kind("sort", kind, order, stable)
     x, axis_ = _axis_of(lift(a), axis, "sort")
     return sort_along(x, axis_)
 
 
 @implements(np.argsort)
 def argsort(a, axis=-1, kind=None, order=None, *, stable=None):
-    _check_kind("argsort", kind, order)
+    _check_kind("argsort", kind, order, stable)
     x, axis_ = _axis_of(lift(a), axis, "argsort")
     return sort_along(x, axis_, "indices")
 
@@ -76,7 +80,7 @@ def sort_in_place(a: Any, axis: int = -1, kind: object = None, order: object = N
     argument of the jitted function), as numpy's method; it returns None."""
     from jitc.numpy.scatter import _replace, _traced_target
     target = _traced_target(a, "ndarray.sort")
-    _check_kind("ndarray.sort", kind, order)
+    _check_kind("ndarray.sort", kind, order, stable)
     if axis is None:
         raise TypeError(located("ndarray.sort: axis must be an integer, not None "
                                 "(numpy's method sorts along one axis)"))
