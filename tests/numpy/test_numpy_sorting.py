@@ -168,3 +168,14 @@ def test_long_rows_use_every_radix_pass():
         got_values, got_order = _compiled_sort(x)
         np.testing.assert_array_equal(got_order, np.argsort(x, kind="stable"))
         np.testing.assert_array_equal(got_values, np.sort(x))
+
+
+def test_rows_split_across_threads_keep_their_own_scratch():
+    x = random((64, 3000), np.float32, seed=7)
+    x[3, 5] = -0.0
+    sort = jitc.jit(lambda x: (np.sort(x, axis=1), np.argsort(x, axis=1)), num_threads=2)
+    values, order = sort(x)
+    np.testing.assert_array_equal(values, np.sort(x, axis=1, kind="stable"))
+    np.testing.assert_array_equal(np.signbit(values),
+                                  np.signbit(np.sort(x, axis=1, kind="stable")))
+    np.testing.assert_array_equal(order, np.argsort(x, axis=1, kind="stable"))
