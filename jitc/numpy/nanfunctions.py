@@ -17,12 +17,12 @@ from jitc.numpy.indexing import take_along_axis
 from jitc.numpy.reductions import argmax, argmin, max, mean, min, prod, std, sum, var
 from jitc.numpy.shapes import expand_dims, squeeze, stack
 from jitc.numpy.sorting import (
-    _check_extras,
-    _check_q,
-    _finish,
-    _reduced_last,
-    _static_q,
+    check_q_range,
+    check_quantile_options,
+    reduced_last,
     sort_along,
+    static_q,
+    with_kept_dims,
 )
 from jitc.numpy.ufuncs import select
 from jitc.tracing.tracer import Tracer
@@ -189,7 +189,7 @@ def nanmedian(a, axis=None, out=None, overwrite_input=False, keepdims=False):
     x = lift(a)
     if _nan_mask(x) is None or x.size == 0:
         return median(x, axis=axis, keepdims=keepdims)
-    rows, keep_shape = _reduced_last(x, axis)
+    rows, keep_shape = reduced_last(x, axis)
     s = sort_along(rows, rows.ndim - 1)
     count = sum(np.logical_not(np.isnan(rows)), axis=-1, dtype=np.int64)
     low_at = np.maximum(np.floor_divide(np.subtract(count, 1), 2), 0)
@@ -204,7 +204,7 @@ def nanmedian(a, axis=None, out=None, overwrite_input=False, keepdims=False):
     odd = np.equal(np.remainder(count, 2), 1)
     result = select(odd, low, convert(middle, x.dtype))
     result = select(np.equal(count, 0), lift(np.nan, x.dtype), result)
-    return _finish(result, keep_shape, (), keepdims)
+    return with_kept_dims(result, keep_shape, (), keepdims)
 
 
 def _nan_quantile(name: str, a, q, weak: bool, axis, method: str, keepdims: bool) -> Tracer:
@@ -221,7 +221,7 @@ def _nan_quantile(name: str, a, q, weak: bool, axis, method: str, keepdims: bool
         return quantile(x, q, axis=axis, keepdims=keepdims)
     if q.ndim > 1:
         raise ValueError("q must be a scalar or 1d")
-    rows, keep_shape = _reduced_last(x, axis)
+    rows, keep_shape = reduced_last(x, axis)
     s = sort_along(rows, rows.ndim - 1)
     last = rows.shape[-1] - 1
     count = sum(np.logical_not(np.isnan(rows)), axis=-1, dtype=np.int64)
@@ -248,24 +248,24 @@ def _nan_quantile(name: str, a, q, weak: bool, axis, method: str, keepdims: bool
         return select(np.equal(count, 0), lift(np.nan, lerp.dtype), lerp)
     results = [one(float(v)) for v in q.reshape(-1).tolist()]
     result = results[0] if q.ndim == 0 else stack(results)
-    return _finish(result, keep_shape, q.shape, keepdims)
+    return with_kept_dims(result, keep_shape, q.shape, keepdims)
 
 
 @implements(np.nanquantile)
 def nanquantile(a, q, axis=None, out=None, overwrite_input=False, method="linear",
                 keepdims=False, *, weights=None, interpolation=None):
-    _check_extras("nanquantile", out, weights, interpolation)
+    check_quantile_options("nanquantile", out, weights, interpolation)
     weak = type(q) in (int, float)
-    qs = _static_q(q, "nanquantile")
-    _check_q(qs, 1, "numpy.nanquantile")
+    qs = static_q(q, "nanquantile")
+    check_q_range(qs, 1, "numpy.nanquantile")
     return _nan_quantile("nanquantile", a, qs, weak, axis, method, keepdims)
 
 
 @implements(np.nanpercentile)
 def nanpercentile(a, q, axis=None, out=None, overwrite_input=False, method="linear",
                   keepdims=False, *, weights=None, interpolation=None):
-    _check_extras("nanpercentile", out, weights, interpolation)
+    check_quantile_options("nanpercentile", out, weights, interpolation)
     weak = type(q) in (int, float)
-    qs = np.asanyarray(np.true_divide(_static_q(q, "nanpercentile"), 100))
-    _check_q(qs, 1, "numpy.nanpercentile")
+    qs = np.asanyarray(np.true_divide(static_q(q, "nanpercentile"), 100))
+    check_q_range(qs, 1, "numpy.nanpercentile")
     return _nan_quantile("nanpercentile", a, qs, weak, axis, method, keepdims)

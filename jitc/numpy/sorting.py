@@ -48,16 +48,16 @@ def _axis_of(x: Tracer, axis: object, name: str) -> tuple[Tracer, int]:
     return x, normalize_axis(axis, x.ndim)
 
 
-def sort_along(x: Tracer, axis: int, result: str = "values") -> Tracer:
+def sort_along(x: Tracer, axis: int, output: str = "values") -> Tracer:
     """x stably sorted along `axis`, nan last: the values, or (output="indices") the int64
     positions they come from."""
     if x.shape[axis] <= 1:
-        if result == "values":
+        if output == "values":
             return x.copy_tracer()
         return lift(np.zeros(x.shape, np.int64)).copy_tracer()
     keys = convert(x, np.uint8) if x.dtype == np.bool_ else x
-    out = emit(ops.SORT, [keys], {"axis": axis, "output": result})
-    return convert(out, np.bool_) if result == "values" and x.dtype == np.bool_ else out
+    out = emit(ops.SORT, [keys], {"axis": axis, "output": output})
+    return convert(out, np.bool_) if output == "values" and x.dtype == np.bool_ else out
 
 
 @implements(np.sort)
@@ -96,7 +96,8 @@ def partition_in_place(a: Any, kth: object, axis: int = -1, kind: str = "introse
     _replace(target, partition(target, kth, axis, kind, order))
 
 
-def _kth_list(kth: object, n: int, name: str) -> list[int]:
+def _check_kth(kth: object, n: int, name: str) -> None:
+    """numpy's checks of a partition's kth: static integers, each within the axis."""
     if isinstance(kth, Tracer):
         raise TraceError(located(f"numpy.{name}: kth must be static (a Python int or a "
                                  "sequence of them), not a traced value"))
@@ -107,7 +108,6 @@ def _kth_list(kth: object, n: int, name: str) -> list[int]:
     for k in values.tolist():
         if not -n <= k < n:
             raise ValueError(located(f"kth(={k}) out of bounds ({n})"))
-    return [k % n for k in values.tolist()]
 
 
 @implements(np.partition)
@@ -115,7 +115,7 @@ def partition(a, kth, axis=-1, kind="introselect", order=None):
     """A full sort: a valid partition for every kth (numpy leaves the rest's order open)."""
     _check_partition_kind(kind, order, "partition")
     x, axis_ = _axis_of(lift(a), axis, "partition")
-    _kth_list(kth, x.shape[axis_], "partition")
+    _check_kth(kth, x.shape[axis_], "partition")
     return sort_along(x, axis_)
 
 
@@ -123,7 +123,7 @@ def partition(a, kth, axis=-1, kind="introselect", order=None):
 def argpartition(a, kth, axis=-1, kind="introselect", order=None):
     _check_partition_kind(kind, order, "argpartition")
     x, axis_ = _axis_of(lift(a), axis, "argpartition")
-    _kth_list(kth, x.shape[axis_], "argpartition")
+    _check_kth(kth, x.shape[axis_], "argpartition")
     return sort_along(x, axis_, "indices")
 
 
@@ -137,7 +137,7 @@ def _check_partition_kind(kind: object, order: object, name: str) -> None:
 
 # -- order statistics ---------------------------------------------------------------------------
 
-def _reduced_last(x: Tracer, axis: object) -> tuple[Tracer, tuple[int, ...]]:
+def reduced_last(x: Tracer, axis: object) -> tuple[Tracer, tuple[int, ...]]:
     """x with the reduced axes (numpy's axis: None, int or tuple) merged into its last one,
     and the shape keepdims gives."""
     if axis is None:
@@ -156,8 +156,9 @@ def _reduced_last(x: Tracer, axis: object) -> tuple[Tracer, tuple[int, ...]]:
     return merged, keep_shape
 
 
-def _finish(result: Tracer, keep_shape: tuple[int, ...], lead: tuple[int, ...],
-            keepdims: bool) -> Tracer:
+def with_kept_dims(result: Tracer, keep_shape: tuple[int, ...], lead: tuple[int, ...],
+                   keepdims: bool) -> Tracer:
+    """numpy's keepdims: the reduced axes back as 1s, after the `lead` axes (q's)."""
     if keepdims:
         return reshape(result, lead + keep_shape)
     return result
@@ -178,11 +179,11 @@ def _at(s: Tracer, position: int) -> Tracer:
 def median(a, axis=None, out=None, overwrite_input=False, keepdims=False):
     if out is not None:
         raise unsupported("numpy.median(..., out=...)", "Use the returned value.")
-    x, keep_shape = _reduced_last(lift(a), axis)
+    x, keep_shape = reduced_last(lift(a), axis)
     n = x.shape[-1]
     result_dtype = np.result_type(x.dtype, np.float64) if x.dtype.kind in "biu" else x.dtype
     if n == 0:
-        return _finish(lift(np.full(x.shape[:-1], np.nan, result_dtype)).copy_tracer(),
+        return with_kept_dims(lift(np.full(x.shape[:-1], np.nan, result_dtype)).copy_tracer(),
                        keep_shape, (), keepdims)
     s = sort_along(x, x.ndim - 1)
     low, high = _at(s, (n - 1) // 2), _at(s, n // 2)
@@ -196,10 +197,10 @@ def median(a, axis=None, out=None, overwrite_input=False, keepdims=False):
     nan_rows = _has_nan_last(s)
     if nan_rows is not None:
         result = select(nan_rows, lift(np.nan, result.dtype), result)
-    return _finish(result, keep_shape, (), keepdims)
+    return with_kept_dims(result, keep_shape, (), keepdims)
 
 
-def _static_q(q: object, name: str) -> np.ndarray:
+def static_q(q: object, name: str) -> np.ndarray:
     from jitc.numpy.histograms import known
     q = known(q)
     if isinstance(q, Tracer) or (isinstance(q, (list, tuple)) and
@@ -238,7 +239,7 @@ def _quantile(name: str, a, q: np.ndarray, weak: bool, axis, method: str,
                           "jitc computes the default method='linear'.")
     if q.ndim > 1:
         raise ValueError(located("q must be a scalar or 1d"))
-    x, keep_shape = _reduced_last(lift(a), axis)
+    x, keep_shape = reduced_last(lift(a), axis)
     n = x.shape[-1]
     if n == 0:
         raise IndexError(located(f"numpy.{name} of an empty axis: index -1 is out of bounds "
@@ -255,10 +256,10 @@ def _quantile(name: str, a, q: np.ndarray, weak: bool, axis, method: str,
     nan_rows = _has_nan_last(s)
     if nan_rows is not None:
         result = select(nan_rows, lift(np.nan, result.dtype), result)
-    return _finish(result, keep_shape, q.shape, keepdims)
+    return with_kept_dims(result, keep_shape, q.shape, keepdims)
 
 
-def _check_q(q: np.ndarray, top: float, name: str) -> None:
+def check_q_range(q: np.ndarray, top: float, name: str) -> None:
     if not (np.all(q >= 0) and np.all(q <= top)):
         word = "Quantiles" if top == 1 else "Percentiles"
         raise ValueError(located(f"{word} must be in the range [0, {top:g}] ({name})"))
@@ -267,24 +268,24 @@ def _check_q(q: np.ndarray, top: float, name: str) -> None:
 @implements(np.quantile)
 def quantile(a, q, axis=None, out=None, overwrite_input=False, method="linear",
              keepdims=False, *, weights=None, interpolation=None):
-    _check_extras("quantile", out, weights, interpolation)
+    check_quantile_options("quantile", out, weights, interpolation)
     weak = type(q) in (int, float)
-    qs = _static_q(q, "quantile")
-    _check_q(qs, 1, "numpy.quantile")
+    qs = static_q(q, "quantile")
+    check_q_range(qs, 1, "numpy.quantile")
     return _quantile("quantile", a, qs, weak, axis, method, keepdims)
 
 
 @implements(np.percentile)
 def percentile(a, q, axis=None, out=None, overwrite_input=False, method="linear",
                keepdims=False, *, weights=None, interpolation=None):
-    _check_extras("percentile", out, weights, interpolation)
+    check_quantile_options("percentile", out, weights, interpolation)
     weak = type(q) in (int, float)
-    qs = np.true_divide(_static_q(q, "percentile"), 100)
-    _check_q(qs, 1, "numpy.percentile")
+    qs = np.true_divide(static_q(q, "percentile"), 100)
+    check_q_range(qs, 1, "numpy.percentile")
     return _quantile("percentile", a, np.asanyarray(qs), weak, axis, method, keepdims)
 
 
-def _check_extras(name: str, out: object, weights: object, interpolation: object) -> None:
+def check_quantile_options(name: str, out: object, weights: object, interpolation: object) -> None:
     if out is not None:
         raise unsupported(f"numpy.{name}(..., out=...)", "Use the returned value.")
     if weights is not None:
