@@ -19,12 +19,15 @@ from jitc.numpy.shapes import expand_dims, squeeze, stack
 from jitc.numpy.sorting import (
     check_q_range,
     check_quantile_options,
+    median,
+    quantile,
     reduced_last,
     sort_along,
     static_q,
     with_kept_dims,
 )
 from jitc.numpy.ufuncs import select
+from jitc.tracing.errors import located
 from jitc.tracing.tracer import Tracer
 
 
@@ -62,7 +65,7 @@ def nanprod(a, axis=None, dtype=None, out=None, keepdims=False, initial=None, wh
     return prod(x, axis=axis, dtype=dtype, keepdims=keepdims, initial=initial)
 
 
-def _nan_extremum(name: str, largest: bool, a, axis, keepdims, initial) -> Tracer:
+def _nan_extremum(largest: bool, a, axis, keepdims, initial) -> Tracer:
     x = lift(a)
     reducer = max if largest else min
     mask = _nan_mask(x)
@@ -80,13 +83,13 @@ def _nan_extremum(name: str, largest: bool, a, axis, keepdims, initial) -> Trace
 @implements(np.nanmax)
 def nanmax(a, axis=None, out=None, keepdims=False, initial=None, where=True):
     _only_true_where("nanmax", where, out)
-    return _nan_extremum("nanmax", True, a, axis, keepdims, initial)
+    return _nan_extremum(True, a, axis, keepdims, initial)
 
 
 @implements(np.nanmin)
 def nanmin(a, axis=None, out=None, keepdims=False, initial=None, where=True):
     _only_true_where("nanmin", where, out)
-    return _nan_extremum("nanmin", False, a, axis, keepdims, initial)
+    return _nan_extremum(False, a, axis, keepdims, initial)
 
 
 def _nan_arg(largest: bool, a, axis, out, keepdims) -> Tracer:
@@ -120,7 +123,7 @@ def _divide_by_count(total: Tracer, count: Tracer) -> Tracer:
 
 def _check_inexact(name: str, dtype: object) -> None:
     if dtype is not None and not np.issubdtype(np.dtype(dtype), np.inexact):
-        raise TypeError(f"numpy.{name}: If a is inexact, then dtype must be inexact")
+        raise TypeError(located(f"numpy.{name}: If a is inexact, then dtype must be inexact"))
 
 
 @implements(np.nanmean)
@@ -150,7 +153,7 @@ def nanvar(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=
     _check_inexact("nanvar", dtype)
     if correction is not None:
         if ddof != 0:
-            raise ValueError("ddof and correction can't be provided simultaneously.")
+            raise ValueError(located("ddof and correction can't be provided simultaneously."))
         ddof = correction
     arr = _replaced(x, mask, 0)
     count = sum(np.logical_not(mask), axis=axis, dtype=np.int64, keepdims=True)
@@ -183,7 +186,6 @@ def nanstd(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=
 def nanmedian(a, axis=None, out=None, overwrite_input=False, keepdims=False):
     """The median of each slice's numbers: after the sort the k numbers come first (nan
     sorts last), so the middle ones are at the run-time positions (k - 1) // 2 and k // 2."""
-    from jitc.numpy.sorting import median
     if out is not None:
         raise unsupported("numpy.nanmedian(..., out=...)", "Use the returned value.")
     x = lift(a)
@@ -212,7 +214,6 @@ def _nan_quantile(name: str, a, q, weak: bool, axis, method: str, keepdims: bool
     numbers, which the sort puts first, so the positions (k - 1) * q are known at run time
     and read with a gather; the interpolation weight is computed as numpy does (a Python
     float for a scalar q: then it rounds to the array's float dtype)."""
-    from jitc.numpy.sorting import quantile
     if method != "linear":
         raise unsupported(f"numpy.{name}(..., method={method!r})",
                           "jitc computes the default method='linear'.")
@@ -220,7 +221,7 @@ def _nan_quantile(name: str, a, q, weak: bool, axis, method: str, keepdims: bool
     if _nan_mask(x) is None:
         return quantile(x, q, axis=axis, keepdims=keepdims)
     if q.ndim > 1:
-        raise ValueError("q must be a scalar or 1d")
+        raise ValueError(located("q must be a scalar or 1d"))
     rows, keep_shape = reduced_last(x, axis)
     s = sort_along(rows, rows.ndim - 1)
     last = rows.shape[-1] - 1
