@@ -179,3 +179,16 @@ def test_rows_split_across_threads_keep_their_own_scratch():
     np.testing.assert_array_equal(np.signbit(values),
                                   np.signbit(np.sort(x, axis=1, kind="stable")))
     np.testing.assert_array_equal(order, np.argsort(x, axis=1, kind="stable"))
+
+
+def test_cuda_sorts_short_rows_in_shared_memory_and_long_rows_by_rank():
+    """The grid simulator runs both CUDA kernels: the bitonic network up to 2048 elements a
+    row (padded to a power of two) and the rank kernel beyond."""
+    x = _with_ties_and_nans((3, 2049), np.float32, seed=4)
+
+    def f(x):
+        return (np.sort(x[:, :2048], axis=1, kind="stable"), np.argsort(x[:, :1000], axis=1,
+                                                                       kind="stable"),
+                np.argsort(x[:, :33].T, axis=0, kind="stable"), np.sort(x, axis=1,
+                                                                        kind="stable"))
+    check_jit(f, x, backend="cuda-sim")
