@@ -149,10 +149,8 @@ def lower_module(module: Module, donated: frozenset[int] = frozenset()) -> Trans
     """The C source of an optimized module; `donated` names arguments whose buffers results
     may be computed in (buffer assignment decides where that is safe)."""
     unit = lower_unit(module, donated)
-    # stdlib.h only for the scratch memory of sort kernels (malloc, free)
-    includes = INCLUDES + ("stdlib.h",) * any("malloc(" in f for f in unit.functions)
     parts = [_header(module.entry, unit.program),
-             "\n".join(f"#include <{h}>" for h in sorted(includes))]
+             "\n".join(f"#include <{h}>" for h in INCLUDES)]
     if unit.helpers:
         parts.append(preamble(unit.helpers))
     parts += unit.functions

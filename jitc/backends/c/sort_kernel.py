@@ -1,11 +1,13 @@
 """The C kernel of the `sort` op: each row along `axis` becomes unsigned keys in numpy's order
 (as llvm/sorting.py: -0.0 as 0.0, nan largest) paired with positions, radix-sorted stably by
-the `jitc_radix_sort` helper in malloc'd scratch; the values are read back by position."""
+the `jitc_radix_sort` helper in scratch memory of the workspace; the values are read back by
+position."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from jitc.ir import dtypes
 from jitc.ir.core import Instruction
 from jitc.ir.dtypes import Kind
 
@@ -71,8 +73,9 @@ def emit_sort(program: Program, name: str, inst: Instruction) -> Kernel:
     if dtype.kind is Kind.FLOAT:
         bits = 64 if dtype.numpy.itemsize == 8 else 32
     w = ctx.w
-    w.line(f"uint64_t *keys = malloc(sizeof(uint64_t) * 2 * {n});")
-    w.line(f"int64_t *pos = malloc(sizeof(int64_t) * 2 * {n});")
+    scratch = ctx.extra(dtypes.int64, "scratch", *program.scratch_bytes(32 * n))
+    w.line(f"uint64_t *keys = (uint64_t *){scratch};")
+    w.line(f"int64_t *pos = {scratch} + 2 * {n};")
     row_dims = [d for d in physical_order(out.type) if d != axis]
 
     def level(k: int, index: list[str]) -> None:
@@ -96,6 +99,4 @@ def emit_sort(program: Program, name: str, inst: Instruction) -> Kernel:
                 value = ctx.e.value_at(operand, at(f"pos[{i}]"))
             ctx.e.store(value, ctx.pointer(out), out.type, at(i))
     level(0, ["0"] * out.type.rank)
-    w.line("free(keys);")
-    w.line("free(pos);")
     return ctx.finish()
