@@ -195,3 +195,12 @@ def test_cuda_sorts_short_rows_in_shared_memory_and_long_rows_by_rank():
                 np.argsort(x[:, :33].T, axis=0, kind="stable"), np.sort(x, axis=1,
                                                                         kind="stable"))
     check_jit(f, x, backend="cuda-sim")
+
+
+def test_scratch_of_many_short_rows_stays_small():
+    """Scratch is a few rows' worth, not one per row: 100000 rows of 4 along axis 0."""
+    x = random((4, 100_000), np.float32)
+    compiled = jitc.jit(lambda x: np.argsort(x, axis=0)).lower(x).compile()
+    assert compiled.executable.workspace_bytes <= 16 * 1024
+    np.testing.assert_array_equal(jitc.jit(lambda x: np.argsort(x, axis=0))(x),
+                                  np.argsort(x, axis=0, kind="stable"))
