@@ -328,6 +328,26 @@ def _gpt2_stack_inputs(layers):
     return make
 
 
+def sort(xp, x):
+    return xp.sort(x)
+
+
+def argsort(xp, x):
+    # the values in argsort's order: numpy leaves the order of ties open, this is the same
+    # for every valid answer
+    return x[xp.argsort(x)]
+
+
+def median(xp, x):
+    return xp.median(x)
+
+
+def _vector(n):
+    def make(rng, quick):
+        return (_normal(rng, n // 100 if quick else n),)
+    return make
+
+
 WORKLOADS = [
     Workload("elementwise 1e3", elementwise, _elementwise_inputs(1_000), "elementwise"),
     Workload("elementwise 1e5", elementwise, _elementwise_inputs(100_000), "elementwise"),
@@ -344,6 +364,9 @@ WORKLOADS = [
     Workload("matmul 2048", matmul, _matmul_inputs(2048), "matmul"),
     # Beside "matmul 1024" (float32) with --only "matmul 1024".
     Workload("int8 matmul 1024", int8_matmul, _int8_matmul_inputs(1024), "matmul"),
+    Workload("sort 1e6", sort, _vector(1_000_000), "sorting"),
+    Workload("argsort 1e6", argsort, _vector(1_000_000), "sorting"),
+    Workload("median 1e6", median, _vector(1_000_000), "sorting"),
     Workload("MLP 784-512-512-10", mlp, _mlp_inputs, "model"),
     Workload("RNN 50 steps", rnn, _rnn_inputs, "model"),
     Workload("RNN scan 1000 steps", rnn_scan, _rnn_scan_inputs, "model"),

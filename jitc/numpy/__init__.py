@@ -28,16 +28,30 @@ from jitc.numpy.creation import (
 )
 from jitc.numpy.dispatch import (
     apply_function,
-    argsort,
     conj,
     nonzero,
     round,
-    sort,
 )
 from jitc.numpy.histograms import bincount, digitize, histogram, searchsorted
 from jitc.numpy.indexing import getitem, take, take_along_axis
 from jitc.numpy.linalg import dot, einsum, inner, matmul, outer, tensordot, vdot
+from jitc.numpy.logic import allclose, array_equal, array_equiv, isclose
 from jitc.numpy.matrices import diag, diagonal, rot90, trace
+from jitc.numpy.nanfunctions import (
+    nanargmax,
+    nanargmin,
+    nanmax,
+    nanmean,
+    nanmedian,
+    nanmin,
+    nanpercentile,
+    nanprod,
+    nanquantile,
+    nanstd,
+    nansum,
+    nanvar,
+)
+from jitc.numpy.products import convolve, correlate, cross, kron
 from jitc.numpy.ranges import geomspace, linspace, logspace, meshgrid
 from jitc.numpy.reductions import (
     all,
@@ -97,7 +111,16 @@ from jitc.numpy.shapes import (
     where,
 )
 from jitc.numpy.solvers import cholesky, det, inv, slogdet, solve
-from jitc.numpy.statistics import corrcoef, cov, interp
+from jitc.numpy.sorting import (
+    argpartition,
+    argsort,
+    median,
+    partition,
+    percentile,
+    quantile,
+    sort,
+)
+from jitc.numpy.statistics import average, corrcoef, cov, interp, ptp
 from jitc.numpy.ufunc_methods import cumprod, cumsum
 from jitc.numpy.ufuncs import UFUNCS, apply_operator, apply_ufunc, nan_to_num
 

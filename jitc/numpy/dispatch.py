@@ -51,10 +51,13 @@ def _reasons(groups: list[tuple[str, str]]) -> dict[str, str]:
 # Why a numpy function is not traced, where the answer is more than "not yet": the error says
 # it, and docs/numpy_coverage.md lists it.
 WHY_NOT: dict[str, str] = _reasons([
-    ("argwhere flatnonzero extract unique unique_all unique_counts unique_inverse unique_values "
-     "intersect1d union1d setdiff1d setxor1d trim_zeros",
+    ("argwhere flatnonzero extract intersect1d union1d setdiff1d setxor1d trim_zeros",
      "Its result's shape depends on the values, which are known only when the compiled code "
      "runs; keep the shape with np.where(mask, x, fill)."),
+    ("unique unique_all unique_counts unique_inverse unique_values",
+     "The number of distinct values, its result's length, is known only when the compiled code "
+     "runs. Keep the length: s = np.sort(x) and first = s[1:] != s[:-1] mark the distinct "
+     "values (np.cumsum(first) numbers them)."),
     ("fft.fft fft.ifft fft.fft2 fft.ifft2 fft.fftn fft.ifftn fft.rfft fft.irfft fft.rfft2 "
      "fft.irfft2 fft.rfftn fft.irfftn fft.hfft fft.ihfft angle iscomplex real_if_close "
      "sort_complex linalg.eig linalg.eigvals",
@@ -121,5 +124,3 @@ def _not_yet(name: str, hint: str = "") -> Callable:
 
 
 nonzero = _not_yet("nonzero", "Its result shape depends on the data; use np.where(c, x, y).")
-sort = _not_yet("sort")
-argsort = _not_yet("argsort")

@@ -331,7 +331,7 @@ def _method(name: str):
 for _name in ("sum", "mean", "max", "min", "prod", "var", "std", "argmax", "argmin", "any",
               "all", "clip", "dot", "swapaxes", "squeeze", "ravel", "astype", "take",
               "repeat", "cumsum", "cumprod", "round", "nonzero", "flatten", "copy", "conj",
-              "diagonal", "sort", "argsort", "searchsorted"):
+              "diagonal", "argsort", "argpartition", "searchsorted"):
     setattr(Tracer, _name, _method(_name))
 
 
@@ -347,5 +347,16 @@ def _transpose(self, *axes: Any):
     return _numpy().transpose(self, axes or None)
 
 
+def _in_place(name: str):
+    """ndarray.sort and ndarray.partition: the array itself reordered, None returned."""
+    def method(self, *args: Any, **kwargs: Any) -> None:
+        import jitc.numpy.sorting as sorting
+        return getattr(sorting, f"{name}_in_place")(self, *args, **kwargs)
+    method.__name__ = name
+    return method
+
+
+Tracer.sort = _in_place("sort")  # type: ignore[attr-defined]
+Tracer.partition = _in_place("partition")  # type: ignore[attr-defined]
 Tracer.reshape = _reshape  # type: ignore[attr-defined]
 Tracer.transpose = _transpose  # type: ignore[attr-defined]

@@ -661,6 +661,11 @@ def _reduction_cases() -> list[OpCase]:
                extremes, ALL),
         OpCase("np.argmax", ("argmax",), lambda x: np.argmax(x, axis=1), extremes, ALL),
         OpCase("np.argmin_flat", ("argmin",), np.argmin, extremes[:2] + extremes[3:], ALL),
+        # stable, nan last: numpy's kind="stable" exactly, ties (SMALL) and nan (ANY) included
+        OpCase("np.sort_axis1", ("sort",), lambda x: np.sort(x, axis=1, kind="stable"),
+               extremes, ALL, **exact),
+        OpCase("np.argsort_axis1", ("sort",), lambda x: np.argsort(x, axis=1, kind="stable"),
+               extremes, ALL),
         OpCase("np.mean", ("reduce", "div"), lambda x: np.mean(x, axis=1), cube, ALL),
         OpCase("lax.reduce_sum_two", ("reduce",), multi("sum"), multi_variants(SMALL),
                NUMERIC, multi_expected("sum")),

@@ -36,6 +36,7 @@ from jitc.backends.cpu import gemm_bytes, gemm_routines, kernels
 from jitc.backends.cpu.control import RegionCode, emit_control
 from jitc.backends.cpu.fusions import emit_fusion, fusion_buffers
 from jitc.backends.cpu.plan import ALIGNMENT, BufferPlan, plan_buffers
+from jitc.backends.cpu.sort_kernel import emit_sort
 from jitc.backends.llvm.elemental import RULES
 from jitc.backends.llvm.types import I8, I64, PTR, VOID
 from jitc.backends.llvm.vmath_base import scale_with_ldexp
@@ -57,7 +58,7 @@ SPLIT_INSTRUCTIONS = 150
 
 _SPECIAL = {"reduce": kernels.emit_reduce, "argmax": kernels.emit_arg,
             "argmin": kernels.emit_arg, "dot_general": kernels.emit_dot,
-            "convolution": kernels.emit_convolution}
+            "convolution": kernels.emit_convolution, "sort": emit_sort}
 
 
 @dataclass(eq=False)
