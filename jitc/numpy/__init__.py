@@ -35,9 +35,10 @@ from jitc.numpy.dispatch import (
     round,
     sort,
 )
+from jitc.numpy.einsum import einsum
 from jitc.numpy.histograms import bincount, digitize, histogram, searchsorted
 from jitc.numpy.indexing import getitem, take, take_along_axis
-from jitc.numpy.linalg import dot, einsum, inner, matmul, outer, tensordot, vdot
+from jitc.numpy.linalg import dot, inner, matmul, outer, tensordot, vdot
 from jitc.numpy.linalg_functions import (
     cond,
     lstsq,
