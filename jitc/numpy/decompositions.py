@@ -227,8 +227,8 @@ def _padded_to_even(x: Tracer, axes: tuple[int, ...]) -> Tracer:
 
 # -- symmetric eigenproblem --------------------------------------------------------------------
 
-def _jacobi_eigen(a: Tracer) -> tuple[Tracer, Tracer]:
-    """(eigenvalues ascending, eigenvectors) of symmetric a (..., n, n), n >= 1."""
+def _jacobi_eigen(a: Tracer, with_vectors: bool) -> tuple[Tracer, Tracer | None]:
+    """(eigenvalues ascending, eigenvectors or None) of symmetric a (..., n, n), n >= 1."""
     n = a.shape[-1]
     odd = n % 2 == 1
     if odd:  # a zero row and column, decoupled: no rotation ever touches it
@@ -241,11 +241,13 @@ def _jacobi_eigen(a: Tracer) -> tuple[Tracer, Tracer]:
     # the eigenvalues below eps |a|, whose rotations only churn rounding noise.)
     frobenius = np.expand_dims(np.sqrt(np.sum(a * a, axis=(-2, -1))), -1)
     scale = np.where(frobenius > 0, frobenius, 1)
-    eye = np.eye(size, dtype=a.dtype)
-    vectors = lift(broadcast_to(eye, a.shape))
+    # Where the padding is: it moves with the schedule's gathers.
+    padding = lift(np.arange(size, dtype=a.dtype) == n)
+    vectors = lift(broadcast_to(np.eye(size, dtype=a.dtype), a.shape)) if with_vectors \
+        else None
 
     def round_step(state: tuple) -> tuple:
-        a, v = state
+        a, v, padding = state
         diagonal = np.diagonal(a, axis1=-2, axis2=-1)
         app, aqq = _pairs(diagonal, -1)
         apq = np.diagonal(a, offset=1, axis1=-2, axis2=-1)[..., 0::2]
@@ -253,19 +255,18 @@ def _jacobi_eigen(a: Tracer) -> tuple[Tracer, Tracer]:
         rotate = measure > eps
         c, s = _rotation(app, aqq, apq, rotate)
         a = _rotate(_rotate(a, c, s, -2), c, s, -1)
-        v = _rotate(v, c, s, -1)
         a = np.take(np.take(a, source, axis=-2), source, axis=-1)
-        v = np.take(v, source, axis=-1)
-        return (a, v), np.max(np.where(rotate, measure, 0))
+        if v is not None:  # v^T, rotated by rows: contiguous, unlike v's columns
+            v = np.take(_rotate(v, c, s, -2), source, axis=-2)
+        return (a, v, np.take(padding, source)), np.max(np.where(rotate, measure, 0))
 
-    a, vectors = _sweeps(round_step, (a, vectors), size)
+    a, vectors, padding = _sweeps(round_step, (a, vectors, padding), size)
     values = np.diagonal(a, axis1=-2, axis2=-1)
-    keys = values
-    if odd:  # the padding's eigenvector is the last unit vector: order it last and drop it
-        keys = np.where(vectors[..., -1, :] == 1, np.inf, values)
-    order = _sorting_permutation(keys)[..., :n]
+    # The padding's eigenvalue (0) goes last, to be dropped.
+    order = _sorting_permutation(np.where(padding != 0, np.inf, values))[..., :n]
     values = np.take_along_axis(values, order, axis=-1)
-    vectors = _take_columns(vectors, order)[..., :n, :]
+    if vectors is not None:
+        vectors = _take_columns(np.swapaxes(vectors, -1, -2), order)[..., :n, :]
     return values, vectors
 
 
@@ -280,22 +281,22 @@ def _symmetric(a: object, uplo: str, what: str) -> Tracer:
     return half + np.swapaxes(strict, -1, -2)
 
 
-def _eigh(a: object, uplo: str, what: str) -> tuple[Tracer, Tracer]:
+def _eigh(a: object, uplo: str, what: str, with_vectors: bool) -> tuple[Tracer, Tracer]:
     x = _symmetric(a, uplo, what)
     n = x.shape[-1]
     if n == 0 or x.size == 0:
         return (lift(np.zeros(x.shape[:-1], x.dtype)), lift(np.zeros(x.shape, x.dtype)))
-    return _jacobi_eigen(x)
+    return _jacobi_eigen(x, with_vectors)
 
 
 @implements(np.linalg.eigh)
 def eigh(a, UPLO="L"):
-    return EighResult(*_eigh(a, UPLO, "eigh"))
+    return EighResult(*_eigh(a, UPLO, "eigh", True))
 
 
 @implements(np.linalg.eigvalsh)
 def eigvalsh(a, UPLO="L"):
-    return _eigh(a, UPLO, "eigvalsh")[0]
+    return _eigh(a, UPLO, "eigvalsh", False)[0]
 
 
 # -- singular value decomposition --------------------------------------------------------------
