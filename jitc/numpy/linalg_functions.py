@@ -215,3 +215,79 @@ def multi_dot(arrays, *, out=None):
     if first == 1 or last == 1:
         return reshape(result, (-1,))
     return result
+
+
+# -- numpy.linalg's array-API spellings of functions numpy also has ------------------------------
+
+def _linalg_alias(name: str):
+    """Register for np.linalg.<name> where this numpy has it (numpy 2 added them)."""
+    numpy_function = getattr(np.linalg, name, None)
+    return implements(numpy_function) if numpy_function is not None else (lambda f: f)
+
+
+@_linalg_alias("diagonal")
+def linalg_diagonal(x, /, *, offset=0):
+    return np.diagonal(lift(x), offset, axis1=-2, axis2=-1)
+
+
+@_linalg_alias("trace")
+def linalg_trace(x, /, *, offset=0, dtype=None):
+    return np.trace(lift(x), offset, axis1=-2, axis2=-1, dtype=dtype)
+
+
+@_linalg_alias("matmul")
+def linalg_matmul(x1, x2, /):
+    return matmul(x1, x2)
+
+
+@_linalg_alias("tensordot")
+def linalg_tensordot(x1, x2, /, *, axes=2):
+    return np.tensordot(lift(x1), lift(x2), axes=axes)
+
+
+@_linalg_alias("outer")
+def linalg_outer(x1, x2, /):
+    a, b = lift(x1), lift(x2)
+    if a.ndim != 1 or b.ndim != 1:
+        raise ValueError(located(f"Input arrays must be one-dimensional, but they are "
+                                 f"a.ndim={a.ndim} and b.ndim={b.ndim}."))
+    return np.outer(a, b)
+
+
+@_linalg_alias("vecdot")
+def linalg_vecdot(x1, x2, /, *, axis=-1):
+    a, b = lift(x1), lift(x2)
+    return np.sum(a * b, axis=axis)
+
+
+@_linalg_alias("matrix_norm")
+def matrix_norm(x, /, *, keepdims=False, ord="fro"):
+    from jitc.numpy.linalg import norm
+    return norm(lift(x), ord=ord, axis=(-2, -1), keepdims=keepdims)
+
+
+@_linalg_alias("vector_norm")
+def vector_norm(x, /, *, axis=None, keepdims=False, ord=2):
+    """numpy's: the axes named (all of them for None) become one, then a vector norm."""
+    from jitc.numpy.linalg import norm
+    a = lift(x)
+    shape = list(a.shape)
+    if axis is None:
+        axes = tuple(range(a.ndim))
+    elif isinstance(axis, tuple):
+        axes = tuple(ax % a.ndim for ax in axis)
+    else:
+        axes = None
+    if axes is None:
+        result = norm(a, ord=ord, axis=axis)
+    else:
+        rest = tuple(i for i in range(a.ndim) if i not in axes)
+        merged = reshape(np.transpose(a, axes + rest),
+                         (int(np.prod([shape[i] for i in axes], dtype=int)),
+                          *[shape[i] for i in rest]))
+        result = norm(merged, ord=ord, axis=0)
+    if keepdims:
+        for i in ((axis % a.ndim,) if axes is None else axes):
+            shape[i] = 1
+        result = reshape(result, tuple(shape))
+    return result
