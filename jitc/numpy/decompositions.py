@@ -68,7 +68,10 @@ def _householder(x: Tracer) -> tuple[Tracer, Tracer, Tracer]:
         col = _column(r, j)
         alpha = np.sum(np.where(rows == j, col, 0), axis=-1, keepdims=True)
         below = np.where(rows > j, col, 0)
-        below_norm = np.sqrt(np.sum(below * below, axis=-1, keepdims=True))
+        # Scaled, as LAPACK's dnrm2: squares of 1e-200 or 1e200 would under- or overflow.
+        largest = np.max(np.abs(below), axis=-1, keepdims=True)
+        unit = np.where(largest > 0, largest, 1)
+        below_norm = largest * np.sqrt(np.sum((below / unit) ** 2, axis=-1, keepdims=True))
         # dlarfg: beta = -sign(alpha) |(alpha, below)|; nothing to reflect leaves tau = 0.
         reflect = below_norm != 0
         beta = -np.copysign(np.hypot(alpha, below_norm), alpha)
@@ -218,6 +221,14 @@ def _sweeps(round_step: Any, state: tuple, n: int) -> tuple:
     return _while_loop(cond, sweep_body, (np.int64(0), worst0, state))[2]
 
 
+def _unit_scaled(a: Tracer) -> tuple[Tracer, Tracer]:
+    """(a / max |a|, max |a| shaped (..., 1)): the Jacobi methods square entries, which
+    under- or overflows for matrices of 1e-200 or 1e200 (and a zero matrix stays zero)."""
+    largest = np.max(np.abs(a), axis=(-2, -1), keepdims=True)
+    largest = np.where(largest > 0, largest, 1)
+    return a / largest, largest[..., 0]
+
+
 def _padded_to_even(x: Tracer, axes: tuple[int, ...]) -> Tracer:
     pad = [(0, 0)] * x.ndim
     for axis in axes:
@@ -236,6 +247,7 @@ def _jacobi_eigen(a: Tracer, with_vectors: bool) -> tuple[Tracer, Tracer | None]
     size = a.shape[-1]
     eps = np.finfo(a.dtype).eps
     source = _schedule(size)
+    a, unscale = _unit_scaled(a)
     # Off-diagonal entries at or below eps |a|_F are left: each moves an eigenvalue by less
     # than the rounding of any backward-stable method. (A relative threshold never settles on
     # the eigenvalues below eps |a|, whose rotations only churn rounding noise.)
@@ -264,7 +276,7 @@ def _jacobi_eigen(a: Tracer, with_vectors: bool) -> tuple[Tracer, Tracer | None]
     values = np.diagonal(a, axis1=-2, axis2=-1)
     # The padding's eigenvalue (0) goes last, to be dropped.
     order = _sorting_permutation(np.where(padding != 0, np.inf, values))[..., :n]
-    values = np.take_along_axis(values, order, axis=-1)
+    values = np.take_along_axis(values, order, axis=-1) * unscale
     if vectors is not None:
         vectors = _take_columns(np.swapaxes(vectors, -1, -2), order)[..., :n, :]
     return values, vectors
@@ -301,11 +313,12 @@ def eigvalsh(a, UPLO="L"):
 
 # -- singular value decomposition --------------------------------------------------------------
 
-def _jacobi_svd(a: Tracer) -> tuple[Tracer, Tracer, Tracer]:
-    """(columns a V, singular values, V) for a (..., m, n) with m >= n >= 1: the columns are
-    orthogonal and sorted by descending norm (the singular values)."""
+def _jacobi_svd(a: Tracer) -> tuple[Tracer, Tracer, Tracer, Tracer]:
+    """(columns a V / scale, singular values / scale, V, scale) for a (..., m, n) with
+    m >= n >= 1: the columns are orthogonal and sorted by descending norm."""
     n = a.shape[-1]
     odd = n % 2 == 1
+    a, unscale = _unit_scaled(a)
     if odd:
         a = _padded_to_even(a, (-1,))
     size = a.shape[-1]
@@ -333,7 +346,8 @@ def _jacobi_svd(a: Tracer) -> tuple[Tracer, Tracer, Tracer]:
         keys = np.where(vectors[..., -1, :] == 1, np.inf, keys)
     order = _sorting_permutation(keys)[..., :n]
     values = np.take_along_axis(values, order, axis=-1)
-    return _take_columns(a, order), values, _take_columns(vectors, order)[..., :n, :]
+    return (_take_columns(a, order), values, _take_columns(vectors, order)[..., :n, :],
+            unscale)
 
 
 def _orthonormal_completion(columns: Tracer, values: Tracer, width: int) -> Tracer:
@@ -366,10 +380,11 @@ def _svd(x: Tracer, full_matrices: bool, compute_uv: bool) -> Any:
                                  batch + (m, m if full_matrices else n)))
         right = lift(broadcast_to(np.eye(n, dtype=x.dtype), batch + (n, n)))
     else:
-        columns, values, right = _jacobi_svd(x)
+        columns, values, right, scale = _jacobi_svd(x)
         if not compute_uv:
-            return values
+            return values * scale
         left = _orthonormal_completion(columns, values, m if full_matrices else n)
+        values = values * scale
     if not compute_uv:
         return values
     if wide:  # x was a^T = left diag(values) right^T

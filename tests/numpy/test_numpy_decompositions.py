@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from jitcheck import BACKENDS, assert_trees_close, check_jit
 
 import jitc
@@ -302,3 +304,35 @@ def test_refusals_and_errors() -> None:
         jitc.jit(np.linalg.svd, backend=SWEEP)(np.ones(3))
     with pytest.raises(TypeError):
         jitc.jit(np.linalg.svd, backend=SWEEP)(np.eye(2, dtype=np.float16))
+
+
+@st.composite
+def _spectra(draw) -> tuple[np.ndarray, np.ndarray]:
+    """A 6x4 matrix and a 5x5 symmetric one with chosen spectra: condition numbers up to
+    1e15, repeated values, exact zeros."""
+    seed = draw(st.integers(0, 2**32 - 1))
+    exponent = draw(st.floats(0, 15))
+    rng = np.random.default_rng(seed)
+    values = np.logspace(0, -exponent, 5) * draw(st.sampled_from([1e-200, 1.0, 1e200]))
+    if draw(st.booleans()):
+        values[draw(st.integers(0, 4))] = values[0]  # a repeated value
+    if draw(st.booleans()):
+        values[-draw(st.integers(1, 3)):] = 0  # rank deficient
+    q5, _ = np.linalg.qr(rng.standard_normal((5, 5)))
+    q6, _ = np.linalg.qr(rng.standard_normal((6, 6)))
+    q4, _ = np.linalg.qr(rng.standard_normal((4, 4)))
+    signs = rng.choice([-1.0, 1.0], 5)
+    general = q6[:, :4] * values[:4] @ q4.T
+    return general, (q5 * (signs * values)) @ q5.T
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_spectra())
+def test_chosen_spectra(case) -> None:
+    general, symmetric_a = case
+    eigen, singular, qr = jitc.jit(eigh_svd_qr, backend=SWEEP)(symmetric_a, general)
+    verify_eigh(symmetric_a, eigen)
+    verify_svd(general, singular)
+    q, r = qr
+    _orthonormal(q, q.dtype)
+    assert np.all(np.abs(q @ r - general) <= _bound(general, q.dtype))
