@@ -223,10 +223,18 @@ def _sweeps(round_step: Any, state: tuple, n: int) -> tuple:
 
 def _unit_scaled(a: Tracer) -> tuple[Tracer, Tracer]:
     """(a / max |a|, max |a| shaped (..., 1)): the Jacobi methods square entries, which
-    under- or overflows for matrices of 1e-200 or 1e200 (and a zero matrix stays zero)."""
+    under- or overflows for matrices of 1e-200 or 1e200 (a zero matrix stays zero)."""
     largest = np.max(np.abs(a), axis=(-2, -1), keepdims=True)
     largest = np.where(largest > 0, largest, 1)
+    # A nan or inf entry makes the scale nan, hence every value and vector nan.
+    largest = np.where(np.all(np.isfinite(a), axis=(-2, -1), keepdims=True), largest, np.nan)
     return a / largest, largest[..., 0]
+
+
+def _nan_where_unscaled_is(vectors: Tracer, unscale: Tracer) -> Tracer:
+    """nan vectors for a matrix holding nan or inf (its values are nan through the scale): no
+    rotation compares above a nan, and the unit vectors left would look like an answer."""
+    return np.where(np.expand_dims(np.isfinite(unscale), -1), vectors, np.nan)
 
 
 def _padded_to_even(x: Tracer, axes: tuple[int, ...]) -> Tracer:
@@ -279,6 +287,7 @@ def _jacobi_eigen(a: Tracer, with_vectors: bool) -> tuple[Tracer, Tracer | None]
     values = np.take_along_axis(values, order, axis=-1) * unscale
     if vectors is not None:
         vectors = _take_columns(np.swapaxes(vectors, -1, -2), order)[..., :n, :]
+        vectors = _nan_where_unscaled_is(vectors, unscale)
     return values, vectors
 
 
@@ -383,7 +392,9 @@ def _svd(x: Tracer, full_matrices: bool, compute_uv: bool) -> Any:
         columns, values, right, scale = _jacobi_svd(x)
         if not compute_uv:
             return values * scale
-        left = _orthonormal_completion(columns, values, m if full_matrices else n)
+        left = _nan_where_unscaled_is(
+            _orthonormal_completion(columns, values, m if full_matrices else n), scale)
+        right = _nan_where_unscaled_is(right, scale)
         values = values * scale
     if not compute_uv:
         return values

@@ -291,6 +291,19 @@ def test_multi_dot(shapes) -> None:
                                                      enumerate(shapes)], backend=SWEEP)
 
 
+def test_nan_and_inf_give_nan_not_unit_vectors() -> None:
+    """numpy returns nan (eigh) or raises (svd); no rotation compares above a nan, so without
+    care the untouched unit vectors would come back as if they were the answer."""
+    for bad in (np.array([[1.0, np.nan], [np.nan, 2.0]]), np.array([[1.0, np.inf], [np.inf, 0]])):
+        w, v = jitc.jit(np.linalg.eigh, backend=SWEEP)(bad)
+        u, s, vh = jitc.jit(np.linalg.svd, backend=SWEEP)(bad)
+        assert all(np.all(np.isnan(x)) for x in (w, v, u, s, vh))
+    batch = np.stack([np.eye(2), np.array([[1.0, np.nan], [np.nan, 2.0]])])
+    w, v = jitc.jit(np.linalg.eigh, backend=SWEEP)(batch)
+    np.testing.assert_array_equal(w[0], [1.0, 1.0])
+    assert np.all(np.isnan(v[1])) and not np.any(np.isnan(v[0]))
+
+
 def test_refusals_and_errors() -> None:
     with pytest.raises(jitc.TraceError, match=r"mode='raw'.*\n.*'reduced'"):
         jitc.jit(lambda a: np.linalg.qr(a, mode="raw"), backend=SWEEP)(np.eye(2))
