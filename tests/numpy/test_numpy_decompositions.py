@@ -339,7 +339,7 @@ def _spectra(draw) -> tuple[np.ndarray, np.ndarray]:
     return general, (q5 * (signs * values)) @ q5.T
 
 
-@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(_spectra())
 def test_chosen_spectra(case) -> None:
     general, symmetric_a = case
