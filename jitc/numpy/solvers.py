@@ -4,7 +4,8 @@ Each is a loop over the columns (`jitc.lax.fori_loop`, one while op) whose step 
 matrices: the column and row a step needs are picked out with a mask and a sum, and the update
 is an outer product. A step costs O(n * width) elementwise work, the loop n steps, so the
 O(n^3) of the textbook algorithm with no data-dependent shapes; batches (..., n, n) run every
-matrix in the same step, each with its own pivots.
+matrix in the same step, each with its own pivots. Past blocked.BLOCK columns the same loops
+factor panels, and matmul does the rest (blocked.py).
 
 numpy raises LinAlgError for a singular matrix (solve, inv) or one that is not positive
 definite (cholesky) once it sees the values; a compiled function cannot, and gives inf or nan
