@@ -147,6 +147,29 @@ def gpt2_block(xp, x, ln1_g, ln1_b, w_qkv, b_qkv, w_o, b_o, ln2_g, ln2_b, w_fc, 
     return x + gelu(xp, h @ w_fc + b_fc) @ w_pr + b_pr
 
 
+def cholesky(xp, a):
+    return xp.linalg.cholesky(a)
+
+
+def solve(xp, a, b):
+    return xp.linalg.solve(a, b)
+
+
+def eigh(xp, a):
+    return xp.linalg.eigvalsh(a)
+
+
+def _positive_definite(n, quick_n, rhs=0):
+    """A well-conditioned symmetric positive definite matrix (1e6 elements at n = 1000), and
+    `rhs` right-hand sides."""
+    def make(rng, quick):
+        m = quick_n if quick else n
+        g = rng.standard_normal((m, m)) / np.sqrt(m)
+        a = (g @ g.T + np.eye(m)).astype(np.float32)
+        return (a, _normal(rng, m, rhs)) if rhs else (a,)
+    return make
+
+
 def add_one(xp, x):
     return x + 1
 
@@ -367,6 +390,9 @@ WORKLOADS = [
     Workload("sort 1e6", sort, _vector(1_000_000), "sorting"),
     Workload("argsort 1e6", argsort, _vector(1_000_000), "sorting"),
     Workload("median 1e6", median, _vector(1_000_000), "sorting"),
+    Workload("cholesky 1000", cholesky, _positive_definite(1000, 128), "linalg"),
+    Workload("solve 1000 (16 rhs)", solve, _positive_definite(1000, 128, rhs=16), "linalg"),
+    Workload("eigvalsh 200", eigh, _positive_definite(200, 64), "linalg"),
     Workload("MLP 784-512-512-10", mlp, _mlp_inputs, "model"),
     Workload("RNN 50 steps", rnn, _rnn_inputs, "model"),
     Workload("RNN scan 1000 steps", rnn_scan, _rnn_scan_inputs, "model"),

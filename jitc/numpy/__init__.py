@@ -26,15 +26,25 @@ from jitc.numpy.creation import (
     zeros,
     zeros_like,
 )
+from jitc.numpy.decompositions import eigh, eigvalsh, qr, svd
 from jitc.numpy.dispatch import (
     apply_function,
     conj,
     nonzero,
     round,
 )
+from jitc.numpy.einsum import einsum
 from jitc.numpy.histograms import bincount, digitize, histogram, searchsorted
 from jitc.numpy.indexing import getitem, take, take_along_axis
-from jitc.numpy.linalg import dot, einsum, inner, matmul, outer, tensordot, vdot
+from jitc.numpy.linalg import dot, inner, matmul, outer, tensordot, vdot
+from jitc.numpy.linalg_functions import (
+    cond,
+    lstsq,
+    matrix_power,
+    matrix_rank,
+    multi_dot,
+    pinv,
+)
 from jitc.numpy.logic import allclose, array_equal, array_equiv, isclose
 from jitc.numpy.matrices import diag, diagonal, rot90, trace
 from jitc.numpy.nanfunctions import (
