@@ -3,8 +3,12 @@ with its own weights, share their code, so compile time stops growing with depth
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
+import pytest
 from jitcheck import check_jit
+from ops.backends import require
 
 import jitc
 from jitc.backends.cpu.codegen import lower_module
@@ -57,9 +61,28 @@ def test_layers_compile_each_distinct_kernel_once() -> None:
     assert bodies_4 == bodies_2 <= kernels_2
 
 
-def test_shared_kernels_compute_each_layer_with_its_own_weights() -> None:
+def _c_functions(depth: int) -> tuple[int, int]:
+    """(kernel calls in the entry, kernel functions defined) of the C source."""
+    x, layers = _inputs(depth)
+    source = jitc.jit(stack, backend="c").lower(x, layers).compile().as_text()
+    entry = source[source.index("void jitc_entry("):]
+    return len(re.findall(r"^    k\d+_\w+\(", entry, re.M)), \
+        len(re.findall(r"^static void k\d+_\w+\(", source, re.M))
+
+
+def test_c_layers_define_each_distinct_kernel_once() -> None:
+    require("c")
+    calls_2, functions_2 = _c_functions(2)
+    calls_4, functions_4 = _c_functions(4)
+    assert calls_4 == 2 * calls_2
+    assert functions_4 == functions_2 < calls_4
+
+
+@pytest.mark.parametrize("backend", ["cpu", "c"])
+def test_shared_kernels_compute_each_layer_with_its_own_weights(backend) -> None:
+    require(backend)
     x, layers = _inputs(4, seed=1)
-    check_jit(stack, x, layers, backend="cpu", rtol=1e-4, atol=1e-5)
+    check_jit(stack, x, layers, backend=backend, rtol=1e-4, atol=1e-5)
 
 
 def _function(text: str) -> tuple[Function, str]:
