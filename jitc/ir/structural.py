@@ -18,36 +18,43 @@ from __future__ import annotations
 import hashlib
 
 from jitc.ir.core import Function, Literal, Module
+from jitc.ir.opdef import AttrKind
 
 
 def _digest(text: str) -> str:
     return hashlib.blake2b(text.encode(), digest_size=16).hexdigest()
 
 
-def _attr_text(value: object, module: Module | None, memo: dict[str, str]) -> str:
+def _attr_text(value: object, calls: bool, module: Module | None,
+               memo: dict[str, str]) -> str:
+    """An attribute's value; `calls`: it names functions (FUNCTION and FUNCTIONS attributes)."""
     if isinstance(value, Literal):
         dtype, shape, pattern = value._key
         return f"lit({dtype},{shape},{pattern.hex()})"
-    if isinstance(value, str) and module is not None and value in module.functions:
+    if calls and isinstance(value, str) and module is not None and value in module.functions:
         # A called function (fusion bodies, loop conditions): by what it computes, not its name.
         return f"fn({function_key(module.functions[value], module, memo)})"
     if isinstance(value, (list, tuple)):
-        return "[" + ",".join(_attr_text(v, module, memo) for v in value) + "]"
+        return "[" + ",".join(_attr_text(v, calls, module, memo) for v in value) + "]"
     return repr(value)
 
 
 def function_key(fn: Function, module: Module | None = None,
                  memo: dict[str, str] | None = None) -> str:
-    """The structural digest of `fn`. With `module`, attributes naming one of its functions
-    are keyed by that function's digest (a string attribute that merely equals a function's
-    name is then keyed the same way, which only ever merges two equal computations)."""
+    """The structural digest of `fn`. With `module`, the function attributes (a fusion's body,
+    a loop's condition) are keyed by the digest of the function they name."""
     memo = {} if memo is None else memo
     if fn.name in memo:
         return memo[fn.name]
+    # A function reached again while its digest is computed (no IR calls itself, but a
+    # malformed one must not recurse forever) is keyed by its name.
+    memo[fn.name] = f"@{fn.name}"
     digests: dict[int, str] = {}
     for inst in fn.body:
         operands = ",".join(digests.get(id(v), "?") for v in inst.operands)
-        attrs = ";".join(f"{name}={_attr_text(value, module, memo)}"
+        calls = {spec.name for spec in inst.op.attrs
+                 if spec.kind in (AttrKind.FUNCTION, AttrKind.FUNCTIONS)}
+        attrs = ";".join(f"{name}={_attr_text(value, name in calls, module, memo)}"
                          for name, value in sorted(inst.attrs.items()))
         types = ",".join(str(v.type) for v in inst.results)
         text = f"{inst.op.name}({operands}){{{attrs}}}:{types}"

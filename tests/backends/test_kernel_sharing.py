@@ -12,6 +12,7 @@ from ops.backends import require
 
 import jitc
 from jitc.backends.cpu.codegen import lower_module
+from jitc.backends.cuda.ptx import entry_names
 from jitc.ir.core import Function
 from jitc.ir.parser import parse_module
 from jitc.ir.structural import function_key
@@ -78,7 +79,21 @@ def test_c_layers_define_each_distinct_kernel_once() -> None:
     assert functions_4 == functions_2 < calls_4
 
 
-@pytest.mark.parametrize("backend", ["cpu", "c"])
+def _ptx_kernels(depth: int) -> tuple[int, int]:
+    """(kernel launches, kernels the PTX defines) of the cuda backend's code."""
+    x, layers = _inputs(depth)
+    compiled = jitc.jit(stack, backend="cuda").lower(x, layers).compile()
+    return compiled.executable.kernel_count, len(entry_names(compiled.as_text()))
+
+
+def test_cuda_layers_generate_each_distinct_kernel_once() -> None:
+    launches_2, kernels_2 = _ptx_kernels(2)
+    launches_4, kernels_4 = _ptx_kernels(4)
+    assert launches_4 == 2 * launches_2
+    assert kernels_4 == kernels_2 < launches_4
+
+
+@pytest.mark.parametrize("backend", ["cpu", "c", "cuda-sim"])
 def test_shared_kernels_compute_each_layer_with_its_own_weights(backend) -> None:
     require(backend)
     x, layers = _inputs(4, seed=1)
