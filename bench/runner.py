@@ -146,12 +146,14 @@ def implementations() -> dict[str, Callable[[Workload], Callable] | str]:
     import jitc
     found: dict[str, Callable[[Workload], Callable] | str] = {}
     found["numpy"] = lambda w: w.form(_no_wrap, np) if w.form else (lambda *a: w.fn(np, *a))
-    found["jitc"] = lambda w: w.form(jitc.jit, np) if w.form else jitc.jit(bind_numpy(w.fn))
+    found["jitc"] = lambda w: (w.form(jitc.jit, np) if w.form else
+                               jitc.jit(bind_numpy(w.fn), backend=w.backend))
     try:
         import jax
         import jax.numpy as jnp
         jax.config.update("jax_platforms", "cpu")
-        found["jax"] = lambda w: (lambda f: lambda *a: jax.block_until_ready(f(*a)))(
+        found["jax"] = lambda w: _cpu_row(w) or (
+            lambda f: lambda *a: jax.block_until_ready(f(*a)))(
             w.form(jax.jit, jnp) if w.form else jax.jit(lambda *a: w.fn(jnp, *a)))
     except ImportError:
         found["jax"] = "not installed (pip install -e '.[bench]')"
@@ -161,8 +163,8 @@ def implementations() -> dict[str, Callable[[Workload], Callable] | str]:
         import numba
         # parallel=True on a function with nothing to parallelise only warns; not news here.
         warnings.filterwarnings("ignore", category=numba.NumbaPerformanceWarning)
-        found["numba"] = lambda w: _no_form(w) or numba_compile(w.fn, parallel=False)
-        found["numba-par"] = lambda w: _no_form(w) or numba_compile(w.fn, parallel=True)
+        found["numba"] = lambda w: _no_form(w) or _cpu_row(w) or numba_compile(w.fn, False)
+        found["numba-par"] = lambda w: _no_form(w) or _cpu_row(w) or numba_compile(w.fn, True)
     except ImportError:
         found["numba"] = found["numba-par"] = "not installed (pip install -e '.[bench]')"
     return found
@@ -170,6 +172,11 @@ def implementations() -> dict[str, Callable[[Workload], Callable] | str]:
 
 def _no_wrap(fun: Callable, **options: object) -> Callable:
     return fun
+
+
+def _cpu_row(w: Workload) -> None:
+    if w.backend != "cpu":
+        raise TypeError(f"a row of jitc's {w.backend} backend (the peers run on its cpu row)")
 
 
 def _no_form(w: Workload) -> None:

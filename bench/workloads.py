@@ -23,6 +23,8 @@ class Workload:
     # A call form (dispatch rows): form(wrap, xp) wraps a function of its own with `wrap`
     # (jitc.jit, jax.jit, or nothing for numpy) and returns what calls it in that form.
     form: Callable | None = None
+    # The jitc backend this row compiles for (the peers run only on "cpu" rows).
+    backend: str = "cpu"
 
 
 def elementwise(xp, a, b, c):
@@ -397,6 +399,9 @@ WORKLOADS = [
     Workload("RNN 50 steps", rnn, _rnn_inputs, "model"),
     Workload("RNN scan 1000 steps", rnn_scan, _rnn_scan_inputs, "model"),
     Workload("GPT-2 block", gpt2_block, _gpt2_inputs, "model"),
+    Workload("GPT-2 12 layers", gpt2_forward, _gpt2_stack_inputs(12), "model"),
+    Workload("GPT-2 12 layers, c backend", gpt2_forward, _gpt2_stack_inputs(12), "model",
+             backend="c"),
     # Python loops that tracing unrolls: the first call (compile time) is the figure here.
     Workload("compile fill 2000 rows", fill_rows, _fill_inputs, "compile"),
     Workload("compile RNN 1000 steps", rnn, _long_rnn_inputs, "compile"),

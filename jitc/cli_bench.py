@@ -74,16 +74,25 @@ def _sweep(text: str | None) -> tuple[str | None, list[int]]:
     return name.strip(), sizes
 
 
+# Below this share of the wall time spent on a CPU, the process waited for one: other
+# processes had the cores. A call keeps at least one CPU busy throughout (the caller runs a
+# chunk of every parallel kernel), so on a machine of its own the share is 1 or more.
+STARVED_SHARE = 0.8
+
+
 def _latencies(function: Callable, args: Sequence[np.ndarray], min_seconds: float
-               ) -> np.ndarray:
-    """Seconds of each of repeated calls (at least 5), for about `min_seconds`."""
+               ) -> tuple[np.ndarray, float]:
+    """Seconds of each of repeated calls (at least 5), for about `min_seconds`, and the
+    process's CPU time over that wall time (all its threads: 2 for two busy threads)."""
     times: list[float] = []
     deadline = time.perf_counter() + min_seconds
+    cpu, wall = time.process_time(), time.perf_counter()
     while len(times) < 5 or (time.perf_counter() < deadline and len(times) < MAX_CALLS):
         start = time.perf_counter_ns()
         function(*args)
         times.append((time.perf_counter_ns() - start) * 1e-9)
-    return np.asarray(times)
+    cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
+    return np.asarray(times), cpu / wall if wall > 0 else 1.0
 
 
 def _max_error(got: Any, want: Any) -> float:
@@ -107,8 +116,8 @@ def measure(jitted: Callable, plain: Callable, args: Sequence[np.ndarray], items
     got = jitted(*args)
     first_call = time.perf_counter() - start
     stats = jitted.compile_stats()[-1] if hasattr(jitted, "compile_stats") else {}
-    compiled = _latencies(jitted, args, min_seconds)
-    reference = _latencies(plain, args, min_seconds)
+    compiled, cpu_share = _latencies(jitted, args, min_seconds)
+    reference, _ = _latencies(plain, args, min_seconds)
     median, p90 = float(np.median(compiled)), float(np.percentile(compiled, 90))
     numpy_median = float(np.median(reference))
     return {"items": items, "median_s": median, "p90_s": p90,
@@ -116,7 +125,8 @@ def measure(jitted: Callable, plain: Callable, args: Sequence[np.ndarray], items
             "numpy_items_per_s": items / numpy_median, "speedup": numpy_median / median,
             "compile_s": stats.get("total_seconds", first_call),
             "compile_cached": bool(stats.get("cached", False)), "first_call_s": first_call,
-            "calls": len(compiled), "max_error": _max_error(got, plain(*args))}
+            "calls": len(compiled), "max_error": _max_error(got, plain(*args)),
+            "cpu_share": cpu_share}
 
 
 def recommend(rows: Sequence[dict[str, Any]], budget_s: float | None) -> dict[str, Any] | None:
@@ -157,6 +167,13 @@ def _table(report: dict[str, Any]) -> str:
                      f"{row['speedup']:>7.2f}x {compile_text:>9}")
     worst = max(r["max_error"] for r in report["rows"])
     lines.append(f"max |jitc - numpy| / max |numpy|: {worst:.1e}")
+    starved = [r for r in report["rows"] if r.get("cpu_share", 1.0) < STARVED_SHARE]
+    if starved:
+        sizes = ", ".join(f"{name}={r['size']} {r['cpu_share']:.0%}" if report["sweep"]
+                          else f"{r['cpu_share']:.0%}" for r in starved)
+        lines.append(f"warning: jitc's calls ran on a CPU only part of the time ({sizes} of "
+                     "the wall time): other processes had the cores, and those times measure "
+                     "the machine's load more than the code; measure on a quieter machine")
     chosen, budget = report["recommended"], report["latency_budget_ms"]
     if not report["sweep"]:
         return "\n".join(lines)

@@ -11,7 +11,7 @@ import textwrap
 import pytest
 
 from jitc.cli import main
-from jitc.cli_bench import is_model_target, recommend
+from jitc.cli_bench import STARVED_SHARE, _table, is_model_target, measure, recommend
 
 MODEL = textwrap.dedent("""\
     import numpy as np
@@ -83,6 +83,29 @@ def test_json_has_every_figure_and_honours_the_budget(model, capsys) -> None:
         assert row["compile_s"] > 0 and row["calls"] >= 5 and row["max_error"] < 1e-5
     best = max(report["rows"], key=lambda r: r["items_per_s"])
     assert report["recommended"] == best["size"]  # every size is within a huge budget
+
+
+def test_calls_that_wait_for_a_cpu_are_flagged() -> None:
+    """On a shared machine a long call loses its core to other processes: its wall time then
+    measures the load (a 2048-row product took 15 ms of wall for 6 ms of CPU), and the report
+    says so rather than show a throughput cliff the code does not have."""
+    import time
+
+    import numpy as np
+
+    def waits(x):
+        time.sleep(0.002)  # wall time without CPU time, like a preempted call
+        return x
+
+    waiting = measure(waits, waits, [np.ones(4, np.float32)], 1, 0.02)
+    assert waiting["cpu_share"] < STARVED_SHARE
+    busy = {**waiting, "cpu_share": 1.9}  # two threads computing throughout
+    report = {"function": "f", "inputs": ["f32[B]"], "backend": "cpu", "sweep": "B",
+              "latency_budget_ms": None, "recommended": 1,
+              "rows": [{**busy, "size": 1}, {**waiting, "size": 2048}]}
+    table = _table(report)
+    warning = re.search(r"^warning: .*$", table, re.M).group()
+    assert re.search(r"\(B=2048 \d+% of the wall time\)", warning), warning
 
 
 def test_mistakes_are_one_line_each(model, capsys) -> None:

@@ -187,6 +187,36 @@ def test_epilogue_that_reads_the_contraction_elsewhere_uses_scratch_space() -> N
     assert "scratch" not in in_place.as_text() and "kind=dot" in in_place.as_text()
 
 
+@pytest.mark.parametrize("rows", [1, 3, 4, 7, 9])
+def test_products_compute_blocks_of_rows_with_each_rhs_row_read_once(rows) -> None:
+    """Four output rows share each rhs element loaded; the rows left over, batches and the
+    fused epilogue are computed as numpy does."""
+    rng = np.random.default_rng(rows)
+    x = rng.standard_normal((rows, 24)).astype(np.float32)
+    w = rng.standard_normal((24, 40)).astype(np.float32)
+    b = rng.standard_normal(40).astype(np.float32)
+    jitted = jitc.jit(lambda x, w, b: np.tanh(x @ w + b), backend="c")
+    np.testing.assert_allclose(jitted(x, w, b), np.tanh(x @ w + b), rtol=1e-5, atol=1e-6)
+    source = jitted.lower(x, w, b).compile().as_text()
+    rhs_loads = re.findall(r"= w\[[^]]*\];", source)
+    assert len(rhs_loads) == (rows >= 4) + (rows % 4 > 0), rhs_loads
+    batched = rng.standard_normal((3, 2, rows, 24)).astype(np.float32)
+    np.testing.assert_allclose(jitted(batched, w, b), np.tanh(batched @ w + b), rtol=1e-5,
+                               atol=1e-6)
+    many = rng.standard_normal((5, rows, 24)).astype(np.float32)
+    rhs = rng.standard_normal((5, 24, 40)).astype(np.float32)
+    np.testing.assert_allclose(jitted(many, rhs, b), np.tanh(many @ rhs + b), rtol=1e-5,
+                               atol=1e-6)
+
+
+def test_the_library_cache_key_names_the_host_cpu(monkeypatch) -> None:
+    """Libraries use the host's vector instructions: another CPU must not load them."""
+    key = build.cache_key("int x;", "cc")
+    monkeypatch.setattr(build, "host_identity", lambda: "another cpu")
+    assert build.cache_key("int x;", "cc") != key
+    assert "-march=native" in build.FLAGS
+
+
 def test_arguments_named_like_c_identifiers_are_renamed() -> None:
     def f(int, exp, t0, buffers):
         return int * exp + t0 - buffers

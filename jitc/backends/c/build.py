@@ -14,6 +14,7 @@ import ctypes
 import functools
 import hashlib
 import os
+import platform
 import shutil
 import subprocess
 import sys
@@ -27,8 +28,12 @@ from jitc import diskcache
 COMPILERS = ("cc", "gcc", "clang")
 # Strict C99; no contraction of a*b+c into fma (results must not depend on the target's FMA);
 # math functions may skip setting errno (the code never reads it), which lets the compiler
-# treat them as pure.
-FLAGS = ("-std=c99", "-O2", "-fPIC", "-shared", "-ffp-contract=off", "-fno-math-errno")
+# treat them as pure. -O3 with the host's vector instructions: the loops vectorize 16 lanes
+# wide where -O2 and baseline SSE2 gave 4 (a 2-layer GPT-2 forward 2.6x faster), with the same
+# results (no contraction, no reassociation, the same libm calls). The library is built for
+# this host only: the cache key names its CPU.
+FLAGS = ("-std=c99", "-O3", "-march=native", "-fPIC", "-shared", "-ffp-contract=off",
+         "-fno-math-errno")
 LIBRARIES = ("-lm",)
 NAMESPACE = "c"
 
@@ -77,9 +82,22 @@ def command(compiler: str, source: Path, output: Path) -> list[str]:
     return [compiler, *FLAGS, "-o", str(output), str(source), *LIBRARIES]
 
 
+@functools.cache
+def host_identity() -> str:
+    """The CPU the libraries are built for (-march=native): its model and feature flags."""
+    try:
+        with open("/proc/cpuinfo") as info:
+            lines = [line for line in info if line.startswith(("model name", "flags"))]
+        return "".join(sorted(set(lines)))
+    except OSError:
+        return f"{platform.machine()} {platform.processor()}"
+
+
 def cache_key(source: str, compiler: str) -> str:
-    """What the library depends on: the compiler, its version, the flags and the source."""
-    return "\0".join([compiler, compiler_identity(compiler), *FLAGS, *LIBRARIES, source])
+    """What the library depends on: the compiler, its version, the flags, the host CPU and
+    the source."""
+    return "\0".join([compiler, compiler_identity(compiler), *FLAGS, *LIBRARIES,
+                      host_identity(), source])
 
 
 def compile_library(source: str, compiler: str) -> bytes:

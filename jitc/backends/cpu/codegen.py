@@ -43,7 +43,7 @@ from jitc.backends.llvm.vmath_base import scale_with_ldexp
 from jitc.ir.core import Instruction, Module
 from jitc.ir.opdef import Trait
 from jitc.ir.ops import FUSION
-from jitc.ir.printer import print_module
+from jitc.ir.structural import function_key
 
 ENTRY = "jitc_entry"
 PARALLEL_FOR = "jitc_parallel_for"
@@ -128,8 +128,9 @@ def kernel_key(inst: Instruction, values: list, program: Module) -> str:
     if inst.op is FUSION:
         body = program.functions[inst.attrs["calls"]]  # type: ignore[index]
         parts.append(inst.attrs["kind"])  # type: ignore[arg-type]
-        text = print_module(Module([body], body.name)).split("\n", 1)[1]
-        parts.append(_strip_locations(text))
+        # By structure, not text: the layers of a model trace to equal bodies whose values
+        # are named after each layer's weights.
+        parts.append(function_key(body, program))
     else:
         parts.append(repr(sorted((k, str(v)) for k, v in inst.attrs.items())))
     return "\n".join(parts)
@@ -138,10 +139,6 @@ def kernel_key(inst: Instruction, values: list, program: Module) -> str:
 def _literal_text(value) -> str:
     literal = value.producer.attrs.get("value")
     return repr(literal.array.tolist()) if literal is not None else value.producer.op.name
-
-
-def _strip_locations(text: str) -> str:
-    return "\n".join(line.split("  # ")[0] for line in text.splitlines())
 
 
 def lower_module(module: Module, num_threads: int = 1, name: str = "jitc",

@@ -10,18 +10,20 @@ into host loops over the grid.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 from llvmlite import ir
 
+from jitc.backends.cpu.codegen import kernel_key
+from jitc.backends.cpu.fusions import fusion_buffers
 from jitc.backends.cpu.kernels import buffers_used
 from jitc.backends.cpu.plan import BufferPlan, plan_buffers
 from jitc.backends.cuda import ptx
 from jitc.backends.cuda.control import Program, ProgramStep, Uploaded, lower_control
 from jitc.backends.cuda.dot import dot_kernel
 from jitc.backends.cuda.elementwise import PhaseContext, convolution_element, elementwise_kernel
-from jitc.backends.cuda.kernel import GpuEmitter, KernelSpec
+from jitc.backends.cuda.kernel import GpuEmitter, KernelSpec, Phase, Repeat, Step
 from jitc.backends.cuda.reductions import reduction_kernel, row_fusion_kernel
 from jitc.backends.cuda.sort_kernel import sort_kernel
 from jitc.ir import ops
@@ -50,6 +52,28 @@ class Lowerer:
         self.llvm_module.triple = ptx.TRIPLE
         self.specs: list[KernelSpec] = []
         self.arrays: list[np.ndarray] = []
+        # The first kernel of each computation (cpu/codegen.kernel_key): a kernel equal to one
+        # of these launches its code on its own buffers instead of adding code of its own.
+        self.distinct: dict[str, KernelSpec] = {}
+
+    def kernel(self, plan: BufferPlan, name: str, inst: Instruction,
+               module: Module) -> KernelSpec | None:
+        """The kernel computing `inst`, sharing the code of an equal earlier kernel: it is
+        built aside first, and kept only where its launch, memory or aliasing differ."""
+        values = fusion_buffers(inst, plan) if inst.op is ops.FUSION else \
+            buffers_used(inst, plan)
+        key = kernel_key(inst, values, module)
+        first = self.distinct.get(key)
+        if first is not None:
+            aside = ir.Module(name="jitc_shared")
+            aside.triple = ptx.TRIPLE
+            spec = emit_kernel(aside, plan, name, inst, module)
+            if spec is not None and _same_code(first, spec):
+                return replace(first, slots=spec.slots)
+        spec = emit_kernel(self.llvm_module, plan, name, inst, module)
+        if spec is not None and first is None:
+            self.distinct[key] = spec
+        return spec
 
     def upload(self, array: np.ndarray) -> Uploaded:
         self.arrays.append(np.ascontiguousarray(array))
@@ -75,8 +99,7 @@ class Lowerer:
                                            inst, self.program))
                 continue
             label = inst.attrs["kind"] if inst.op is ops.FUSION else inst.op.name
-            kernel(emit_kernel(self.llvm_module, plan, f"jitc_{prefix}k{n}_{label}", inst,
-                               module))
+            kernel(self.kernel(plan, f"jitc_{prefix}k{n}_{label}", inst, module))
         for n, (source, slot) in enumerate(plan.copies):
             inputs = [source] if plan.slot(source) is not None else []
 
@@ -93,6 +116,25 @@ def lower_module(module: Module) -> Lowering:
     program = lowerer.program(module)
     return Lowering(str(lowerer.llvm_module), tuple(lowerer.specs), program,
                     tuple(lowerer.arrays))
+
+
+def _same_code(first: KernelSpec, other: KernelSpec) -> bool:
+    """Whether `other` runs what `first` runs, but for the names of its phases and slots."""
+    return (first.launch, first.state_bytes, first.written, first.noalias, len(first.slots)) \
+        == (other.launch, other.state_bytes, other.written, other.noalias, len(other.slots)) \
+        and _step_shape(first.steps, first.name) == _step_shape(other.steps, other.name)
+
+
+def _step_shape(steps: tuple[Step, ...], name: str) -> tuple:
+    shape: list[object] = []
+    for step in steps:
+        if isinstance(step, Phase):
+            shape.append(("phase", step.function.removeprefix(name)))
+        elif isinstance(step, Repeat):
+            shape.append(("repeat", step.count, _step_shape(step.steps, name)))
+        else:
+            shape.append(step)
+    return tuple(shape)
 
 
 def emit_kernel(module: ir.Module, plan: BufferPlan, name: str, inst: Instruction,

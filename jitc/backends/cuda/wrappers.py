@@ -55,9 +55,18 @@ def _run_steps(b: ir.IRBuilder, steps: Sequence[Step], iteration: ir.Value,
 def nvptx_wrappers(specs: Sequence[KernelSpec]) -> ir.Module:
     """One `ptx_kernel` per spec, taking its buffers as global pointers."""
     module = ir.Module(name="jitc_nvptx_wrappers")
-    for spec in specs:
+    for spec in distinct(specs):
         _nvptx_kernel(module, spec)
     return module
+
+
+def distinct(specs: Sequence[KernelSpec]) -> list[KernelSpec]:
+    """The kernels with code of their own: specs sharing a name launch one kernel's code on
+    different buffers (codegen.py)."""
+    first: dict[str, KernelSpec] = {}
+    for spec in specs:
+        first.setdefault(spec.name, spec)
+    return list(first.values())
 
 
 def _special(b: ir.IRBuilder, register: str) -> ir.Value:
@@ -159,7 +168,8 @@ def sim_wrappers(specs: Sequence[KernelSpec], plan: BufferPlan, entry: bool = Tr
     `entry`, `jitc_sim_entry(ptr buffers)` (arguments, results, constants, workspace) runs
     them all in order; the scratch memory follows the workspace."""
     module = ir.Module(name="jitc_sim_wrappers")
-    launchers = [_sim_launcher(module, spec) for spec in specs]
+    made = {spec.name: _sim_launcher(module, spec) for spec in distinct(specs)}
+    launchers = [made[spec.name] for spec in specs]
     if entry:
         _sim_entry(module, specs, launchers, plan)
     return module
