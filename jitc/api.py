@@ -31,7 +31,6 @@ from jitc.ir import analysis, dtypes
 from jitc.ir.core import Module, transform_module
 from jitc.ir.dot import module_to_dot
 from jitc.ir.printer import print_module
-from jitc.ir.symbolic import ConstraintError, UnknownDimensionError
 from jitc.ir.verifier import verify
 from jitc.options import Options
 from jitc.passes.pipeline import PassRecord, Pipeline
@@ -622,11 +621,12 @@ class Jitted(_FastCall):
         """The symbolic compilation the policy asks for this call when it serves the call, else
         None; and the reason an exact compilation gives."""
         structure = _structure(key)
-        earlier = [k[2] for k, c in self._cache.items()
+        # Copies: other threads may compile other signatures meanwhile.
+        earlier = [k[2] for k, c in list(self._cache.items())
                    if _structure(k) == structure and not _is_symbolic(c)]
         leaves = _leaf_names(dynamic)
         plan, reason = dynamic_policy.plan(self.dynamic, leaves, specs, earlier)
-        for compiled_key, compiled in self._symbolic.items():
+        for compiled_key, compiled in list(self._symbolic.items()):
             if _structure(compiled_key) == structure:
                 # One symbolic compilation per structure; a call it does not serve (a failed
                 # guard or constraint) compiles exactly.
@@ -651,9 +651,12 @@ class Jitted(_FastCall):
                 compiled = lowered.compile()
         except SpecializeArgument:
             raise  # an int argument becomes static, and the call starts again
-        except (JitcError, ConstraintError, UnknownDimensionError) as exc:
-            # A construct that needs a concrete extent (`if x.shape[0] > 1`): exact compiles.
-            self._refused[structure] = str(exc)
+        except Exception as exc:
+            # A construct that needs a concrete extent (`if x.shape[0] > 1`, an extent used
+            # as a float): exact compilations, which work wherever the symbolic one does not.
+            text = str(exc)
+            self._refused[structure] = text if isinstance(exc, JitcError) else \
+                f"{type(exc).__name__}: {text}"
             return None, plan.refused(self._refused[structure])
         compiled.reason = plan.reason
         symbolic_key = (key[0], key[1], plan.specs, *key[3:])
@@ -738,7 +741,7 @@ class Jitted(_FastCall):
         changes = {name: getattr(self.options, name) for name in sorted(self._explicit_options)}
         token = self.__dict__.setdefault("_pickle_token", uuid.uuid4().hex)
         return (_unpickle_jitted, (self.fun, changes, tuple(sorted(self.signature.static_names)),
-                                   tuple(sorted(self.donate_argnums)), token))
+                                   tuple(sorted(self.donate_argnums)), token, self.dynamic))
 
 
 # Jitted functions this process unpickled, by the sender's token, most recently used last; the
@@ -750,14 +753,14 @@ _unpickled_lock = threading.Lock()
 
 def _unpickle_jitted(fun: Callable, option_changes: dict[str, Any],
                      static_argnames: tuple[str, ...], donate_argnums: tuple[int, ...],
-                     token: str | None = None) -> Jitted:
+                     token: str | None = None, dynamic: object = None) -> Jitted:
     with _unpickled_lock:
         known = _unpickled.get(token) if token is not None else None
         if known is not None:
             _unpickled.move_to_end(token)
             return known
         jitted = Jitted(fun, Options().with_(**option_changes), (), static_argnames,
-                        donate_argnums, explicit_options=option_changes)
+                        donate_argnums, explicit_options=option_changes, dynamic=dynamic)
         if token is not None:
             jitted._pickle_token = token  # passed on under the same token
             _unpickled[token] = jitted

@@ -152,6 +152,21 @@ def test_a_refused_symbolic_compilation_falls_back_to_exact_ones() -> None:
                                                     "symbolic compilation is refused (")
 
 
+def test_an_extent_used_as_a_float_falls_back_to_exact_compilations() -> None:
+    def scaled(x):
+        return x * (x.shape[0] * 2.0)
+
+    f = jitc.jit(scaled, backend="interpreter")
+    for n in (3, 5, 6):
+        x = _floats(n, 4)
+        np.testing.assert_allclose(f(x), scaled(x), rtol=1e-6)
+    reasons = [r[1] for r in _reasons(f)]
+    assert len(reasons) == 3
+    assert reasons[1] == ("dimension 0 of x changed (3 -> 5); the symbolic compilation is "
+                          "refused (TypeError: unsupported operand type(s) for *: 'Dim' and "
+                          "'float'): exact compilation")
+
+
 def test_the_cpu_backend_compiles_exactly_and_says_why() -> None:
     f = jitc.jit(layer)
     _sweep(f, (3, 5, 7), W)
@@ -160,3 +175,16 @@ def test_the_cpu_backend_compiles_exactly_and_says_why() -> None:
     assert reasons[2][1] == ("dimension 0 of x changed (5 -> 7); the symbolic compilation is "
                              "refused (the cpu backend takes static extents only): exact "
                              "compilation")
+
+
+def _double(x):
+    return x * 2.0
+
+
+def test_a_pickled_jitted_function_keeps_its_policy() -> None:
+    import pickle
+
+    f = pickle.loads(pickle.dumps(jitc.jit(_double, backend="interpreter",
+                                           dynamic={"x": {0: "n"}})))
+    np.testing.assert_array_equal(f(np.ones(3)), np.full(3, 2.0))
+    assert _reasons(f) == [("f64[n]", "first call: dimension 0 of x is n (dynamic=...)", True)]
