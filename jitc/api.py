@@ -611,6 +611,8 @@ class Jitted(_FastCall):
         for compiled_key, compiled in reversed(list(self._symbolic.items())):
             if _structure(compiled_key) == structure and dynamic_policy.served(
                     compiled.lowered.specs, key[2], compiled.lowered.module.constraints)[0]:
+                with contextlib.suppress(KeyError):  # the most recently used: evicted last
+                    self._cache.move_to_end(compiled_key)
                 return compiled
         return None
 

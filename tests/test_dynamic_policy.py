@@ -188,3 +188,11 @@ def test_a_pickled_jitted_function_keeps_its_policy() -> None:
                                            dynamic={"x": {0: "n"}})))
     np.testing.assert_array_equal(f(np.ones(3)), np.full(3, 2.0))
     assert _reasons(f) == [("f64[n]", "first call: dimension 0 of x is n (dynamic=...)", True)]
+
+
+def test_the_symbolic_compilation_in_use_outlives_exact_ones_in_the_bounded_cache() -> None:
+    f = jitc.jit(layer, backend="interpreter", cache_limit=2)
+    _sweep(f, (3, 5, 1, 6, 0, 7), W)  # 1 and 0 compile exactly; 6 and 7 use the symbolic one
+    assert _reasons(f)[-1] == ("f32[x_0,8], f32[8,4]",
+                               "dimension 0 of x changed (3 -> 5): now symbolic", True)
+    assert f.cache_size == 2
