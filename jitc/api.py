@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from jitc import compile_cache, dispatch, profiling, progress
+from jitc import dynamic as dynamic_policy
 from jitc.arguments import check_python_ints, python_int_bounds
 from jitc.backends import get_backend
 from jitc.backends.base import Executable
@@ -123,6 +124,7 @@ class Compiled:
         self._optimized = optimized
         self.executable = executable
         self.stats = stats
+        self.reason = ""  # why the jitted function compiled it (Jitted.compile_stats)
         # Fast paths for calls of this signature, by call form (see Jitted._remember_form):
         # (whether it is the positional C path, the path or None).
         self.fast_paths: dict[tuple, tuple[bool, Callable | None]] = {}
@@ -203,12 +205,17 @@ class Compiled:
                             "compile for new static values")
         leaves, treedef = _flatten_arguments(dynamic)
         specs = [abstractify(leaf, f"{low.name}: argument {i}") for i, leaf in enumerate(leaves)]
-        if tuple(dynamic) != low.arg_names or treedef != low.in_tree or specs != list(low.specs):
+        mine = low.specs[:len(specs)]
+        if all(s.type.is_static for s in mine):
+            served, why = specs == list(low.specs), ""
+        else:
+            served, why = dynamic_policy.served(mine, specs, low.module.constraints)
+        if tuple(dynamic) != low.arg_names or treedef != low.in_tree or not served:
             want = ", ".join(str(s) for s in low.specs)
             got = ", ".join(str(s) for s in specs)
             raise TypeError(f"{low.name}: this compiled function takes ({want}) but was called "
-                            f"with ({got}); call the jitted function instead, which compiles "
-                            "for each new signature")
+                            f"with ({got}){f' ({why})' if why else ''}; call the jitted "
+                            "function instead, which compiles for each new signature")
         fun, instance = low.signature.fun, low.instance
         captured = [capture.resolve(p, fun, instance) for p in low.side_effects.captured]
         if [abstractify(a, low.name) for a in captured] != list(low.specs[len(leaves):]):
@@ -297,14 +304,15 @@ class Lowered:
         return module_to_dot(module, f"{self.name} (optimized)" if optimized else self.name)
 
     def compile(self) -> Compiled:
-        symbols = sorted(set().union(*(t.symbols for t in self.module.entry.parameter_types)))
-        if symbols:
-            # The passes and backends assume static shapes so far (docs/dynamic-shapes.md).
-            raise TraceError(f"{self.name}: compiling with symbolic dimensions "
-                             f"({', '.join(symbols)}) is not supported yet; run the traced "
-                             "module with jitc.interpret(lowered.module, args), or lower with "
-                             "arrays of concrete shapes")
         backend = get_backend(self.options.backend)
+        symbols = sorted(set().union(*(t.symbols for t in self.module.entry.parameter_types)))
+        if symbols and not getattr(backend, "symbolic_extents", False):
+            raise TraceError(f"{self.name}: compiling with symbolic dimensions "
+                             f"({', '.join(symbols)}) is not supported by the {backend.name} "
+                             "backend yet (its kernels take static extents); use "
+                             "backend='interpreter', run the traced module with "
+                             "jitc.interpret(lowered.module, args), or lower with arrays of "
+                             "concrete shapes")
         start = time.perf_counter()
         signature = ", ".join(str(s) for s in self.specs)
         with collector_paused(), progress.watch(self.name, signature), \
@@ -337,6 +345,16 @@ class Lowered:
         return Compiled(self, optimized, executable, stats)
 
 
+def _structure(key: tuple) -> tuple:
+    """A call's cache key without its argument specs: what a symbolic compilation must match
+    exactly (names, tree, static arguments, captured arrays)."""
+    return (key[0], key[1], *key[3:])
+
+
+def _is_symbolic(compiled: Compiled) -> bool:
+    return any(not s.type.is_static for s in compiled.lowered.specs)
+
+
 class Jitted(_FastCall):
     """The callable `jitc.jit` returns. A call with positional arrays of the last compiled
     signature runs the machine code from C (`_FastCall`); any other call takes
@@ -345,7 +363,8 @@ class Jitted(_FastCall):
     def __init__(self, fun: Callable, options: Options, static_argnums: Sequence[int],
                  static_argnames: Sequence[str], donate_argnums: Sequence[int] = (),
                  cache_limit: int = DEFAULT_CACHE_LIMIT,
-                 explicit_options: Iterable[str] = ()) -> None:
+                 explicit_options: Iterable[str] = (), dynamic: object = None) -> None:
+        self.dynamic = dynamic_policy.normalize(dynamic)
         # A bound method (`jitc.jit(obj.step)`): its instance's state is captured like `self`'s
         # in a method jitted in its class body.
         self._instance = _NO_SELF
@@ -368,6 +387,12 @@ class Jitted(_FastCall):
             raise ValueError(f"cache_limit must be at least 1, got {cache_limit}")
         self.cache_limit = cache_limit
         self._cache: OrderedDict[tuple, Compiled] = OrderedDict()
+        # The symbolic compilations (also in `_cache`), newest last, by the key that compiled
+        # them; a call whose exact key is not cached tries each (jitc/dynamic.py).
+        self._symbolic: dict[tuple, Compiled] = {}
+        # Signature structures whose symbolic compilation was refused, with the reason: they
+        # compile exactly from then on.
+        self._refused: dict[tuple, str] = {}
         self._fast: Callable | None = None  # positional arrays (jitc.dispatch)
         # Per call form (bound or not, positional count, keyword names): its fast path.
         self._forms: dict[tuple, Callable] = {}
@@ -525,6 +550,8 @@ class Jitted(_FastCall):
         key = (tuple(dynamic), treedef, specs, static, tuple(type(v) for _, v in static),
                captured.key())
         compiled = self._cache.get(key)
+        if compiled is None:
+            compiled = self._symbolic_serving(key)
         hit = compiled is not None
         if compiled is None:
             compiled = self._compile_once(key, dynamic, static, treedef, specs, captured,
@@ -534,7 +561,8 @@ class Jitted(_FastCall):
                 self._cache.move_to_end(key)
         if profiling.active() is not None:  # calls under a profile time their kernels
             compiled = profiling.kernels_timed(compiled)
-        self._remember_form(compiled, captured, args, kwargs, leaves, instance)
+        if not _is_symbolic(compiled):  # the fast paths check exact shapes (jitc.dispatch)
+            self._remember_form(compiled, captured, args, kwargs, leaves, instance)
         with profiling.call_span(compiled, "hit" if hit else "miss"):
             return compiled.call_flat(leaves + [a for _, a in captured.arrays], self.fun,
                                       instance)
@@ -554,17 +582,92 @@ class Jitted(_FastCall):
             with signature_lock:
                 compiled = self._cache.get(key)
                 if compiled is None:
+                    compiled = self._symbolic_serving(key)
+                reason = ""
+                if compiled is None:
+                    compiled, reason = self._compile_symbolic(key, dynamic, static, treedef,
+                                                              specs, captured, instance)
+                if compiled is None:
                     signature = ", ".join(str(s) for s in specs)
                     with collector_paused(), progress.watch(self.name, signature):
                         compiled = self._lower(dynamic, static, treedef, specs, captured,
                                                instance).compile()
-                    self._cache[key] = compiled
-                    while len(self._cache) > self.cache_limit:
-                        self._cache.popitem(last=False)
+                    compiled.reason = reason
+                    self._store(key, compiled)
                 return compiled
         finally:
             with self._lock:
                 self._compiling.pop(key, None)
+
+    def _store(self, key: tuple, compiled: Compiled) -> None:
+        self._cache[key] = compiled
+        while len(self._cache) > self.cache_limit:
+            old_key, _ = self._cache.popitem(last=False)
+            self._symbolic.pop(old_key, None)
+
+    def _symbolic_serving(self, key: tuple) -> Compiled | None:
+        """The newest symbolic compilation that serves a call with signature `key`."""
+        structure = _structure(key)
+        for compiled_key, compiled in reversed(list(self._symbolic.items())):
+            if _structure(compiled_key) == structure and dynamic_policy.served(
+                    compiled.lowered.specs, key[2], compiled.lowered.module.constraints)[0]:
+                with contextlib.suppress(KeyError):  # the most recently used: evicted last
+                    self._cache.move_to_end(compiled_key)
+                return compiled
+        return None
+
+    def _compile_symbolic(self, key: tuple, dynamic: dict[str, Any], static: tuple,
+                          treedef: pytree.TreeDef, specs: tuple[ArgSpec, ...],
+                          captured: capture.Captured, instance: object
+                          ) -> tuple[Compiled | None, str]:
+        """The symbolic compilation the policy asks for this call when it serves the call, else
+        None; and the reason an exact compilation gives."""
+        structure = _structure(key)
+        # Copies: other threads may compile other signatures meanwhile.
+        earlier = [k[2] for k, c in list(self._cache.items())
+                   if _structure(k) == structure and not _is_symbolic(c)]
+        leaves = _leaf_names(dynamic)
+        plan, reason = dynamic_policy.plan(self.dynamic, leaves, specs, earlier)
+        for compiled_key, compiled in list(self._symbolic.items()):
+            if _structure(compiled_key) == structure:
+                # One symbolic compilation per structure; a call it does not serve (a failed
+                # guard or constraint) compiles exactly.
+                why = dynamic_policy.served(compiled.lowered.specs, specs,
+                                            compiled.lowered.module.constraints)[1]
+                return None, f"{why}: exact compilation"
+        if plan is None:
+            return None, reason
+        if structure in self._refused:
+            return None, plan.refused(self._refused[structure])
+        backend = get_backend(self.options.backend)
+        if not getattr(backend, "symbolic_extents", False):
+            self._refused[structure] = f"the {backend.name} backend takes static extents only"
+            return None, plan.refused(self._refused[structure])
+        signature = ", ".join(str(s) for s in plan.specs)
+        try:
+            with collector_paused(), progress.watch(self.name, signature):
+                lowered = self._lower(dynamic, static, treedef, plan.specs, captured, instance)
+                module = lowered.module
+                lowered.module = Module(module.functions.values(), module.entry_name,
+                                        (*plan.guards, *module.constraints))
+                compiled = lowered.compile()
+        except SpecializeArgument:
+            raise  # an int argument becomes static, and the call starts again
+        except Exception as exc:
+            # A construct that needs a concrete extent (`if x.shape[0] > 1`, an extent used
+            # as a float): exact compilations, which work wherever the symbolic one does not.
+            text = str(exc)
+            self._refused[structure] = text if isinstance(exc, JitcError) else \
+                f"{type(exc).__name__}: {text}"
+            return None, plan.refused(self._refused[structure])
+        compiled.reason = plan.reason
+        symbolic_key = (key[0], key[1], plan.specs, *key[3:])
+        self._store(symbolic_key, compiled)
+        self._symbolic[symbolic_key] = compiled
+        ok, why = dynamic_policy.served(plan.specs, specs, lowered.module.constraints)
+        if not ok:
+            return None, f"{why}: exact compilation"
+        return compiled, plan.reason
 
     def _remember_form(self, compiled: Compiled, captured: capture.Captured, args: tuple,
                        kwargs: dict[str, Any], leaves: Sequence[object],
@@ -590,11 +693,15 @@ class Jitted(_FastCall):
             self._forms.pop(form_key, None)
 
     def compile_stats(self) -> list[dict[str, Any]]:
-        """Per compiled signature: trace, optimize and codegen seconds and each pass's time."""
+        """Per compiled signature: why it was compiled (`reason`: the first call, the dimension
+        that changed, a refused symbolic compilation), whether its dimensions are symbolic,
+        trace, optimize and codegen seconds and each pass's time."""
         out = []
         for compiled in list(self._cache.values()):
             s = compiled.stats
             out.append({"signature": ", ".join(str(a) for a in compiled.lowered.specs),
+                        "reason": compiled.reason,
+                        "symbolic": _is_symbolic(compiled),
                         "trace_seconds": s.trace_seconds,
                         "optimize_seconds": s.optimize_seconds,
                         "codegen_seconds": s.codegen_seconds,
@@ -605,6 +712,8 @@ class Jitted(_FastCall):
 
     def clear_cache(self) -> None:
         self._cache.clear()
+        self._symbolic.clear()
+        self._refused.clear()
         self._fast = None
         self._forms = {}
 
@@ -634,7 +743,7 @@ class Jitted(_FastCall):
         changes = {name: getattr(self.options, name) for name in sorted(self._explicit_options)}
         token = self.__dict__.setdefault("_pickle_token", uuid.uuid4().hex)
         return (_unpickle_jitted, (self.fun, changes, tuple(sorted(self.signature.static_names)),
-                                   tuple(sorted(self.donate_argnums)), token))
+                                   tuple(sorted(self.donate_argnums)), token, self.dynamic))
 
 
 # Jitted functions this process unpickled, by the sender's token, most recently used last; the
@@ -646,14 +755,14 @@ _unpickled_lock = threading.Lock()
 
 def _unpickle_jitted(fun: Callable, option_changes: dict[str, Any],
                      static_argnames: tuple[str, ...], donate_argnums: tuple[int, ...],
-                     token: str | None = None) -> Jitted:
+                     token: str | None = None, dynamic: object = None) -> Jitted:
     with _unpickled_lock:
         known = _unpickled.get(token) if token is not None else None
         if known is not None:
             _unpickled.move_to_end(token)
             return known
         jitted = Jitted(fun, Options().with_(**option_changes), (), static_argnames,
-                        donate_argnums, explicit_options=option_changes)
+                        donate_argnums, explicit_options=option_changes, dynamic=dynamic)
         if token is not None:
             jitted._pickle_token = token  # passed on under the same token
             _unpickled[token] = jitted
@@ -698,7 +807,8 @@ def jit(fun: Callable | None = None, *, backend: str | None = None,
         verify: bool | None = None, dump_dir: str | None = None,
         disabled_passes: Iterable[str] = (), donate_argnums: int | Sequence[int] = (),
         num_threads: int | None = None, cache_limit: int = DEFAULT_CACHE_LIMIT,
-        disk_cache: bool = True) -> Any:
+        disk_cache: bool = True, dynamic: bool | dict[str, dict[int, str]] | None = None
+        ) -> Any:
     """Compile `fun` for each new argument signature; usable as `@jit` or `@jit(...)`.
 
     - `backend`: "cpu" (the default), "interpreter" (the reference semantics), or any other
@@ -714,6 +824,12 @@ def jit(fun: Callable | None = None, *, backend: str | None = None,
       is dropped (and compiled again if it comes back).
     - `disk_cache`: whether compiles use the persistent cache (docs/cache.md), which keeps
       compiled code on disk for later processes; `JITC_CACHE_DIR=""` turns it off for all.
+    - `dynamic`: which dimensions a compilation makes symbolic, so that one compilation
+      serves many sizes (docs/dynamic-shapes.md): None (the default) compiles the first call
+      exactly and, when a later call changes some extents (each at least 2), once more with
+      those symbolic; True makes every dimension symbolic; False compiles per shape;
+      `{"x": {0: "batch"}}` names symbolic dimensions per argument. Backends without run-time
+      extents (today all but "interpreter") compile exactly, and `compile_stats()` says why.
     - `verify`: verify the IR after every pass; `dump_dir`: write it after every pass;
       `disabled_passes`: names of passes to skip.
     """
@@ -736,10 +852,12 @@ def jit(fun: Callable | None = None, *, backend: str | None = None,
         donate_argnums = (donate_argnums,)
     options = Options().with_(**changes)
     get_backend(options.backend)  # an unknown backend fails here, not at the first call
+    policy = dynamic_policy.normalize(dynamic)  # a malformed one fails here too
 
     def wrap(f: Callable) -> Jitted:
         return Jitted(f, options, tuple(static_argnums), tuple(static_argnames),
-                      tuple(donate_argnums), cache_limit, explicit_options=changes)
+                      tuple(donate_argnums), cache_limit, explicit_options=changes,
+                      dynamic=policy)
     return wrap if fun is None else wrap(fun)
 
 

@@ -44,12 +44,24 @@ def test_an_mlp_traced_once_serves_every_batch_size() -> None:
         np.testing.assert_allclose(got, mlp(x, W1, B1, W2), rtol=1e-4, atol=1e-4)
 
 
-def test_compiling_a_symbolic_module_is_refused_until_backends_take_extents() -> None:
-    lowered = jitc.jit(softmax, backend="interpreter").lower(AbstractArray("f32[B,10]"))
+def test_compiling_a_symbolic_module_is_refused_by_backends_without_run_time_extents() -> None:
+    lowered = jitc.jit(softmax, backend="cpu").lower(AbstractArray("f32[B,10]"))
     with pytest.raises(TraceError, match=r"softmax: compiling with symbolic dimensions \(B\) "
-                                         r"is not supported yet; run the traced module with "
-                                         r"jitc.interpret"):
+                                         r"is not supported by the cpu backend yet \(its "
+                                         r"kernels take static extents\); use "
+                                         r"backend='interpreter'"):
         lowered.compile()
+
+
+def test_the_interpreter_backend_compiles_a_symbolic_module_for_every_size() -> None:
+    compiled = jitc.jit(softmax, backend="interpreter").lower(
+        AbstractArray("f32[B,10]")).compile()
+    for batch in (0, 1, 6):
+        x = _floats(batch, 10)
+        np.testing.assert_allclose(compiled(x), softmax(x), rtol=1e-5, atol=1e-6)
+    with pytest.raises(TypeError, match=r"takes \(f32\[B,10\]\) but was called with "
+                                        r"\(f32\[2,9\]\) \(a different signature\)"):
+        compiled(_floats(2, 9))
 
 
 def test_a_softmax_traced_once_serves_every_batch_size() -> None:

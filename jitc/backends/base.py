@@ -23,6 +23,10 @@ class Executable(Protocol):
 
 
 class Backend(Protocol):
+    """A backend whose executables take symbolic extents at run time (docs/dynamic-shapes.md)
+    says so with a class attribute `symbolic_extents = True`; without it, compiling a symbolic
+    module is refused."""
+
     name: str
 
     def passes(self, options: Options) -> Sequence[Pass]:

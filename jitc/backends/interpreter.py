@@ -27,6 +27,7 @@ class InterpretedExecutable:
 
 class InterpreterBackend:
     name = "interpreter"
+    symbolic_extents = True  # run_function binds the symbols from each call's shapes
 
     def passes(self, options: Options) -> Sequence[Pass]:
         return DEFAULT_PASSES

@@ -232,6 +232,13 @@ def is_static(dim: object) -> bool:
     return not isinstance(dim, Dim)
 
 
+def at_most(value: object, bound: int) -> bool:
+    """Whether an extent is known to be at most `bound`. A symbol has no upper bound, so a
+    symbolic extent is never small: passes that choose by size take their general path for it
+    (docs/dynamic-shapes.md, "treat a symbol as large")."""
+    return is_static(value) and value <= bound  # type: ignore[operator]
+
+
 def symbols_of(value: object) -> set[str]:
     """Every symbol in a dimension, or in a (nested) tuple of dimensions."""
     found: set[str] = set()

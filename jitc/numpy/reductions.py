@@ -7,7 +7,8 @@ from typing import Any
 
 import numpy as np
 
-from jitc.ir import ops
+from jitc.ir import ops, symbolic
+from jitc.ir.symbolic import is_static
 from jitc.ir.types import TensorType
 from jitc.numpy._core import (
     convert,
@@ -115,6 +116,12 @@ def _extremum(name: str, kind: str, a, axis, out, keepdims, initial, where):
     if initial is None and builtins.any(x.shape[ax] == 0 for ax in axes):
         raise ShapeError(located(f"numpy.{name} of an empty axis of {x.aval.short()}: numpy "
                                  "raises here (no identity); pass initial=..."))
+    if initial is None:
+        # numpy raises for an empty axis: a symbolic one is checked at each call instead.
+        for ax in axes:
+            if not is_static(x.shape[ax]):
+                symbolic.require(symbolic.at_least(x.shape[ax], 1),
+                                 f"numpy.{name} of an axis that may be empty")
     result = reduce(x, axes, kind, keepdims)
     return _with_initial(x, result, initial, np.maximum if kind == "max" else np.minimum)
 

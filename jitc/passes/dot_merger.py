@@ -21,6 +21,7 @@ import heapq
 
 from jitc.ir import ops
 from jitc.ir.core import Builder, Function, Instruction, Module, Value
+from jitc.ir.symbolic import at_most
 from jitc.ir.views import slice_view_offset
 from jitc.passes.pipeline import module_pass
 from jitc.passes.rewrite import copy_instruction, users_of
@@ -37,7 +38,7 @@ def _key(inst: Instruction) -> tuple | None:
     attrs = inst.attrs
     if attrs["lhs_batch"] or attrs["rhs_batch"] or lhs.type.rank != 2 or rhs.type.rank != 2 or \
             list(attrs["lhs_contract"]) != [1] or lhs.type.dtype is not rhs.type.dtype or \
-            lhs.type.shape[0] > MAX_MERGED_ROWS:  # type: ignore[arg-type]
+            not at_most(lhs.type.shape[0], MAX_MERGED_ROWS):
         return None
     return (id(rhs), tuple(attrs["rhs_contract"]), lhs.type.dtype)  # type: ignore[arg-type]
 

@@ -23,6 +23,7 @@ from jitc.ir import ops
 from jitc.ir.core import Builder, Instruction, Literal, Module, Value
 from jitc.ir.opdef import AttrKind, OpDef, Trait
 from jitc.ir.printer import INLINE_LITERAL_ELEMENTS
+from jitc.ir.symbolic import at_most
 from jitc.ir.types import TensorType
 from jitc.passes.pipeline import module_pass
 from jitc.passes.rewrite import rebuild_module
@@ -48,7 +49,9 @@ def splat_value(value: Value) -> np.ndarray | None:
     non-empty constant splat; else None."""
     inst = value.producer
     if inst.op is ops.BROADCAST_IN_DIM:
-        return splat_value(inst.operands[0]) if value.type.size else None
+        # A symbolic extent may be 0 at the call, but a rewrite by the element's value is then
+        # still right: it has no element to get wrong.
+        return splat_value(inst.operands[0]) if value.type.size != 0 else None
     if inst.op is not ops.CONSTANT:
         return None
     literal = inst.attrs["value"]
@@ -77,7 +80,7 @@ def constant_array(value: Value, limit: int = FOLD_LIMIT) -> np.ndarray | None:
         literal = inst.attrs["value"]
         assert isinstance(literal, Literal)
         return literal.array
-    if inst.op is ops.BROADCAST_IN_DIM and value.type.size <= limit:
+    if inst.op is ops.BROADCAST_IN_DIM and at_most(value.type.size, limit):
         operand = constant_array(inst.operands[0], limit)
         if operand is not None:
             return inst.op.reference([operand], inst.attrs, [value.type])[0]
@@ -95,7 +98,7 @@ def make_splat(builder: Builder, scalar: np.ndarray, type_: TensorType,
                name_hint: str | None = None) -> Value:
     """Every element `scalar`: a literal when tiny, else a broadcast scalar constant."""
     scalar = np.asarray(scalar, type_.dtype.numpy)
-    if type_.size <= TINY:
+    if at_most(type_.size, TINY):
         return make_constant(builder, np.full(type_.shape, scalar), type_, name_hint)
     element = make_constant(builder, scalar, TensorType(type_.dtype, ()))
     return builder.emit(ops.BROADCAST_IN_DIM, [element], {"dims": []}, type_,
@@ -147,7 +150,7 @@ def _fold(builder: Builder, inst: Instruction,
     if folded is not None:
         return folded
     types = [v.type for v in inst.results]
-    if sum(t.size for t in types) > FOLD_LIMIT:
+    if not at_most(sum(t.size for t in types), FOLD_LIMIT):
         return None
     arrays = [constant_array(v) for v in operands]
     if any(a is None for a in arrays) or sum(a.size for a in arrays) > OPERAND_LIMIT:

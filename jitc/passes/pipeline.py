@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 from jitc import profiling, progress
-from jitc.ir.core import Module
+from jitc.ir.core import Module, transform_module
 from jitc.ir.printer import print_module
 from jitc.ir.verifier import VerifyError, verify
 
@@ -114,7 +114,9 @@ class _Run:
             if isinstance(p, FixedPoint):
                 result, inner = p.iterate(self, module, (*scope, p.name))
             else:
-                result = p.run(module)
+                # Shape rules inside the pass may rely on exactly the module's constraints,
+                # and the result keeps them (docs/dynamic-shapes.md).
+                result = transform_module(module, p.run)
             changed = result is not module
             span.note(changed=changed)
         records.append(PassRecord(name, time.perf_counter() - start, changed, iteration,

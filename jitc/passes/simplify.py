@@ -22,6 +22,7 @@ from jitc.ir import ops
 from jitc.ir.core import Builder, Function, Instruction, Module, Value
 from jitc.ir.dtypes import DType, Kind
 from jitc.ir.opdef import IRTypeError, OpDef
+from jitc.ir.symbolic import at_most
 from jitc.passes.fold import (
     TINY,
     constant_array,
@@ -272,7 +273,7 @@ def broadcast_of_broadcast(b: Builder, inst: Instruction,
 def broadcast_tiny_constant(b: Builder, inst: Instruction,
                             operands: Sequence[Value]) -> Replacement:
     result = inst.result
-    if result.type.size > TINY:
+    if not at_most(result.type.size, TINY):
         return None
     array = constant_array(result)
     if array is None:
@@ -299,7 +300,7 @@ def pad_nothing(b: Builder, inst: Instruction, operands: Sequence[Value]) -> Rep
 def reverse_trivial_dims(b: Builder, inst: Instruction, operands: Sequence[Value]) -> Replacement:
     x = operands[0]
     dims = inst.attrs["dims"]
-    kept = [d for d in dims if x.type.shape[d] > 1]
+    kept = [d for d in dims if not at_most(x.type.shape[d], 1)]
     if not kept:
         return x
     if len(kept) == len(dims):

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 
 from jitc.ir import dtypes, ops
 from jitc.ir.core import Builder, Instruction, Module, Value
+from jitc.ir.symbolic import at_most, is_static
 from jitc.passes.pipeline import module_pass
 from jitc.passes.rewrite import rebuild_module
 
@@ -28,8 +29,10 @@ def _split(builder: Builder, inst: Instruction, operands: Sequence[Value]
         return None
     t = inst.operands[0].type
     dims = sorted(inst.attrs["dims"])  # type: ignore[arg-type]
-    if t.rank < 2 or dims != list(range(t.rank)) or t.size < MIN_ELEMENTS or \
-            t.shape[0] < MIN_ROWS or any(v.type.dtype is dtypes.float16 for v in operands):
+    # A symbolic extent keeps the one reduction: the split pays only for sizes known large.
+    if t.rank < 2 or dims != list(range(t.rank)) or not is_static(t.size) or \
+            at_most(t.size, MIN_ELEMENTS - 1) or at_most(t.shape[0], MIN_ROWS - 1) or \
+            any(v.type.dtype is dtypes.float16 for v in operands):
         return None  # float16 row results would be rounded: kernels accumulate it in float32
     kind = inst.attrs["kind"]
     rows = builder.emit_multi(ops.REDUCE, operands,

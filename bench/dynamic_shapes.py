@@ -1,0 +1,87 @@
+"""Compilations over a sweep of sizes under `jit`'s default dynamic policy (docs/jit.md).
+
+Run: ``python -m bench.dynamic_shapes`` (``--backends cpu interpreter``; ``--gpt2-max N``: the
+GPT-2 block over sequence lengths 1..N, default 48; ``--quick``: fewer sizes). One fresh
+jitted function per workload and backend, the persistent cache off, each size called once:
+the total includes every trace and compile. Rows: compilations (of them symbolic), the jitted
+total, numpy's total for the same calls, and the reason the second compilation gives (why the
+sweep did or did not become one symbolic compilation).
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+import jitc
+from bench.runner import bind_numpy
+from bench.workloads import _gpt2_inputs, _mlp_inputs, gpt2_block, mlp
+
+MLP_BATCHES = (1, 2, 3, 5, 8, 13, 21, 32, 50, 64, 100, 128, 256)
+
+
+def _sweep(fn: Callable, make: Callable[[int], tuple], sizes: Sequence[int],
+           backend: str) -> dict:
+    jitted = jitc.jit(fn, backend=backend, disk_cache=False)
+    calls = [make(n) for n in sizes]
+    start = time.perf_counter()
+    for args in calls:
+        jitted(*args)
+    total = time.perf_counter() - start
+    start = time.perf_counter()
+    for args in calls:
+        fn(*args)
+    numpy_total = time.perf_counter() - start
+    stats = jitted.compile_stats()
+    # The reason that says what became of the symbolic compilation, else any later one.
+    reasons = sorted((s["reason"] for s in stats if s["reason"] != "first call"),
+                     key=lambda r: "symbolic" not in r)
+    return {"compiles": len(stats), "symbolic": sum(s["symbolic"] for s in stats),
+            "seconds": total, "numpy_seconds": numpy_total,
+            "second_reason": reasons[0].splitlines()[0] if reasons else ""}
+
+
+def _mlp_calls() -> tuple[Callable, Callable[[int], tuple]]:
+    rng = np.random.default_rng(0)
+    x, *weights = _mlp_inputs(rng, False)
+
+    def make(batch: int) -> tuple:
+        return (rng.standard_normal((batch, x.shape[1])).astype(np.float32), *weights)
+    return bind_numpy(mlp), make
+
+
+def _gpt2_calls() -> tuple[Callable, Callable[[int], tuple]]:
+    rng = np.random.default_rng(0)
+    x, *weights = _gpt2_inputs(rng, False)
+
+    def make(seq: int) -> tuple:
+        return (rng.standard_normal((seq, x.shape[1])).astype(np.float32), *weights)
+    return bind_numpy(gpt2_block), make
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--backends", nargs="+", default=["cpu", "interpreter"])
+    parser.add_argument("--gpt2-max", type=int, default=48)
+    parser.add_argument("--quick", action="store_true")
+    args = parser.parse_args(argv)
+    mlp_sizes = MLP_BATCHES[::3] if args.quick else MLP_BATCHES
+    gpt2_sizes = range(1, (8 if args.quick else args.gpt2_max) + 1)
+    print(f"{'workload':<28} {'backend':<12} {'compiles':>8} {'symbolic':>8} "
+          f"{'jitc s':>8} {'numpy s':>8}  second compilation")
+    for name, calls, sizes in (
+            (f"MLP, {len(mlp_sizes)} batch sizes", _mlp_calls, mlp_sizes),
+            (f"GPT-2 block, seq 1..{max(gpt2_sizes)}", _gpt2_calls, gpt2_sizes)):
+        fn, make = calls()
+        for backend in args.backends:
+            row = _sweep(fn, make, list(sizes), backend)
+            print(f"{name:<28} {backend:<12} {row['compiles']:>8} {row['symbolic']:>8} "
+                  f"{row['seconds']:>8.2f} {row['numpy_seconds']:>8.3f}  "
+                  f"{row['second_reason'][:110]}")
+
+
+if __name__ == "__main__":
+    main()
