@@ -196,6 +196,11 @@ CASES = {
     "reverse": Case(
         _function("f32[n]", "%0 = reverse(%p0) dims=[0] : f32[n]", "%0"),
         lambda s: [_floats(s)], lambda x: x[::-1]),
+    "sort_along_the_symbolic_axis": Case(
+        _function("f32[n,3]{1,0}", "%0 = sort(%p0) axis=0 : f32[n,3]{1,0}\n"
+                  "%1 = sort(%p0) axis=1 output=indices : i64[n,3]{1,0}", "%0, %1"),
+        lambda s: [_floats(s, 3)],
+        lambda x: (np.sort(x, 0, kind="stable"), np.argsort(x, 1, kind="stable"))),
     "iota_is_arange_n": Case(
         _function("f32[n]", "%0 = iota() dimension=0 : i64[n]", "%0"),
         lambda s: [_floats(s)], lambda x: np.arange(len(x))),
