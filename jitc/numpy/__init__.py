@@ -9,6 +9,9 @@ via `__array_function__`.
 
 import numpy as _np
 
+# Imported for their registrations in the ufunc table.
+from jitc.numpy import float_bits as _float_bits
+from jitc.numpy import integer_math as _integer_math
 from jitc.numpy._core import HANDLED
 from jitc.numpy.creation import (
     arange,
