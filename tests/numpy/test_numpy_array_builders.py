@@ -156,3 +156,22 @@ def test_nancumsum_and_nancumprod(dtype, backend):
     check_jit(lambda x: (np.nancumsum(x), np.nancumsum(x, axis=1), np.nancumprod(x, axis=0),
                          np.nancumprod(x[:0], axis=0), np.nancumsum(x[0, 0]),
                          np.nancumsum(x, axis=0, dtype=np.float64)), x, backend=backend)
+
+
+@pytest.mark.parametrize("fn, why, instead", [
+    (np.argwhere, "depends on the values", "np.where(mask, x, fill)"),
+    (np.flatnonzero, "depends on the values", "np.where(mask, x, fill)"),
+    (np.nonzero, "depends on the values", "np.count_nonzero"),
+    (lambda x: np.extract(x > 0, x), "depends on the values", "np.where(mask, x, fill)"),
+    (np.trim_zeros, "depends on the values", "np.where(mask, x, fill)"),
+    (lambda x: np.intersect1d(x, x), "depends on the values", "np.where(mask, x, fill)"),
+    (lambda x: np.union1d(x, x), "depends on the values", "np.where(mask, x, fill)"),
+    (np.unique, "number of distinct values", "np.sort(x)"),
+    (np.roots, "complex in general", "np.linalg.eigvalsh"),
+    (lambda x: np.linalg.eig(x.reshape(2, 2)), "complex in general", "np.linalg.eigh"),
+    (lambda x: np.linalg.eigvals(x.reshape(2, 2)), "complex in general", "np.linalg.eigvalsh"),
+])
+def test_refusals_say_why_and_what_instead(fn, why, instead):
+    with pytest.raises(TraceError) as info:
+        jitc.jit(fn)(np.array([0.0, 1.0, 2.0, 0.0]))
+    assert why in str(info.value) and instead in str(info.value)
