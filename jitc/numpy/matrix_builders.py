@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from jitc import lax
 from jitc.numpy._core import check_static_int, implements, lift
 from jitc.numpy.matrices import diag
 from jitc.numpy.scatter import put
-from jitc.numpy.shapes import broadcast_to, concatenate, flip, reshape
-from jitc.numpy.ufunc_methods import cumprod
+from jitc.numpy.shapes import concatenate, flip, reshape, stack, transpose
 from jitc.tracing.errors import ShapeError, TraceError, located
 from jitc.tracing.tracer import Tracer
 
@@ -30,12 +30,31 @@ def vander(x, N=None, increasing=False):
     # numpy fills an array of promote_types(x.dtype, int) and multiplies along each row.
     dtype = np.promote_types(v.dtype, np.int64)
     v = lift(v, dtype)
-    columns = [lift(np.ones((v.shape[0], min(n, 1)), dtype), trace=v.trace)]
-    if n > 1:
-        powers = broadcast_to(reshape(v, (-1, 1)), (v.shape[0], n - 1))
-        columns.append(cumprod(powers, axis=1))
-    matrix = concatenate(columns, axis=1)
+    ones = lift(np.ones(v.shape, dtype), trace=v.trace)
+    matrix = transpose(_powers(ones, v, n))
     return matrix if increasing else flip(matrix, axis=1)
+
+
+# Past this many columns the powers come from a loop rather than one multiply each.
+_UNROLLED_POWERS = 32
+
+
+def _powers(ones: Tracer, v: Tracer, n: int) -> Tracer:
+    """Rows 1, v, v*v, (v*v)*v, ... (n of them), multiplied one after another as numpy's
+    multiply.accumulate does, so that float results round as numpy's do."""
+    if n == 0:
+        return lift(np.ones((0, ones.shape[0]), ones.dtype), trace=ones.trace)
+    if n <= _UNROLLED_POWERS:
+        rows = [ones]
+        for _ in range(n - 1):
+            rows.append(np.multiply(rows[-1], v))
+        return stack(rows)
+
+    def step(power: Tracer, _: object) -> tuple[Tracer, Tracer]:
+        following = np.multiply(power, v)
+        return following, following
+    _, rest = lax.scan(step, ones, length=n - 1)
+    return concatenate([reshape(ones, (1, -1)), rest])
 
 
 def _square_shape(arr: object, name: str) -> tuple[int, ...]:

@@ -59,6 +59,14 @@ def test_ediff1d_and_vander(dtype, backend):
     check_jit(f, random((3, 4), dtype, low=-4, high=4), backend=backend)
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("columns", [6, 40])  # 40: past the unrolled powers, a loop
+def test_vander_rounds_as_numpy(columns, backend):
+    x = random((30,), np.float64)
+    got = jitc.jit(lambda x: np.vander(x, columns), backend=backend)(x)
+    np.testing.assert_array_equal(got, np.vander(x, columns))
+
+
 def test_ediff1d_refuses_what_numpy_refuses():
     x = np.arange(5, dtype=np.uint16)
     with pytest.raises(TypeError, match="same_kind"):
