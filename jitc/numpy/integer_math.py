@@ -1,7 +1,7 @@
-"""gcd and lcm: numpy's integer loops (Euclid's algorithm on the magnitudes, taken in the
-unsigned type of the same width so that the most negative value has one; lcm as |a / gcd * b|
-with wrapping), run for all elements at once in a while loop that ends when every element has
-finished."""
+"""gcd and lcm: numpy's integer loops, on the magnitudes taken in the unsigned type of the
+same width (so that the most negative value has one) and the result's bits read back in the
+argument's type: Euclid's algorithm for gcd, run for all elements at once in a while loop that
+ends when every element has finished, and |a| / gcd * |b| (wrapping) for lcm."""
 
 from __future__ import annotations
 
@@ -22,11 +22,6 @@ def _zero(x: Tracer, value: int = 0) -> Tracer:
     return lift(np.asarray(value, dtype=x.dtype), trace=x.trace)
 
 
-def _magnitude(x: Tracer) -> Tracer:
-    # numpy's npy_abs: the most negative value stays itself, as in C.
-    return x if x.dtype.kind == "u" else emit(ops.ABS, [x])
-
-
 def _unsigned_magnitude(x: Tracer) -> Tracer:
     if x.dtype.kind == "u":
         return x
@@ -35,9 +30,9 @@ def _unsigned_magnitude(x: Tracer) -> Tracer:
     return select(compare(x, _zero(x), "lt"), negated, wrapped)
 
 
-def _gcd(a: Tracer, b: Tracer) -> Tracer:
-    dtype = a.dtype
-    a, b = broadcast_arrays(_unsigned_magnitude(a), _unsigned_magnitude(b))
+def _euclid(a: Tracer, b: Tracer) -> Tracer:
+    """The gcd of unsigned a and b, of their broadcast shape."""
+    a, b = broadcast_arrays(a, b)
 
     def running(state: tuple[Tracer, Tracer]) -> Tracer:
         return any_(compare(state[0], _zero(state[0]), "ne"))
@@ -48,19 +43,20 @@ def _gcd(a: Tracer, b: Tracer) -> Tracer:
         divisor = select(busy, a, _zero(a, 1))
         return select(busy, emit(ops.REM, [b, divisor]), a), select(busy, a, b)
 
-    return convert(lax.while_loop(running, euclid_step, (a, b))[1], dtype)
+    return lax.while_loop(running, euclid_step, (a, b))[1]
+
+
+def _gcd(a: Tracer, b: Tracer) -> Tracer:
+    return convert(_euclid(_unsigned_magnitude(a), _unsigned_magnitude(b)), a.dtype)
 
 
 def _lcm(a: Tracer, b: Tracer) -> Tracer:
-    divisor = _gcd(a, b)
-    dtype = divisor.dtype
-    if dtype.kind == "i" and dtype.itemsize < 4:
-        # C computes int8 and int16 in int: |a / gcd * b| is taken before it wraps.
-        a, b, divisor = (convert(v, np.int32) for v in (a, b, divisor))
+    ua, ub = _unsigned_magnitude(a), _unsigned_magnitude(b)
+    divisor = _euclid(ua, ub)
     found = compare(divisor, _zero(divisor), "ne")
     safe = select(found, divisor, _zero(divisor, 1))
-    product = emit(ops.MUL, [emit(ops.DIV, [a, safe]), b])
-    return convert(select(found, _magnitude(product), _zero(divisor)), dtype)
+    product = emit(ops.MUL, [emit(ops.DIV, [ua, safe]), ub])
+    return convert(select(found, product, _zero(divisor)), a.dtype)
 
 
 UFUNCS[np.gcd] = _gcd

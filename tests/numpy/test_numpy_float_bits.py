@@ -109,6 +109,15 @@ def test_gcd_and_lcm(dtype, backend):
                a, b, backend=backend)
 
 
+@pytest.mark.parametrize("backend", ["interpreter", "cpu"])
+@pytest.mark.parametrize("dtype", [np.int32, np.int64])
+def test_lcm_wraps_as_numpy_over_the_whole_range(dtype, backend):
+    info = np.iinfo(dtype)
+    rng = np.random.default_rng(3)
+    a, b = (rng.integers(info.min, info.max, 300, dtype=dtype, endpoint=True) for _ in "ab")
+    check_bits(lambda a, b: (np.gcd(a, b), np.lcm(a, b)), a, b, backend=backend)
+
+
 def test_gcd_mixed_widths_and_bools():
     a = np.array([True, False, True])
     b = np.array([12, -18, 0], np.int16)
