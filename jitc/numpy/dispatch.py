@@ -61,9 +61,12 @@ WHY_NOT: dict[str, str] = _reasons([
     ("fft.fft fft.ifft fft.fft2 fft.ifft2 fft.fftn fft.ifftn fft.rfft fft.irfft fft.rfft2 "
      "fft.irfft2 fft.rfftn fft.irfftn fft.hfft fft.ihfft angle real_if_close sort_complex",
      "jitc has no complex dtypes."),
-    ("linalg.eig linalg.eigvals roots",
+    ("linalg.eig linalg.eigvals",
      "Its results are complex in general, and jitc has no complex dtypes. For a symmetric "
      "matrix use np.linalg.eigh or np.linalg.eigvalsh, whose results are real."),
+    ("roots",
+     "Its results are complex in general, and jitc has no complex dtypes. Call np.roots on "
+     "the jitted function's result, or write the formula for a degree-2 polynomial."),
     ("save savez savez_compressed savetxt array2string array_repr array_str",
      "It writes or formats values, which exist only when the compiled code runs; call it on "
      "the jitted function's result."),
