@@ -91,7 +91,8 @@ CASES = [
     (project, (X, W), jitc.ShapeError,
      ["matmul: f32[3,4] @ f32[5,2]", "last dimension of the left operand", ".T"]),
     (positions, (X,), jitc.TraceError,
-     ["numpy.nonzero is not supported inside jitc.jit yet", "np.where(c, x, y)"]),
+     ["numpy.nonzero is not supported inside jitc.jit yet", "known only when the compiled "
+      "code runs", "np.where(mask, x, fill)"]),
     (invert, (X,), jitc.TraceError,
      ["numpy.linalg.tensorinv is not supported inside jitc.jit yet"]),
     (spectrum, (X,), jitc.TraceError, ["numpy.fft.fft is not supported inside jitc.jit yet"]),

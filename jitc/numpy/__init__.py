@@ -9,6 +9,9 @@ via `__array_function__`.
 
 import numpy as _np
 
+# Imported for their registrations in the ufunc table.
+from jitc.numpy import float_bits as _float_bits
+from jitc.numpy import integer_math as _integer_math
 from jitc.numpy._core import HANDLED
 from jitc.numpy.creation import (
     arange,
@@ -47,9 +50,18 @@ from jitc.numpy.linalg_functions import (
 )
 from jitc.numpy.logic import allclose, array_equal, array_equiv, isclose
 from jitc.numpy.matrices import diag, diagonal, rot90, trace
+from jitc.numpy.matrix_builders import (
+    diagflat,
+    fill_diagonal,
+    tril_indices_from,
+    triu_indices_from,
+    vander,
+)
 from jitc.numpy.nanfunctions import (
     nanargmax,
     nanargmin,
+    nancumprod,
+    nancumsum,
     nanmax,
     nanmean,
     nanmedian,
@@ -60,6 +72,15 @@ from jitc.numpy.nanfunctions import (
     nanstd,
     nansum,
     nanvar,
+)
+from jitc.numpy.piecewise import select, sinc
+from jitc.numpy.predicates import (
+    iscomplex,
+    iscomplexobj,
+    isneginf,
+    isposinf,
+    isreal,
+    isrealobj,
 )
 from jitc.numpy.products import convolve, correlate, cross, kron
 from jitc.numpy.ranges import geomspace, linspace, logspace, meshgrid
@@ -130,6 +151,7 @@ from jitc.numpy.sorting import (
     quantile,
     sort,
 )
+from jitc.numpy.stacking import atleast_3d, delete, dstack, ediff1d, resize
 from jitc.numpy.statistics import average, corrcoef, cov, interp, ptp
 from jitc.numpy.ufunc_methods import cumprod, cumsum
 from jitc.numpy.ufuncs import UFUNCS, apply_operator, apply_ufunc, nan_to_num

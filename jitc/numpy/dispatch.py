@@ -59,9 +59,14 @@ WHY_NOT: dict[str, str] = _reasons([
      "runs. Keep the length: s = np.sort(x) and first = s[1:] != s[:-1] mark the distinct "
      "values (np.cumsum(first) numbers them)."),
     ("fft.fft fft.ifft fft.fft2 fft.ifft2 fft.fftn fft.ifftn fft.rfft fft.irfft fft.rfft2 "
-     "fft.irfft2 fft.rfftn fft.irfftn fft.hfft fft.ihfft angle iscomplex real_if_close "
-     "sort_complex linalg.eig linalg.eigvals",
+     "fft.irfft2 fft.rfftn fft.irfftn fft.hfft fft.ihfft angle real_if_close sort_complex",
      "jitc has no complex dtypes."),
+    ("linalg.eig linalg.eigvals",
+     "Its results are complex in general, and jitc has no complex dtypes. For a symmetric "
+     "matrix use np.linalg.eigh or np.linalg.eigvalsh, whose results are real."),
+    ("roots",
+     "Its results are complex in general, and jitc has no complex dtypes. Call np.roots on "
+     "the jitted function's result, or write the formula for a degree-2 polynomial."),
     ("save savez savez_compressed savetxt array2string array_repr array_str",
      "It writes or formats values, which exist only when the compiled code runs; call it on "
      "the jitted function's result."),
@@ -69,7 +74,7 @@ WHY_NOT: dict[str, str] = _reasons([
      "jitc has no datetime dtypes."),
     ("may_share_memory shares_memory",
      "jitc, not numpy, places traced arrays in memory; ask outside jitc.jit."),
-    ("divmod frexp modf",
+    ("divmod",
      "A ufunc with two results is not traced yet; compute each (np.floor_divide and "
      "np.remainder for divmod)."),
 ])
@@ -123,4 +128,6 @@ def _not_yet(name: str, hint: str = "") -> Callable:
     return implements(numpy_fn)(fn)
 
 
-nonzero = _not_yet("nonzero", "Its result shape depends on the data; use np.where(c, x, y).")
+nonzero = _not_yet("nonzero", "Its result's shape depends on the values, which are known only "
+                   "when the compiled code runs; keep the shape with np.where(mask, x, fill), "
+                   "or count with np.count_nonzero(mask).")

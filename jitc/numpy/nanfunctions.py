@@ -1,5 +1,6 @@
 """numpy's nan-ignoring reductions on traced arrays: nansum, nanprod, nanmax, nanmin,
-nanargmax, nanargmin, nanmean, nanvar, nanstd, nanmedian, nanquantile, nanpercentile.
+nanargmax, nanargmin, nanmean, nanvar, nanstd, nanmedian, nanquantile, nanpercentile, and the
+nan-ignoring scans nancumsum and nancumprod.
 
 Each follows numpy's own recipe (numpy/lib/_nanfunctions_impl.py): the nans are replaced by
 the reduction's identity and counted, so dtypes and the all-nan cases are numpy's. Arrays that
@@ -26,6 +27,7 @@ from jitc.numpy.sorting import (
     static_q,
     with_kept_dims,
 )
+from jitc.numpy.ufunc_methods import cumprod, cumsum
 from jitc.numpy.ufuncs import select
 from jitc.tracing.errors import located
 from jitc.tracing.tracer import Tracer
@@ -63,6 +65,21 @@ def nanprod(a, axis=None, dtype=None, out=None, keepdims=False, initial=None, wh
     mask = _nan_mask(x)
     x = x if mask is None else _replaced(x, mask, 1)
     return prod(x, axis=axis, dtype=dtype, keepdims=keepdims, initial=initial)
+
+
+@implements(np.nancumsum)
+def nancumsum(a, axis=None, dtype=None, out=None):
+    x = lift(a)
+    mask = _nan_mask(x)
+    return cumsum(x if mask is None else _replaced(x, mask, 0), axis=axis, dtype=dtype, out=out)
+
+
+@implements(np.nancumprod)
+def nancumprod(a, axis=None, dtype=None, out=None):
+    x = lift(a)
+    mask = _nan_mask(x)
+    return cumprod(x if mask is None else _replaced(x, mask, 1), axis=axis, dtype=dtype,
+                   out=out)
 
 
 def _nan_extremum(largest: bool, a, axis, keepdims, initial) -> Tracer:

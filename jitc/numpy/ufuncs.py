@@ -511,6 +511,9 @@ def call_ufunc(ufunc: np.ufunc, impl: UfuncImpl, inputs: tuple, dtype: object = 
     if ufunc in _WIDEN_FLOAT16 and loop[0] == np.float16:
         compute = tuple(np.dtype(np.float32) if d == np.float16 else d for d in loop)
     operands = [lift(x, compute[i], state) for i, x in enumerate(inputs)]
+    if ufunc.nout > 1:  # frexp, modf: a tuple of results, as numpy gives
+        return tuple(convert(r, d) for r, d in zip(impl(*operands), loop[ufunc.nin:],
+                                                   strict=True))
     return convert(impl(*operands), loop[ufunc.nin])
 
 
