@@ -27,6 +27,7 @@ class InterpretedExecutable:
 
 class InterpreterBackend:
     name = "interpreter"
+    complex_values = True  # numpy computes complex values; nothing is split into pairs
 
     def passes(self, options: Options) -> Sequence[Pass]:
         return DEFAULT_PASSES

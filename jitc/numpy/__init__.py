@@ -10,6 +10,7 @@ via `__array_function__`.
 import numpy as _np
 
 from jitc.numpy._core import HANDLED
+from jitc.numpy.complexes import angle, conj, imag, iscomplexobj, isrealobj, real
 from jitc.numpy.creation import (
     arange,
     array,
@@ -29,7 +30,6 @@ from jitc.numpy.creation import (
 from jitc.numpy.dispatch import (
     apply_function,
     argsort,
-    conj,
     nonzero,
     round,
     sort,
@@ -105,6 +105,7 @@ from jitc.numpy.ufuncs import UFUNCS, apply_operator, apply_ufunc, nan_to_num
 for _ufunc in UFUNCS:
     globals()[_ufunc.__name__] = _ufunc
 abs = _np.absolute
+conjugate = conj
 divide = _np.true_divide
 pow = _np.power
 amax, amin = max, min
@@ -115,6 +116,7 @@ permute_dims = transpose
 bool_ = _np.bool_
 int8, uint8, int32, int64 = _np.int8, _np.uint8, _np.int32, _np.int64
 float16, float32, float64 = _np.float16, _np.float32, _np.float64
+complex64, complex128 = _np.complex64, _np.complex128
 pi, e, inf, nan, newaxis = _np.pi, _np.e, _np.inf, _np.nan, None
 ndarray = _np.ndarray
 

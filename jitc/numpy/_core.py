@@ -80,17 +80,19 @@ def unsupported(name: str, hint: str = "") -> TraceError:
 # -- dtypes ----------------------------------------------------------------------------------
 
 def is_python_scalar(x: object) -> bool:
-    """A Python bool, int or float; numpy scalars (np.float64 subclasses float) are not."""
-    return isinstance(x, (bool, int, float)) and not isinstance(x, np.generic)
+    """A Python bool, int, float or complex; numpy scalars (np.float64 subclasses float) are
+    not."""
+    return isinstance(x, (bool, int, float, complex)) and not isinstance(x, np.generic)
 
 
 def dtype_key(x: object) -> object:
     """What numpy's promotion sees: a dtype, or a Python scalar type for weak values.
 
-    Under NEP 50 Python ints and floats are weak; a Python bool is simply numpy's bool."""
+    Under NEP 50 Python ints, floats and complexes are weak; a Python bool is simply numpy's
+    bool."""
     if isinstance(x, Tracer):
         if x.weak and x.dtype.kind != "b":
-            return {"i": int, "u": int, "f": float}[x.dtype.kind]
+            return {"i": int, "u": int, "f": float, "c": complex}[x.dtype.kind]
         return x.dtype
     if isinstance(x, bool):
         return np.dtype(np.bool_)
@@ -98,12 +100,10 @@ def dtype_key(x: object) -> object:
         return type(x)
     if isinstance(x, (np.dtype, type, str)):  # np.result_type(x, np.float64) passes dtypes
         return np.dtype(x)
-    if isinstance(x, complex):
-        raise TraceError(located("complex numbers are not supported by jitc"))
     return np.asarray(x).dtype
 
 
-_WEAK_SAMPLE = {int: 0, float: 0.0}
+_WEAK_SAMPLE = {int: 0, float: 0.0, complex: 0j}
 
 
 def result_type(*xs: object) -> np.dtype:

@@ -54,10 +54,12 @@ WHY_NOT: dict[str, str] = _reasons([
      "intersect1d union1d setdiff1d setxor1d trim_zeros",
      "Its result's shape depends on the values, which are known only when the compiled code "
      "runs; keep the shape with np.where(mask, x, fill)."),
-    ("fft.fft fft.ifft fft.fft2 fft.ifft2 fft.fftn fft.ifftn fft.rfft fft.irfft fft.rfft2 "
-     "fft.irfft2 fft.rfftn fft.irfftn fft.hfft fft.ihfft angle iscomplex real_if_close "
-     "sort_complex linalg.eig linalg.eigvals",
-     "jitc has no complex dtypes."),
+    ("fft.fft2 fft.ifft2 fft.fftn fft.ifftn fft.rfft2 fft.irfft2 fft.rfftn fft.irfftn "
+     "fft.hfft fft.ihfft sort_complex linalg.eig linalg.eigvals",
+     "Not traced yet for complex values (docs/dtypes.md lists what is)."),
+    ("iscomplex isreal real_if_close",
+     "Its result depends on the values (real_if_close's dtype) or it is not traced yet; use "
+     "np.imag(x) != 0."),
     ("save savez savez_compressed savetxt array2string array_repr array_str",
      "It writes or formats values, which exist only when the compiled code runs; call it on "
      "the jitted function's result."),
@@ -85,16 +87,15 @@ def round(a, decimals=0, out=None):
     if out is not None:
         raise unsupported("numpy.round(..., out=...)")
     x = lift(a)
+    if x.dtype.kind == "c":  # numpy rounds each part
+        from jitc.numpy.complexes import make, parts
+        return make(*(round(part, decimals) for part in parts(x)))
     if x.dtype.kind != "f":
         return x
     if decimals == 0:
         return np.rint(x)
     scale = np.asarray(10.0 ** decimals, dtype=x.dtype)
     return np.true_divide(np.rint(np.multiply(x, scale)), scale)
-
-
-def conj(a):
-    return lift(a)
 
 
 def _not_yet(name: str, hint: str = "") -> Callable:

@@ -57,8 +57,7 @@ class TraceState:
             key: object = ("array", id(value), dtype)
             self._keep_alive.append(value)
         else:
-            key = ("scalar", type(value), value, dtype,
-                   np.signbit(value) if isinstance(value, float) else None)
+            key = ("scalar", type(value), value, dtype, _zero_signs(value))
         cached = self._constants.get(key)
         if cached is None:
             array = np.asarray(value, dtype=None if dtype is None else dtype.numpy)
@@ -71,6 +70,15 @@ class TraceState:
             cached = Tracer(self, value_, weak)
             self._constants[key] = cached
         return cached
+
+
+def _zero_signs(value: object) -> object:
+    """What tells 0.0 from -0.0 (which compare equal) in a constant's cache key."""
+    if isinstance(value, float):
+        return np.signbit(value)
+    if isinstance(value, complex):
+        return np.signbit(value.real), np.signbit(value.imag)
+    return None
 
 
 _local = threading.local()

@@ -231,7 +231,11 @@ class Tracer:
 
     @property
     def real(self):
-        return self
+        return _numpy().real(self)
+
+    @property
+    def imag(self):
+        return _numpy().imag(self)
 
     def __hash__(self) -> int:
         return id(self)
@@ -324,6 +328,7 @@ def _method(name: str):
 for _name in ("sum", "mean", "max", "min", "prod", "var", "std", "argmax", "argmin", "any",
               "all", "clip", "dot", "swapaxes", "squeeze", "ravel", "astype", "take",
               "repeat", "cumsum", "cumprod", "round", "nonzero", "flatten", "copy", "conj",
+              "conjugate",
               "diagonal", "sort", "argsort", "searchsorted"):
     setattr(Tracer, _name, _method(_name))
 

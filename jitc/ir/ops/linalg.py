@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from jitc.ir.opdef import Attr, AttrKind, IRTypeError, OpDef, Trait, register
-from jitc.ir.ops.rules import NUMERIC, check_axes, check_kind, same_dtype, tensor
+from jitc.ir.ops.rules import ARITHMETIC, NUMERIC, check_axes, check_kind, same_dtype, tensor
 from jitc.ir.types import TensorType
 
 Attrs = Mapping[str, object]
@@ -18,7 +18,8 @@ Attrs = Mapping[str, object]
 
 def _wide(dtype: np.dtype) -> np.dtype:
     """Accumulation type of the reference: exact for integers (then wrapped), float64 else."""
-    return np.dtype(np.float64) if dtype.kind == "f" else np.dtype(np.int64)
+    wide = {"f": np.float64, "c": np.complex128}.get(dtype.kind, np.int64)
+    return np.dtype(wide)
 
 
 # --- dot_general ------------------------------------------------------------------------------
@@ -26,7 +27,7 @@ def _wide(dtype: np.dtype) -> np.dtype:
 def _dot_rule(types: Sequence[TensorType], attrs: Attrs, declared):
     lhs, rhs = types
     dtype = same_dtype("dot_general", types)
-    check_kind("dot_general", dtype, NUMERIC)
+    check_kind("dot_general", dtype, ARITHMETIC)
     lb, rb = attrs["lhs_batch"], attrs["rhs_batch"]
     lc, rc = attrs["lhs_contract"], attrs["rhs_contract"]
     check_axes("dot_general lhs", list(lb) + list(lc), lhs.rank)
