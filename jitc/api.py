@@ -281,7 +281,15 @@ class Lowered:
         the backend computes with them (jitc/backends/complex_pairs.py)."""
         return complex_pairs.module_for(get_backend(self.options.backend), self.module)
 
+    @property
+    def complex_boundary(self) -> ComplexBoundary | None:
+        """How the optimized module takes and gives complex values (as float pairs), or None
+        when it has them as they are (jitc/passes/complex_split.py)."""
+        return self._backend_module[1]
+
     def optimize(self) -> Module:
+        """The module after the backend's pipeline (with complex values as float pairs for
+        backends other than the interpreter: see `complex_boundary`)."""
         with profiling.span("optimize", "compile"):
             return self.pipeline().run(self._backend_module[0])
 

@@ -133,7 +133,7 @@ def min(a, axis=None, out=None, keepdims=False, initial=None, where=True):
 def _mean_dtype(x: Tracer, dtype: object) -> np.dtype:
     if dtype is not None:
         return ir_dtype(dtype).numpy
-    return x.dtype if x.dtype.kind == "f" else np.dtype(np.float64)
+    return x.dtype if x.dtype.kind in "fc" else np.dtype(np.float64)
 
 
 def _count(x: Tracer, axes: tuple[int, ...]) -> int:

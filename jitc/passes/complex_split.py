@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from jitc.ir import dtypes, ops
-from jitc.ir.core import Builder, Function, Instruction, Module, Value
+from jitc.ir.core import Builder, Function, Instruction, Module, Value, reachable_functions
 from jitc.ir.opdef import Trait
 from jitc.ir.types import TensorType
 from jitc.passes import complex_math as cm
@@ -48,15 +48,17 @@ class ComplexBoundary:
         """Complex arguments as float arrays of pairs (a view when C-contiguous)."""
         out = list(args)
         for index, dtype in self.params.items():
-            value = np.ascontiguousarray(args[index], dtype=dtype)
-            out[index] = value.view(value.real.dtype).reshape(value.shape + (2,))
+            # (np.ascontiguousarray would make a 0-d array 1-d)
+            value = np.asarray(args[index], dtype=dtype, order="C")
+            flat = value.reshape(-1)  # a 0-d array cannot change its itemsize in a view
+            out[index] = flat.view(value.real.dtype).reshape(value.shape + (2,))
         return out
 
     def results(self, results: Sequence[np.ndarray]) -> list[np.ndarray]:
         out = list(results)
         for index, dtype in self.outputs.items():
-            pairs = np.ascontiguousarray(results[index])
-            out[index] = pairs.view(dtype).reshape(pairs.shape[:-1])
+            pairs = np.asarray(results[index], order="C")
+            out[index] = pairs.reshape(-1).view(dtype).reshape(pairs.shape[:-1])
         return out
 
 
@@ -67,11 +69,11 @@ def has_complex(module: Module) -> bool:
 
 def split_complex(module: Module) -> tuple[Module, ComplexBoundary]:
     """The module with every complex value as a pair of floats, and its new signature."""
-    for name, fn in module.functions.items():
-        if name != module.entry_name:
-            _refuse_complex_in(fn, "inside control flow (a while loop or a conditional)")
     splitter = _Splitter(module.entry)
-    entry = splitter.run()
+    entry = splitter.run()  # refuses control flow carrying complex values
+    for name, fn in module.functions.items():
+        if name != module.entry_name and _mentions_complex(fn):
+            raise _refuse(_caller(module, name), "complex values inside control flow")
     functions = [entry if name == module.entry_name else fn
                  for name, fn in module.functions.items()]
     return Module(functions, module.entry_name), splitter.boundary
@@ -84,10 +86,19 @@ def _refuse(inst: Instruction, what: str) -> TraceError:
         "(docs/dtypes.md lists what is supported)", inst.loc))
 
 
-def _refuse_complex_in(fn: Function, where: str) -> None:
-    for inst in fn.body:
-        if any(v.type.dtype.is_complex for v in (*inst.operands, *inst.results)):
-            raise _refuse(inst, f"{inst.op.name} {where}")
+def _mentions_complex(fn: Function) -> bool:
+    return any(v.type.dtype.is_complex for inst in fn.body
+               for v in (*inst.operands, *inst.results))
+
+
+def _caller(module: Module, name: str) -> Instruction:
+    """The instruction of the entry function that runs function `name`, through any number
+    of nested regions: its location is the user's line."""
+    for inst in module.entry.body:
+        for callee in inst.op.called_functions(inst.attrs):
+            if name in reachable_functions(module.functions, callee):
+                return inst
+    raise AssertionError(f"no caller of @{name}")
 
 
 def _real(t: TensorType) -> TensorType:
@@ -178,7 +189,7 @@ def _parameter(s: _Splitter, inst: Instruction) -> list[object]:
 
 def _constant(s: _Splitter, inst: Instruction) -> list[object]:
     array = inst.attrs["value"].array  # type: ignore[union-attr]
-    return [tuple(s.builder.emit(ops.CONSTANT, [], {"value": np.ascontiguousarray(part)})
+    return [tuple(s.builder.emit(ops.CONSTANT, [], {"value": np.array(part, order="C")})
                   for part in (array.real, array.imag))]
 
 

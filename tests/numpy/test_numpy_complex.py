@@ -1,0 +1,157 @@
+"""Complex numbers in numpy programs: promotion, the parts of a value, numpy's formulas for
+abs and division at extreme parts, conversions with ComplexWarning, and clear refusals.
+
+The op table (tests/ops/cases.py) runs each complex op on every backend; these tests are the
+programs and the rules around them."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+from jitcheck import BACKENDS, check_jit, random
+
+import jitc
+from jitc.tracing.errors import TraceError
+
+COMPILED = [b for b in BACKENDS if b != "interpreter"]
+
+
+def greens_function(energies, hamiltonian_diagonal, eta):
+    """The retarded Green's function of a diagonal Hamiltonian, traced over energies."""
+    z = energies[:, None] + 1j * eta
+    g = 1.0 / (z - hamiltonian_diagonal[None, :])
+    return -np.imag(g.sum(axis=1)) / np.pi, np.abs(g).max(), g.mean(axis=0)
+
+
+def contour_integral(radius, samples):
+    """The integral of exp(z) / z around a circle: 2*pi*i (exp(0) = 1)."""
+    theta = np.arange(samples) * (2 * np.pi / samples)
+    z = radius * np.exp(1j * theta)
+    dz = 1j * z * (2 * np.pi / samples)
+    return np.sum(np.exp(z) / z * dz)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_greens_function(backend):
+    energies = np.linspace(-2, 2, 17)
+    check_jit(greens_function, energies, random((5,), np.float64, seed=3), 0.05,
+              backend=backend)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_contour_integral(backend):
+    got = check_jit(contour_integral, np.float64(0.5), 64, backend=backend,
+                    static_argnums=(1,))
+    assert abs(got - 2j * np.pi) < 1e-9
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_complex_matmul_einsum_and_creation(backend):
+    a = random((6, 5), np.complex128, seed=1)
+    b = random((5, 3), np.complex128, seed=2)
+
+    def fn(a, b):
+        c = a @ b + np.einsum("ij,jk->ik", a, b.conj())
+        z = np.zeros((2, 3), np.complex64) + np.ones(3, dtype=np.complex64) * (1 + 2j)
+        f = np.full((2,), 3 - 1j)
+        return c, z, f, np.where(c.real > 0, c, -c), np.prod(a[:3], axis=0)
+    check_jit(fn, a, b, backend=backend)
+
+
+# numpy's promotion (NEP 50): a Python complex is weak, a complex64 with a float64 is
+# complex128, integers with 1j are complex128.
+PROMOTIONS = [
+    (lambda x, c: x + c, np.float32, np.complex64),
+    (lambda x, c: x * c, np.float64, np.complex64),
+    (lambda x, c: x + 1j, np.float32, np.complex64),
+    (lambda x, c: x * 2j, np.int32, np.complex64),
+    (lambda x, c: c / x, np.int8, np.complex64),
+    (lambda x, c: c * np.float16(2) + x, np.float16, np.complex128),
+]
+
+
+@pytest.mark.parametrize("backend", ["interpreter", "cpu"])
+@pytest.mark.parametrize("case", range(len(PROMOTIONS)))
+def test_promotion_follows_numpy(case, backend):
+    fn, x_dtype, c_dtype = PROMOTIONS[case]
+    check_jit(fn, random((4,), x_dtype, seed=1, low=1), random((4,), c_dtype, seed=2),
+              backend=backend)
+
+
+@pytest.mark.parametrize("backend", ["interpreter", "cpu"])
+def test_python_complex_argument_is_weak(backend):
+    got = check_jit(lambda x, c: x * c, random((3,), np.complex64), 2 - 1j, backend=backend)
+    assert got.dtype == np.complex64
+
+
+def test_astype_to_real_warns_at_the_users_line():
+    def fn(z):
+        return z.astype(np.float32)  # the line the warning names
+    z = random((3,), np.complex64)
+    with pytest.warns(np.exceptions.ComplexWarning) as caught:
+        got = jitc.jit(fn, backend="cpu")(z)
+    np.testing.assert_array_equal(got, z.real)
+    assert caught[0].filename == __file__
+    assert caught[0].lineno == fn.__code__.co_firstlineno + 1
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        jitc.jit(lambda z: z.astype(np.complex128).real, backend="cpu")(z)  # no warning
+
+
+def test_refuses_ufuncs_without_complex_formula():
+    def fn(z):
+        return np.maximum(z, z)
+    with pytest.raises(TraceError, match=r"numpy\.maximum of complex values.*") as info:
+        jitc.jit(fn)(random((3,), np.complex64))
+    assert f"{__file__}:{fn.__code__.co_firstlineno + 1}" in str(info.value)
+    with pytest.raises(TraceError, match=r"numpy\.tanh of complex"):
+        jitc.jit(np.tanh)(random((3,), np.complex64))
+    with pytest.raises(TraceError, match=r"numpy\.power of complex values"):
+        jitc.jit(lambda z, p: z ** p)(random((3,), np.complex64), 2.5)
+
+
+def test_complex_in_control_flow_is_refused_by_compiled_backends():
+    def fn(z):
+        return jitc.lax.fori_loop(0, 3, lambda i, v: v * 1j, z)
+    z = random((3,), np.complex128)
+    np.testing.assert_allclose(jitc.jit(fn, backend="interpreter")(z), z * 1j ** 3)
+    with pytest.raises(TraceError, match=r"not compiled for complex values") as info:
+        jitc.jit(fn, backend="cpu")(z)
+    assert __file__ in str(info.value)
+
+
+EXTREME = settings(max_examples=60, deadline=None, derandomize=True)
+
+
+def _complex_arrays(dtype: type) -> st.SearchStrategy:
+    width = 64 if dtype is np.complex64 else 128
+    parts = st.floats(width=width // 2, allow_nan=True, allow_infinity=True,
+                      allow_subnormal=True)
+    return hnp.arrays(dtype, st.integers(1, 6), elements=st.builds(complex, parts, parts))
+
+
+@pytest.mark.parametrize("backend", COMPILED)
+@pytest.mark.parametrize("dtype", [np.complex64, np.complex128])
+@EXTREME
+@given(data=st.data())
+def test_abs_and_division_at_extreme_parts(data, dtype, backend):
+    """hypot's abs and numpy's Smith division with inf, nan, subnormal and huge parts."""
+    x = data.draw(_complex_arrays(dtype))
+    y = data.draw(hnp.arrays(dtype, x.shape, elements=_complex_arrays(dtype).map(
+        lambda a: a.flat[0])))
+    fn = jitc.jit(lambda x, y: (np.abs(x), x / y), backend=backend)
+    got_abs, got_div = fn(x, y)
+    with np.errstate(all="ignore"):
+        want_abs, want_div = np.abs(x), x / y
+    rtol = 4 * np.finfo(want_abs.dtype).eps
+    np.testing.assert_allclose(got_abs, want_abs, rtol=rtol, atol=0)
+    # Same formula as numpy, so the same specials; finite parts within a few roundings.
+    for got, want in ((got_div.real, want_div.real), (got_div.imag, want_div.imag)):
+        np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+        np.testing.assert_allclose(got, want, rtol=8 * np.finfo(got.dtype).eps,
+                                   atol=4 * np.finfo(got.dtype).smallest_subnormal)
