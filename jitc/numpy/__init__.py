@@ -9,6 +9,7 @@ via `__array_function__`.
 
 import numpy as _np
 
+from jitc.numpy import fft
 from jitc.numpy._core import HANDLED
 from jitc.numpy.complexes import angle, conj, imag, iscomplexobj, isrealobj, real
 from jitc.numpy.creation import (
