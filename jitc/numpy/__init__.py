@@ -11,7 +11,16 @@ import numpy as _np
 
 from jitc.numpy import fft
 from jitc.numpy._core import HANDLED
-from jitc.numpy.complexes import angle, conj, imag, iscomplexobj, isrealobj, real
+from jitc.numpy.complexes import (
+    angle,
+    conj,
+    imag,
+    iscomplex,
+    iscomplexobj,
+    isreal,
+    isrealobj,
+    real,
+)
 from jitc.numpy.creation import (
     arange,
     array,

@@ -73,6 +73,17 @@ def angle(z, deg=False):
     return result
 
 
+@implements(np.iscomplex)
+def iscomplex(x):
+    part = imag(x)
+    return compare(part, lift(np.zeros((), part.dtype), trace=part.trace), "ne")
+
+
+@implements(np.isreal)
+def isreal(x):
+    return emit(ops.NOT, [iscomplex(x)])
+
+
 @implements(np.iscomplexobj)
 def iscomplexobj(x) -> bool:
     return lift(x).dtype.kind == "c"
@@ -157,5 +168,5 @@ COMPLEX_AS_IS = frozenset({
     np.not_equal})
 
 
-__all__ = ["COMPLEX_AS_IS", "COMPLEX_UFUNCS", "angle", "conj", "imag", "iscomplexobj",
-           "isrealobj", "real"]
+__all__ = ["COMPLEX_AS_IS", "COMPLEX_UFUNCS", "angle", "conj", "imag", "iscomplex",
+           "iscomplexobj", "isreal", "isrealobj", "real"]

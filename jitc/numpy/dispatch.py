@@ -55,11 +55,15 @@ WHY_NOT: dict[str, str] = _reasons([
      "Its result's shape depends on the values, which are known only when the compiled code "
      "runs; keep the shape with np.where(mask, x, fill)."),
     ("fft.fft2 fft.ifft2 fft.fftn fft.ifftn fft.rfft2 fft.irfft2 fft.rfftn fft.irfftn "
-     "fft.hfft fft.ihfft sort_complex linalg.eig linalg.eigvals",
-     "Not traced yet for complex values (docs/dtypes.md lists what is)."),
-    ("iscomplex isreal real_if_close",
-     "Its result depends on the values (real_if_close's dtype) or it is not traced yet; use "
-     "np.imag(x) != 0."),
+     "fft.hfft fft.ihfft",
+     "Of numpy.fft, the one-dimensional fft, ifft, rfft and irfft are traced (docs/dtypes.md); "
+     "apply them along each axis in turn."),
+    ("sort_complex linalg.eig linalg.eigvals",
+     "Not traced yet: its results are complex where the input is real (docs/dtypes.md lists "
+     "what is traced for complex values)."),
+    ("real_if_close",
+     "Its result's dtype depends on the values (complex, or real when every imaginary part is "
+     "small); use np.real(x) where the values are known to be real."),
     ("save savez savez_compressed savetxt array2string array_repr array_str",
      "It writes or formats values, which exist only when the compiled code runs; call it on "
      "the jitted function's result."),

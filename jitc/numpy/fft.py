@@ -139,10 +139,35 @@ def rfft(a, n=None, axis=-1, norm=None, out=None):
     if x.dtype.kind == "c":
         raise TypeError("numpy.fft.rfft takes real input; jitc, like numpy, refuses a complex "
                         "array (use numpy.fft.fft)")
-    full = _transform(x, n, axis, norm, -1, False, "rfft")
     axis_ = normalize_axis(axis, x.ndim)
-    keep = full.shape[axis_] // 2 + 1
-    return full[(slice(None),) * axis_ + (slice(0, keep),)]
+    length = x.shape[axis_] if n is None else int(n)
+    if length < 4 or length & (length - 1):
+        full = _transform(x, n, axis, norm, -1, False, "rfft")
+        return full[(slice(None),) * axis_ + (slice(0, length // 2 + 1),)]
+    signal = _resize(np.moveaxis(x, axis_, -1), length, "rfft")
+    spectrum = _real_spectrum(signal, _complex_dtype(x))
+    scale = _scale(norm, length, False)
+    if scale != 1.0:
+        spectrum = spectrum * np.asarray(scale, spectrum.dtype.type(0).real.dtype)
+    return np.moveaxis(spectrum, -1, axis_)
+
+
+def _real_spectrum(x: Tracer, dtype: np.dtype) -> Tracer:
+    """The first n/2 + 1 bins of the transform of a real x (last axis, n a power of two) from
+    one complex transform of n/2 points: z = x[0::2] + i x[1::2], then
+    X[k] = (Z[k] + conj Z[m-k]) / 2 - i w^k (Z[k] - conj Z[m-k]) / 2, with Z[m] = Z[0]."""
+    real = np.real(np.zeros((), dtype)).dtype
+    pairs = x.astype(real).reshape(*x.shape[:-1], x.shape[-1] // 2, 2)
+    z = pairs[..., 0] + 1j * pairs[..., 1]
+    z = z.astype(dtype)
+    spectrum = _stockham(z, -1)
+    m = spectrum.shape[-1]
+    extended = np.concatenate([spectrum, spectrum[..., :1]], axis=-1)
+    mirrored = np.conj(extended[..., ::-1])
+    twiddles = _twiddles(m + 1, 2 * m, -1, dtype)
+    half_i = np.asarray(-0.5j, dtype)
+    return (extended + mirrored) * np.asarray(0.5, real) + \
+        twiddles * half_i * (extended - mirrored)
 
 
 @implements(np.fft.irfft)

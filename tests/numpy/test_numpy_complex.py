@@ -155,3 +155,14 @@ def test_abs_and_division_at_extreme_parts(data, dtype, backend):
         np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
         np.testing.assert_allclose(got, want, rtol=8 * np.finfo(got.dtype).eps,
                                    atol=4 * np.finfo(got.dtype).smallest_subnormal)
+
+
+@pytest.mark.parametrize("backend", ["interpreter", "cpu"])
+def test_predicates_and_parts_of_real_arrays(backend):
+    z = np.array([1, 1j, 2 + 0j, -0.0j, complex(np.nan, 0)], np.complex64)
+    r = np.arange(3, dtype=np.int32)
+
+    def fn(z, r):
+        return (np.iscomplex(z), np.isreal(z), np.iscomplex(r), np.isreal(r), np.imag(r),
+                np.real(r), np.conj(r), np.angle(r), np.angle(z, deg=True), np.round(z * 2.6))
+    check_jit(fn, z, r, backend=backend)
