@@ -41,7 +41,7 @@ def test_an_export_is_still_a_jit_function():
 @pytest.mark.parametrize("signature,problem", [
     (("f32[8]", "f32[8]"), r"2 signature\(s\) for 1 parameter\(s\)"),
     (("bf16[8]",), "unknown dtype 'bf16'"),
-    ((np.zeros(3, np.complex64),), "not supported by jitc"),
+    ((np.zeros(3, np.longdouble),), "not supported by jitc"),
     ((object(),), "expected a type string"),
 ])
 def test_bad_export_raises_at_decoration(signature, problem):
