@@ -119,10 +119,18 @@ def ir_dtype(dtype: object) -> dtypes.DType:
         raise TraceError(located(str(exc))) from None
 
 
-def convert(x: Tracer, dtype: object) -> Tracer:
+def convert(x: Tracer, dtype: object, discard_imaginary: bool = False) -> Tracer:
+    """x converted to `dtype`. A complex x becomes real only when the caller says so
+    (`astype`): anywhere else that would drop the imaginary parts, and jitc refuses."""
     target = ir_dtype(dtype)
     if x.value.type.dtype is target:
         return x
+    if x.dtype.kind == "c" and not (target.is_complex or target.is_bool or discard_imaginary):
+        raise TraceError(located(
+            f"this computation would convert complex values ({x.dtype}) to {target.numpy}, "
+            "dropping their imaginary parts: it is not traced for complex values yet. Take "
+            "np.real(x) or np.abs(x) first if that is what is meant (docs/dtypes.md lists what "
+            "is traced for complex values)."))
     return emit(ops.CONVERT, [x], {}, TensorType(target, x.shape))
 
 

@@ -173,7 +173,13 @@ def var(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, where=True, 
     acc_dtype = np.dtype(np.float32) if result_dtype == np.float16 else result_dtype
     xc = convert(x, acc_dtype)
     centered = np.subtract(xc, _mean_keepdims(xc, axes))
-    total = reduce(np.multiply(centered, centered), axes, "sum", keepdims)
+    if centered.dtype.kind == "c":  # |x - mean|^2: real, as numpy's var of complex values
+        centered = np.real(centered), np.imag(centered)
+        squares = np.add(*(np.multiply(part, part) for part in centered))
+        acc_dtype = result_dtype = squares.dtype
+    else:
+        squares = np.multiply(centered, centered)
+    total = reduce(squares, axes, "sum", keepdims)
     divisor = lift(np.asarray(_count(x, axes) - ddof, dtype=acc_dtype))
     return convert(emit(ops.DIV, [total, divisor]), result_dtype)
 

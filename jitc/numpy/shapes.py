@@ -159,7 +159,7 @@ def astype(a, dtype, order="K", casting="unsafe", subok=True, copy=True):
     if x.dtype.kind == "c" and np.dtype(dtype).kind not in "cb":
         from jitc.numpy.complexes import warn_discarded_imaginary
         warn_discarded_imaginary()
-    result = convert(x, dtype)
+    result = convert(x, dtype, discard_imaginary=True)
     return result.copy_tracer() if result is x and copy else result
 
 

@@ -56,7 +56,7 @@ def cov(m, y=None, rowvar=True, bias=False, ddof=None, fweights=None, aweights=N
     # numpy warns "Degrees of freedom <= 0" on each call and divides by zero.
     fact = max(x.shape[1] - int(ddof), 0.0)
     centered = np.subtract(x, reshape(mean(x, axis=1), (-1, 1)))
-    c = dot(centered, transpose(centered))
+    c = dot(centered, np.conj(transpose(centered)))  # numpy conjugates (complex values)
     with np.errstate(divide="ignore"):
         scale = float(np.true_divide(1, fact))
     return squeeze(np.multiply(c, scale))

@@ -416,6 +416,9 @@ UFUNCS[np.conjugate] = _positive  # real dtypes only
 @implements(np.nan_to_num)
 def nan_to_num(a, copy=True, nan=0.0, posinf=None, neginf=None):
     x = lift(a)
+    if x.dtype.kind == "c":  # each part on its own, as numpy
+        from jitc.numpy.complexes import make, parts
+        return make(*(nan_to_num(part, copy, nan, posinf, neginf) for part in parts(x)))
     if x.dtype.kind != "f":
         return x
     info = np.finfo(x.dtype)

@@ -166,3 +166,25 @@ def test_predicates_and_parts_of_real_arrays(backend):
         return (np.iscomplex(z), np.isreal(z), np.iscomplex(r), np.isreal(r), np.imag(r),
                 np.real(r), np.conj(r), np.angle(r), np.angle(z, deg=True), np.round(z * 2.6))
     check_jit(fn, z, r, backend=backend)
+
+
+@pytest.mark.parametrize("backend", ["interpreter", "cpu"])
+def test_functions_with_a_complex_meaning_of_their_own(backend):
+    """var is of |x - mean|^2 (real), vdot and cov conjugate, nan_to_num works on each part."""
+    z = random((2, 5), np.complex128, seed=4)
+    z[0, 0] = complex(np.nan, np.inf)
+    w = z[:, 1:]
+
+    def fn(z, w):
+        return (np.var(w, axis=1), np.std(w), np.vdot(w, w[::-1]), np.cov(w),
+                np.nan_to_num(z), np.cumprod(w, axis=1), np.mean(w, where=w.real > 0))
+    check_jit(fn, z, w, backend=backend)
+
+
+@pytest.mark.parametrize("call", [
+    lambda z: np.linalg.norm(z), lambda z: np.linalg.solve(z[:, :2], z[:, 2]),
+    lambda z: np.sum(z, dtype=np.float64), lambda z: np.corrcoef(z), lambda z: z < z,
+    lambda z: np.sign(z), lambda z: np.max(z)])
+def test_what_would_drop_the_imaginary_part_is_refused(call):
+    with pytest.raises((TraceError, jitc.ShapeError)):
+        jitc.jit(call)(random((2, 3), np.complex128))
