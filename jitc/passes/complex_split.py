@@ -28,6 +28,8 @@ from jitc.passes.rewrite import copy_instruction
 from jitc.tracing.errors import TraceError, located
 
 Pair = cm.Pair
+# The ops no code generator sees: this pass takes them out with every complex value.
+SPLIT_AWAY = frozenset({ops.REAL, ops.IMAG, ops.COMPLEX})
 
 # Ops that act on the real and imaginary parts separately: data movement, and the linear ops.
 PER_PART = frozenset({
