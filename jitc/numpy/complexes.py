@@ -164,7 +164,7 @@ COMPLEX_UFUNCS: dict[np.ufunc, Callable[..., Tracer]] = {
 # complex values (numpy's formulas, jitc/passes/complex_split.py).
 COMPLEX_AS_IS = frozenset({
     np.add, np.subtract, np.multiply, np.true_divide, np.negative, np.positive, np.square,
-    np.reciprocal, np.absolute, np.exp, np.log, np.sqrt, np.sin, np.cos, np.equal,
+    np.reciprocal, np.absolute, np.exp, np.log, np.sqrt, np.sin, np.cos, np.tanh, np.equal,
     np.not_equal})
 
 

@@ -528,7 +528,7 @@ def _call_complex(ufunc: np.ufunc, impl: UfuncImpl, inputs: tuple, loop: tuple,
         listed = ", ".join(str(d) for d in loop[:ufunc.nin])
         raise unsupported(f"numpy.{ufunc.__name__} of complex values ({listed})",
                           "jitc traces complex values through + - * /, abs, exp, log, sqrt, "
-                          "sin, cos, integer powers, == and != (docs/dtypes.md).")
+                          "sin, cos, tanh, integer powers, == and != (docs/dtypes.md).")
     operands = [lift(x, loop[i], state) for i, x in enumerate(inputs)]
     return convert((special or impl)(*operands), loop[ufunc.nin])
 

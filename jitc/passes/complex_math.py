@@ -192,6 +192,27 @@ def cos(r: RealOps, x: Pair) -> Pair:
     return r.mul(r.op(ops.COS, a), cosh), r.neg(r.mul(r.op(ops.SIN, a), sinh))
 
 
+def tanh(r: RealOps, x: Pair) -> Pair:
+    """Kahan's ctanh (as in the C libraries numpy calls): with t = tan b, s = sinh a,
+    tanh = ((1 + t^2) s sqrt(1 + s^2), t) / (1 + (1 + t^2) s^2); past |a| = 22 (9 for
+    float32), where that overflows, (sign a, 4 sin b cos b e^(-2|a|))."""
+    a, b = x
+    sin_b, cos_b = r.op(ops.SIN, b), r.op(ops.COS, b)
+    t = r.div(sin_b, cos_b)
+    one = r.const(1.0, a)
+    beta = r.add(one, r.mul(t, t))
+    _, s = _cosh_sinh(r, a)
+    rho = r.op(ops.SQRT, r.add(one, r.mul(s, s)))
+    denominator = r.add(one, r.mul(beta, r.mul(s, s)))
+    re = r.div(r.mul(r.mul(beta, rho), s), denominator)
+    im = r.div(t, denominator)
+    decay = r.op(ops.EXP, r.neg(r.abs(a)))
+    far_im = r.mul(r.mul(r.mul(r.const(4.0, a), sin_b), cos_b), r.mul(decay, decay))
+    limit = 22.0 if a.type.dtype.bits == 64 else 9.0
+    far = r.cmp(r.abs(a), r.const(limit, a), "ge")
+    return r.select(far, r.op(ops.SIGN, a), re), r.select(far, far_im, im)
+
+
 UNARY: dict[object, Callable[[RealOps, Pair], Pair]] = {
-    ops.EXP: exp, ops.LOG: log, ops.SQRT: sqrt, ops.SIN: sin, ops.COS: cos,
+    ops.EXP: exp, ops.LOG: log, ops.SQRT: sqrt, ops.SIN: sin, ops.COS: cos, ops.TANH: tanh,
 }

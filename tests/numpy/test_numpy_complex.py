@@ -109,8 +109,8 @@ def test_refuses_ufuncs_without_complex_formula():
     with pytest.raises(TraceError, match=r"numpy\.maximum of complex values.*") as info:
         jitc.jit(fn)(random((3,), np.complex64))
     assert f"{__file__}:{fn.__code__.co_firstlineno + 1}" in str(info.value)
-    with pytest.raises(TraceError, match=r"numpy\.tanh of complex"):
-        jitc.jit(np.tanh)(random((3,), np.complex64))
+    with pytest.raises(TraceError, match=r"numpy\.arctan of complex"):
+        jitc.jit(np.arctan)(random((3,), np.complex64))
     with pytest.raises(TraceError, match=r"numpy\.power of complex values"):
         jitc.jit(lambda z, p: z ** p)(random((3,), np.complex64), 2.5)
 

@@ -328,7 +328,7 @@ def _unary_cases() -> list[OpCase]:
     # (C99 Annex G) are not reproduced by these (docs/dtypes.md).
     cases += [OpCase(f"np.{ufunc.__name__}_complex", (op,), ufunc, unary(FINITE), COMPLEX)
               for op, ufunc in [("exp", np.exp), ("log", np.log), ("sqrt", np.sqrt),
-                                ("sin", np.sin), ("cos", np.cos)]]
+                                ("sin", np.sin), ("cos", np.cos), ("tanh", np.tanh)]]
     return cases + [
         OpCase("negative", ("neg",), lambda x: -x, unary(), NUMERIC + COMPLEX, tol=EXACT,
                signed_zeros=True),
