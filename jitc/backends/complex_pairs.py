@@ -30,11 +30,15 @@ class PairedExecutable:
     def __init__(self, inner: Executable, boundary: ComplexBoundary) -> None:
         self.inner = inner
         self.boundary = boundary
-        self.kernel_count = getattr(inner, "kernel_count", None)
-        self.workspace_bytes = getattr(inner, "workspace_bytes", None)
 
     def __call__(self, args: Sequence[np.ndarray]) -> list[np.ndarray]:
         return self.boundary.results(self.inner(self.boundary.arguments(args)))
+
+    def __getattr__(self, name: str) -> object:
+        # The backend's own attributes (its PTX, its lowering), except the C fast path.
+        if name in ("dispatcher", "inner", "boundary") or name.startswith("__"):
+            raise AttributeError(name)
+        return getattr(self.inner, name)
 
     def as_text(self, **options: object) -> str:
         return self.inner.as_text(**options)  # type: ignore[call-arg]
