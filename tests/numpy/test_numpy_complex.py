@@ -188,3 +188,27 @@ def test_functions_with_a_complex_meaning_of_their_own(backend):
 def test_what_would_drop_the_imaginary_part_is_refused(call):
     with pytest.raises((TraceError, jitc.ShapeError)):
         jitc.jit(call)(random((2, 3), np.complex128))
+
+
+@pytest.mark.parametrize("backend", COMPILED)
+def test_repeated_calls_in_place_writes_and_views(backend):
+    """Later calls take the backend's fast path (on cpu the C dispatcher, handed the complex
+    arrays as their float pairs): in-place writes, strided views, Python complex scalars and
+    0-d results stay right on every call."""
+    @jitc.jit(backend=backend)
+    def scale(z, c):
+        z *= c
+        return z.sum(), z[::2] * 2
+
+    z = random((6,), np.complex64)
+    want = z.copy()
+    strided = random((4, 6), np.complex128)[:, ::2]
+    view = jitc.jit(lambda w: w.conj() * 1j, backend=backend)
+    for _ in range(3):
+        total, every_other = scale(z, 1j)
+        want *= np.complex64(1j)
+        np.testing.assert_allclose(z, want, rtol=1e-6)
+        np.testing.assert_allclose(total, want.sum(), rtol=1e-5)
+        assert np.asarray(total).dtype == np.complex64
+        np.testing.assert_allclose(every_other, want[::2] * 2, rtol=1e-6)
+        np.testing.assert_allclose(view(strided), strided.conj() * 1j, rtol=1e-12)
