@@ -17,7 +17,7 @@ import numpy as np
 class Workload:
     name: str
     fn: Callable            # fn(xp, *args)
-    make: Callable          # make(rng, quick) -> tuple of float32 arrays
+    make: Callable          # make(rng, quick) -> tuple of arrays (float32 unless named)
     group: str = ""
     static: dict = field(default_factory=dict)
     # A call form (dispatch rows): form(wrap, xp) wraps a function of its own with `wrap`
@@ -58,6 +58,11 @@ def sum_axis1(xp, x):
 
 def matmul(xp, a, b):
     return a @ b
+
+
+def int8_matmul(xp, a, b):
+    """The numpy idiom of an int8 product with exact int32 sums (docs/quantization.md)."""
+    return a.astype(xp.int32) @ b.astype(xp.int32)
 
 
 def mlp(xp, x, w1, b1, w2, b2, w3, b3):
@@ -140,6 +145,29 @@ def gpt2_block(xp, x, ln1_g, ln1_b, w_qkv, b_qkv, w_o, b_o, ln2_g, ln2_b, w_fc, 
     x = x + attn.transpose(1, 0, 2).reshape(seq, d) @ w_o + b_o
     h = layernorm(xp, x, ln2_g, ln2_b)
     return x + gelu(xp, h @ w_fc + b_fc) @ w_pr + b_pr
+
+
+def cholesky(xp, a):
+    return xp.linalg.cholesky(a)
+
+
+def solve(xp, a, b):
+    return xp.linalg.solve(a, b)
+
+
+def eigh(xp, a):
+    return xp.linalg.eigvalsh(a)
+
+
+def _positive_definite(n, quick_n, rhs=0):
+    """A well-conditioned symmetric positive definite matrix (1e6 elements at n = 1000), and
+    `rhs` right-hand sides."""
+    def make(rng, quick):
+        m = quick_n if quick else n
+        g = rng.standard_normal((m, m)) / np.sqrt(m)
+        a = (g @ g.T + np.eye(m)).astype(np.float32)
+        return (a, _normal(rng, m, rhs)) if rhs else (a,)
+    return make
 
 
 def add_one(xp, x):
@@ -260,6 +288,13 @@ def _matmul_inputs(n):
     return make
 
 
+def _int8_matmul_inputs(n):
+    def make(rng, quick):
+        m = min(n, 256) if quick else n
+        return tuple(rng.integers(-128, 128, (m, m)).astype(np.int8) for _ in range(2))
+    return make
+
+
 def _rows(rng, quick):
     return (_normal(rng, 512 if quick else 4096, 1024),)
 
@@ -333,6 +368,26 @@ def _gpt2_stack_inputs(layers):
     return make
 
 
+def sort(xp, x):
+    return xp.sort(x)
+
+
+def argsort(xp, x):
+    # the values in argsort's order: numpy leaves the order of ties open, this is the same
+    # for every valid answer
+    return x[xp.argsort(x)]
+
+
+def median(xp, x):
+    return xp.median(x)
+
+
+def _vector(n):
+    def make(rng, quick):
+        return (_normal(rng, n // 100 if quick else n),)
+    return make
+
+
 WORKLOADS = [
     Workload("elementwise 1e3", elementwise, _elementwise_inputs(1_000), "elementwise"),
     Workload("elementwise 1e5", elementwise, _elementwise_inputs(100_000), "elementwise"),
@@ -347,6 +402,14 @@ WORKLOADS = [
     Workload("matmul 512", matmul, _matmul_inputs(512), "matmul"),
     Workload("matmul 1024", matmul, _matmul_inputs(1024), "matmul"),
     Workload("matmul 2048", matmul, _matmul_inputs(2048), "matmul"),
+    # Beside "matmul 1024" (float32) with --only "matmul 1024".
+    Workload("int8 matmul 1024", int8_matmul, _int8_matmul_inputs(1024), "matmul"),
+    Workload("sort 1e6", sort, _vector(1_000_000), "sorting"),
+    Workload("argsort 1e6", argsort, _vector(1_000_000), "sorting"),
+    Workload("median 1e6", median, _vector(1_000_000), "sorting"),
+    Workload("cholesky 1000", cholesky, _positive_definite(1000, 128), "linalg"),
+    Workload("solve 1000 (16 rhs)", solve, _positive_definite(1000, 128, rhs=16), "linalg"),
+    Workload("eigvalsh 200", eigh, _positive_definite(200, 64), "linalg"),
     Workload("MLP 784-512-512-10", mlp, _mlp_inputs, "model"),
     Workload("RNN 50 steps", rnn, _rnn_inputs, "model"),
     Workload("RNN scan 1000 steps", rnn_scan, _rnn_scan_inputs, "model"),

@@ -27,7 +27,7 @@ from jitc.arguments import check_python_ints, python_int_bounds
 from jitc.backends import complex_pairs, get_backend
 from jitc.backends.base import Executable
 from jitc.ir import analysis, dtypes
-from jitc.ir.core import Module
+from jitc.ir.core import Module, transform_module
 from jitc.ir.dot import module_to_dot
 from jitc.ir.printer import print_module
 from jitc.ir.verifier import verify
@@ -36,7 +36,7 @@ from jitc.passes.complex_split import ComplexBoundary
 from jitc.passes.pipeline import PassRecord, Pipeline
 from jitc.passes.reroll import reroll
 from jitc.tracing import capture, effects, pytree
-from jitc.tracing.errors import JitcError, SpecializeArgument
+from jitc.tracing.errors import JitcError, SpecializeArgument, TraceError
 from jitc.tracing.function import (
     _NO_SELF,
     ArgSpec,
@@ -59,9 +59,16 @@ DEFAULT_CACHE_LIMIT = 128
 
 
 try:
-    from jitc._runtime import NO_RESULT as _NO_RESULT  # a C call of a function returning None
+    # Positional calls reach `_fast` from C (runtime/pymodule.c), others `_general_call`.
+    from jitc._runtime import FastCall as _FastCall
 except ImportError:  # the extension is not built: no C fast path at all
-    _NO_RESULT = object()
+    class _FastCall:  # type: ignore[no-redef]
+        """What the C base does, in Python (`_fast` stays None without the extension)."""
+
+        _fast: Callable | None = None
+
+        def __call__(self, *args: Any, **kwargs: Any) -> Any:
+            return self._general_call(args, kwargs)
 
 @dataclass
 class CompileStats:
@@ -305,6 +312,13 @@ class Lowered:
         return module_to_dot(module, f"{self.name} (optimized)" if optimized else self.name)
 
     def compile(self) -> Compiled:
+        symbols = sorted(set().union(*(t.symbols for t in self.module.entry.parameter_types)))
+        if symbols:
+            # The passes and backends assume static shapes so far (docs/dynamic-shapes.md).
+            raise TraceError(f"{self.name}: compiling with symbolic dimensions "
+                             f"({', '.join(symbols)}) is not supported yet; run the traced "
+                             "module with jitc.interpret(lowered.module, args), or lower with "
+                             "arrays of concrete shapes")
         backend = get_backend(self.options.backend)
         start = time.perf_counter()
         signature = ", ".join(str(s) for s in self.specs)
@@ -340,8 +354,10 @@ class Lowered:
         return Compiled(self, optimized, complex_pairs.wrap(executable, boundary), stats)
 
 
-class Jitted:
-    """The callable `jitc.jit` returns."""
+class Jitted(_FastCall):
+    """The callable `jitc.jit` returns. A call with positional arrays of the last compiled
+    signature runs the machine code from C (`_FastCall`); any other call takes
+    `_general_call`."""
 
     def __init__(self, fun: Callable, options: Options, static_argnums: Sequence[int],
                  static_argnames: Sequence[str], donate_argnums: Sequence[int] = (),
@@ -453,7 +469,7 @@ class Jitted:
             # Loops that tracing unrolled become while ops again (passes/reroll.py), so that
             # `lower().as_text()` shows them and nothing after this grows with a trip count.
             with profiling.span("reroll", "compile"):
-                module = reroll(module)
+                module = transform_module(module, reroll)
             if options.verify:
                 verify(module)
         if self.donate_argnums:
@@ -481,12 +497,7 @@ class Jitted:
             position += count
         return frozenset(leaves)
 
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        fast = self._fast
-        if fast is not None and not kwargs:
-            result = fast(args)  # C: checks the arrays against the last signature
-            if result is not None:
-                return None if result is _NO_RESULT else result
+    def _general_call(self, args: tuple, kwargs: dict[str, Any]) -> Any:
         instance = self._instance  # a jitted bound method's instance, else _NO_SELF
         form = self._forms.get((instance is not _NO_SELF, len(args), *kwargs))
         if form is not None:
@@ -538,6 +549,8 @@ class Jitted:
         else:
             with contextlib.suppress(KeyError):  # another thread may have just evicted it
                 self._cache.move_to_end(key)
+        if profiling.active() is not None:  # calls under a profile time their kernels
+            compiled = profiling.kernels_timed(compiled)
         self._remember_form(compiled, captured, args, kwargs, leaves, instance)
         with profiling.call_span(compiled, "hit" if hit else "miss"):
             return compiled.call_flat(leaves + [a for _, a in captured.arrays], self.fun,

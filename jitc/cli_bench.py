@@ -8,7 +8,10 @@ Without FILE:FUNCTION, `jitc bench` is the project's benchmark suite (jitc/cli.p
 from __future__ import annotations
 
 import argparse
+import html
 import json
+import os
+import platform
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -52,6 +55,9 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--json", nargs="?", const="-", default=None, metavar="PATH",
                         help="the results as JSON, to PATH or (without one) to stdout "
                              "instead of the table")
+    parser.add_argument("--html", default=None, metavar="PATH",
+                        help="also write a report with the table and a plot of throughput and "
+                             "latency per size to PATH (needs matplotlib: jitc[plot])")
     return parser
 
 
@@ -166,6 +172,24 @@ def _table(report: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def html_report(report: dict[str, Any]) -> str:
+    """A self-contained page: the machine, the table, the plot (inline SVG) and the JSON, to
+    compare runs on several machines side by side."""
+    from jitc import __version__, plots
+    svg = plots.sweep_chart(report, "svg").decode()
+    svg = svg[svg.index("<svg"):]  # the XML prologue is not allowed inside HTML
+    machine = (f"{platform.machine()}, {os.cpu_count()} cpus, {platform.platform()}; "
+               f"python {platform.python_version()}, numpy {np.__version__}, jitc {__version__}")
+    title = html.escape(f"jitc bench {report['function']}({', '.join(report['inputs'])})")
+    return (f"<!DOCTYPE html>\n<html><head><meta charset='utf-8'><title>{title}</title>"
+            "</head>\n<body style='font-family: sans-serif'>\n"
+            f"<h1>{title}</h1>\n<p>{html.escape(machine)}; measured "
+            f"{time.strftime('%Y-%m-%d %H:%M:%S')}</p>\n"
+            f"<pre>{html.escape(_table(report))}</pre>\n{svg}\n"
+            "<h2>Data</h2>\n<pre id='report'>"
+            f"{html.escape(json.dumps(report, indent=1))}</pre>\n</body></html>\n")
+
+
 def run(arguments: Sequence[str]) -> int:
     args = _parser().parse_args(list(arguments))
     try:
@@ -176,6 +200,12 @@ def run(arguments: Sequence[str]) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
+    if args.html is not None:  # before minutes of measuring, not after
+        from jitc import plots
+        try:
+            plots.require_matplotlib("jitc bench --html")
+        except ImportError as exc:
+            raise CommandError(str(exc)) from None
     jitted, plain = load_function(args.target)
     specs = [InputSpec.parse(text) for text in args.input]
     sizes = parse_sizes(args.size)
@@ -193,6 +223,9 @@ def _run(args: argparse.Namespace) -> int:
               "backend": getattr(getattr(jitted, "options", None), "backend", "?"),
               "sweep": name, "latency_budget_ms": budget, "rows": rows,
               "recommended": None if chosen is None or name is None else chosen["size"]}
+    if args.html is not None:
+        with open(args.html, "w") as f:
+            f.write(html_report(report))
     if args.json is None:
         print(_table(report))
     elif args.json == "-":

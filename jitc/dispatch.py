@@ -36,9 +36,16 @@ if TYPE_CHECKING:
     from jitc.api import Compiled, Jitted
 
 try:
-    from jitc._runtime import NO_RESULT, RESULT_NONE, RESULT_SINGLE, RESULT_TUPLE
+    from jitc._runtime import (
+        NO_RESULT,
+        RESULT_NONE,
+        RESULT_SINGLE,
+        RESULT_TUPLE,
+        Dispatcher,
+        Guarded,
+    )
 except ImportError:  # the extension is not built: no fast paths
-    NO_RESULT = RESULT_NONE = RESULT_SINGLE = RESULT_TUPLE = None
+    NO_RESULT = RESULT_NONE = RESULT_SINGLE = RESULT_TUPLE = Dispatcher = Guarded = None
 
 MISS = object()  # a fast path's answer when the call is not its form: take the general path
 _NO_SELF = capture._MISSING
@@ -97,6 +104,10 @@ def positional_path(jitted: Jitted, compiled: Compiled, captured: capture.Captur
     read = state_reader(jitted, compiled, captured, _NO_SELF)
     if read is None:
         return None
+    if read.c_guards is not None and type(dispatch) is Dispatcher:
+        # Only dict and cell reads to check (the helpers and modules it reaches, the global
+        # arrays it reads): C makes them, and the call never enters Python.
+        return Guarded(dispatch, read.c_guards)
 
     def fast(args: tuple) -> Any:
         state = read(_NO_SELF)

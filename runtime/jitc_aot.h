@@ -32,7 +32,11 @@ enum jitc_dtype {
     JITC_I64 = 4,  /* int64_t */
     JITC_F16 = 5,  /* jitc_f16: IEEE binary16 bits */
     JITC_F32 = 6,  /* float */
-    JITC_F64 = 7   /* double */
+    JITC_F64 = 7,  /* double */
+    JITC_I16 = 8,  /* int16_t */
+    JITC_U16 = 9,  /* uint16_t */
+    JITC_U32 = 10, /* uint32_t */
+    JITC_U64 = 11  /* uint64_t */
 };
 
 /* Half-precision elements are passed as their 16 bits; C has no portable binary16 type. */

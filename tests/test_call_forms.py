@@ -383,3 +383,120 @@ def test_c_backend_forms():
     for _ in range(2):
         _same(f(x, {"w": w, "b": b}), affine(x, {"w": w, "b": b}))
     assert f._forms
+
+
+@pytest.fixture
+def python_calls(monkeypatch):
+    """How many calls reached the Python side of the call at all (`_general_call`)."""
+    count = [0]
+    original = api.Jitted._general_call
+
+    def counted(self, args, kwargs):
+        count[0] += 1
+        return original(self, args, kwargs)
+    monkeypatch.setattr(api.Jitted, "_general_call", counted)
+    return count
+
+
+def test_positional_calls_never_enter_python_once_compiled(python_calls):
+    f = jitc.jit(lambda x, y: x * y + 1)
+    x, y = _arrays((3, 4), (4,))
+    f(x, y)
+    first = python_calls[0]
+    for _ in range(5):
+        np.testing.assert_array_equal(f(x, y), x * y + 1)
+    assert python_calls[0] == first  # all five from C (FastCall)
+    f(x, y=y)  # a keyword: the general side
+    assert python_calls[0] == first + 1
+
+
+def test_a_tuple_argument_is_not_taken_for_the_positional_arrays(python_calls):
+    """`g((a, b))` is one argument: the C path of `g(a, b)` must not run it as two."""
+    g = jitc.jit(lambda a, b=None: a if b is None else a + b)
+    a, b = _arrays((3,), (3,))
+    np.testing.assert_array_equal(g(a, b), a + b)
+    pair = g((a, b))  # one argument (a tuple), b defaulted: numpy gives the tuple's stack
+    np.testing.assert_array_equal(np.asarray(pair), np.asarray((a, b)))
+
+
+def _helper_double(x):
+    return x * 2
+
+
+def _calls_helper(x):
+    return _helper_double(x) + 1
+
+
+def test_a_rebound_helper_is_seen_by_the_c_guards(python_calls):
+    """A function calling a helper through its globals runs from C with the helper's identity
+    checked there: rebinding the helper must retrace, not run the old code."""
+    global _helper_double
+    f = jitc.jit(_calls_helper)
+    (x,) = _arrays((5,))
+    f(x)
+    assert type(f._fast).__name__ == "Guarded"
+    first = python_calls[0]
+    np.testing.assert_array_equal(f(x), x * 2 + 1)
+    assert python_calls[0] == first
+    saved = _helper_double
+    try:
+        _helper_double = lambda x: x * 3  # noqa: E731
+        np.testing.assert_array_equal(f(x), x * 3 + 1)
+        assert python_calls[0] == first + 1
+        del _helper_double  # now missing: numpy raises NameError, so must we
+        with pytest.raises(NameError):
+            f(x)
+    finally:
+        _helper_double = saved
+    np.testing.assert_array_equal(f(x), x * 2 + 1)
+
+
+def test_a_helper_reading_a_user_module_attribute(tmp_path, monkeypatch):
+    """`helper` (in module b) reads `layers.SCALE` (module a): rebinding that attribute, or
+    the module name, retraces; the fast path checks both."""
+    (tmp_path / "jitc_test_layers.py").write_text("SCALE = 2.0\n")
+    (tmp_path / "jitc_test_model.py").write_text(
+        "import jitc_test_layers as layers\n\n"
+        "def helper(x):\n    return x * layers.SCALE\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import jitc_test_layers
+    import jitc_test_model
+    try:
+        f = jitc.jit(lambda x: jitc_test_model.helper(x) + 1)
+        (x,) = _arrays((3,))
+        np.testing.assert_array_equal(f(x), x * 2 + 1)
+        np.testing.assert_array_equal(f(x), x * 2 + 1)
+        jitc_test_layers.SCALE = 3.0
+        np.testing.assert_array_equal(f(x), x * 3 + 1)
+        other = type(jitc_test_layers)("jitc_test_other")
+        other.SCALE = 5.0
+        jitc_test_model.layers = other
+        np.testing.assert_array_equal(f(x), x * 5 + 1)
+    finally:
+        import sys
+        sys.modules.pop("jitc_test_layers", None)
+        sys.modules.pop("jitc_test_model", None)
+
+
+def test_a_rebound_library_function_or_ufunc_in_a_cell_is_seen():
+    """`helper = np.tanh` then `np.sin`; `np.mean` then `np.sum`: both retrace (a silent stale
+    result before: only the type was checked, and the key did not hold library callables)."""
+    (x,) = _arrays((4,))
+    for first, second in ((np.tanh, np.sin), (np.mean, np.sum)):
+        fun, rebind = _rebindable(first)
+        f = jitc.jit(fun)
+        np.testing.assert_allclose(f(x), fun(x), rtol=1e-6)
+        np.testing.assert_allclose(f(x), fun(x), rtol=1e-6)
+        rebind(second)
+        np.testing.assert_allclose(f(x), fun(x), rtol=1e-6)  # the C path
+        np.testing.assert_allclose(f(x=x), fun(x), rtol=1e-6)  # the general path
+
+
+def _rebindable(helper):
+    def f(x):
+        return helper(x) * 2
+
+    def rebind(new):
+        nonlocal helper
+        helper = new
+    return f, rebind

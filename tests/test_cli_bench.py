@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import html
 import json
 import re
+import sys
 import textwrap
 
 import pytest
@@ -100,3 +102,27 @@ def test_results_that_are_pytrees_are_compared_leaf_by_leaf(model, capsys) -> No
                  "--min-seconds", "0.01", "--json"]) == 0
     (row,) = json.loads(capsys.readouterr().out)["rows"]
     assert row["max_error"] < 1e-12
+
+
+def test_html_writes_a_report_with_the_table_and_the_plot(model, tmp_path, capsys) -> None:
+    pytest.importorskip("matplotlib", reason="--html draws with matplotlib (jitc[plot])")
+    page = tmp_path / "report.html"
+    assert main(["bench", f"{model}:predict", "--input", "f32[B,32]", "--input", "f32[4]",
+                 "--sweep", "B=2,8", "--min-seconds", "0.01", "--html", str(page)]) == 0
+    table = capsys.readouterr().out
+    text = page.read_text()
+    assert text.startswith("<!DOCTYPE html>") and text.rstrip().endswith("</html>")
+    assert "<svg" in text and "items/s" in text
+    assert table.splitlines()[0] in text  # the printed table is in the page
+    data = re.search(r"<pre id='report'>(.*?)</pre>", text, re.S).group(1)
+    report = json.loads(html.unescape(data))
+    assert [r["size"] for r in report["rows"]] == [2, 8]
+
+
+def test_html_without_matplotlib_says_how_to_install_it(model, tmp_path, capsys,
+                                                         monkeypatch) -> None:
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib fails
+    assert main(["bench", f"{model}:predict", "--input", "f32[B,32]", "--input", "f32[4]",
+                 "--sweep", "B=2", "--html", str(tmp_path / "r.html")]) == 2
+    assert "pip install 'jitc[plot]'" in capsys.readouterr().err
+    assert not (tmp_path / "r.html").exists()

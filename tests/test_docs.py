@@ -16,7 +16,7 @@ from jitc.passes import legalize_broadcast
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"
 SEMANTICS = DOCS / "operation_semantics.md"
-IR_DOCS = ["ir.md", "broadcasting.md", "operation_semantics.md"]
+IR_DOCS = ["ir.md", "broadcasting.md", "operation_semantics.md", "dynamic-shapes.md"]
 
 
 def op_entries() -> dict[str, str]:

@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -151,3 +152,125 @@ def test_jitc_profile_in_the_environment_profiles_the_process(tmp_path) -> None:
     calls = [s for s in spans if s["name"] == "call <lambda>"]
     assert len(calls) == 2
     assert calls[0]["args"]["kernels"][0]["transcendentals"] == 8
+
+
+def _kernel_spans(spans: list[dict], call: dict) -> list[dict]:
+    return [s for s in spans if s.get("cat") == "kernel" and _parent(spans, s) is call]
+
+
+def test_each_call_holds_a_timed_span_per_kernel_with_its_cost_figures(tmp_path) -> None:
+    mlp = demo_model()
+    fast = jitc.jit(mlp, disk_cache=False)
+    args = _arguments()
+    with jitc.profile(tmp_path / "t.json"):
+        results = [fast(*args) for _ in range(3)]
+    for got in results:
+        np.testing.assert_allclose(got, mlp(*args), rtol=1e-5, atol=1e-6)
+    trace = json.loads((tmp_path / "t.json").read_text())
+    spans = _spans(trace)
+    _assert_nested(spans)
+    want = fast.lower(*args).compile().kernel_costs
+    calls = [s for s in spans if s["name"] == "call mlp"]
+    assert len(calls) == 3
+    for call in calls:
+        kernels = _kernel_spans(spans, call)
+        assert [k["args"]["kernel"] for k in kernels] == [k["kernel"] for k in want]
+        for kernel, figures in zip(kernels, want):
+            assert kernel["name"] == f"{figures['kernel']} {figures['op']}"
+            assert kernel["args"].items() >= figures.items()
+            assert kernel["args"]["function"] == "mlp"
+            assert kernel["dur"] > 0
+            seconds = kernel["dur"] * 1e-6
+            assert kernel["args"]["GB/s"] == pytest.approx(figures["bytes"] / seconds * 1e-9,
+                                                           rel=0.01, abs=1e-3)
+            assert kernel["args"]["GFLOP/s"] == pytest.approx(
+                figures["flops"] / seconds * 1e-9, rel=0.01, abs=1e-3)
+    assert {s["name"] for s in spans} >= {"compile mlp (kernels timed)"}
+
+
+def test_pool_chunks_are_spans_on_the_threads_that_ran_them(tmp_path) -> None:
+    fast = jitc.jit(lambda x: np.exp(x) * 2.0, disk_cache=False, num_threads=2)
+    x = np.linspace(-1, 1, 256 * 1024, dtype=np.float32).reshape(256, 1024)
+    with jitc.profile(tmp_path / "t.json"):
+        for _ in range(2):
+            np.testing.assert_allclose(fast(x), np.exp(x) * 2, rtol=1e-6)
+    trace = json.loads((tmp_path / "t.json").read_text())
+    spans = _spans(trace)
+    _assert_nested(spans)
+    names = {e["tid"]: e["args"]["name"] for e in trace["traceEvents"] if e["ph"] == "M"}
+    kernels = [s for s in spans if s.get("cat") == "kernel"]
+    assert len(kernels) == 2
+    for kernel in kernels:
+        # The chunks split the kernel's rows and run within its time, on the caller's thread
+        # or a pool worker's.
+        chunks = [s for s in spans if s.get("cat") == "chunk"
+                  and kernel["ts"] - 1 <= s["ts"] <= kernel["ts"] + kernel["dur"]]
+        assert sorted(s["name"] for s in chunks) == \
+            [f"{kernel['name']} [0:128]", f"{kernel['name']} [128:256]"]
+        for chunk in chunks:
+            assert chunk["args"]["rows"] == 128
+            assert chunk["tid"] == kernel["tid"] or names[chunk["tid"]] == "jitc pool worker"
+            if chunk["tid"] == kernel["tid"]:
+                assert _parent(spans, chunk) is kernel
+
+
+def test_only_the_profiled_variant_reads_the_clock(tmp_path) -> None:
+    fast = jitc.jit(lambda x: x * 2 + 1, disk_cache=False)
+    x = np.arange(8.0)
+    compiled = fast.lower(x).compile()
+    assert "jitc_profile" not in compiled.as_text()
+    with jitc.profile(tmp_path / "t.json"):
+        fast(x)
+        timed = jitc.profiling.kernels_timed(compiled)
+    assert timed is not compiled and "@jitc_profile_record" in timed.as_text()
+    assert "jitc_profile" not in fast.lower(x).compile().as_text()
+    for backend in ("c", "interpreter"):  # untimed: their calls list kernels without times
+        other = jitc.jit(lambda x: x * 2 + 1, backend=backend, disk_cache=False)
+        other_compiled = other.lower(x).compile()
+        assert jitc.profiling.kernels_timed(other_compiled) is other_compiled
+
+
+def test_a_profile_can_draw_each_kernels_time(tmp_path) -> None:
+    pytest.importorskip("matplotlib", reason="the chart is drawn with matplotlib (jitc[plot])")
+    fast = jitc.jit(demo_model(), disk_cache=False)
+    with jitc.profile(tmp_path / "t.json", chart=tmp_path / "kernels.png"):
+        for _ in range(2):
+            fast(*_arguments())
+    assert (tmp_path / "kernels.png").read_bytes().startswith(b"\x89PNG")
+    from jitc import plots
+    totals = plots.kernel_totals(json.loads((tmp_path / "t.json").read_text()))
+    assert {t["kernel"] for t in totals} == \
+        {f"{k['kernel']} {k['op']}" for k in fast.lower(*_arguments()).compile().kernel_costs}
+    assert all(t["calls"] == 2 and t["total_us"] > 0 for t in totals)
+    plots.kernel_chart(json.loads((tmp_path / "t.json").read_text()), tmp_path / "k.svg")
+    assert "<svg" in (tmp_path / "k.svg").read_text()
+
+
+def test_a_chart_without_matplotlib_fails_before_profiling(tmp_path, monkeypatch) -> None:
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib fails
+    with pytest.raises(ImportError, match=r"pip install 'jitc\[plot\]'"), \
+            jitc.profile(tmp_path / "t.json", chart=tmp_path / "k.png"):
+        pass
+    assert jitc.profiling.active() is None
+
+
+def test_calls_from_threads_that_end_keep_their_kernels_on_their_own_tracks(tmp_path) -> None:
+    fast = jitc.jit(lambda x, y: np.tanh(x @ y), disk_cache=False)
+    x = np.linspace(-1, 1, 64, dtype=np.float32).reshape(8, 8)
+    fast(x, x)
+    with jitc.profile(tmp_path / "t.json"):
+        for _ in range(2):  # each round's threads end: the runtime frees their logs once read
+            with ThreadPoolExecutor(3) as pool:
+                results = list(pool.map(lambda _: fast(x, x), range(12)))
+            for got in results:
+                np.testing.assert_allclose(got, np.tanh(x @ x), rtol=1e-5, atol=1e-6)
+    trace = json.loads((tmp_path / "t.json").read_text())
+    assert trace["otherData"]["dropped_kernel_records"] == 0
+    spans = _spans(trace)
+    _assert_nested(spans)
+    calls = [s for s in spans if s["name"] == "call <lambda>"]
+    assert len(calls) == 24 and len({c["tid"] for c in calls}) >= 2
+    kernels = fast.lower(x, x).compile().kernel_costs
+    for call in calls:
+        assert [k["args"]["kernel"] for k in _kernel_spans(spans, call)] == \
+            [k["kernel"] for k in kernels]

@@ -39,6 +39,10 @@ DTYPES: dict[DType, tuple[str, int, str]] = {
     dtypes.float16: ("JITC_F16", 5, "jitc_f16"),
     dtypes.float32: ("JITC_F32", 6, "float"),
     dtypes.float64: ("JITC_F64", 7, "double"),
+    dtypes.int16: ("JITC_I16", 8, "int16_t"),
+    dtypes.uint16: ("JITC_U16", 9, "uint16_t"),
+    dtypes.uint32: ("JITC_U32", 10, "uint32_t"),
+    dtypes.uint64: ("JITC_U64", 11, "uint64_t"),
 }
 
 

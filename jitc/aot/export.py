@@ -73,6 +73,10 @@ def as_tensor_type(spec: object) -> TensorType:
             raise ValueError(str(exc).removeprefix("line 1: ")) from None
         if "{" in spec:
             raise ValueError("exported arguments are row-major C arrays; drop the {layout}")
+        if not type_.is_static:
+            raise ValueError(f"symbolic dimensions ({', '.join(sorted(type_.symbols))}) cannot "
+                             "be exported yet; give every dimension a size "
+                             "(see docs/dynamic-shapes.md)")
     elif hasattr(spec, "shape") and hasattr(spec, "dtype"):
         try:
             type_ = TensorType(dtypes.from_numpy(spec.dtype), tuple(spec.shape))

@@ -6,10 +6,11 @@ from jitc.ir.dtypes import DType
 from jitc.ir.opdef import OPS, IRTypeError, OpDef, Trait
 from jitc.ir.parser import ParseError, parse_module
 from jitc.ir.printer import print_module
+from jitc.ir.symbolic import Constraint, Dim
 from jitc.ir.types import TensorType
 
 __all__ = [
     "ops", "Builder", "Function", "Instruction", "Literal", "Location", "Module", "Value",
     "DType", "OPS", "IRTypeError", "OpDef", "Trait", "ParseError", "parse_module",
-    "print_module", "TensorType",
+    "print_module", "TensorType", "Constraint", "Dim",
 ]

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from jitc.ir import dtypes
+from jitc.ir.symbolic import Constraint, checking
 from jitc.ir.types import TensorType
 
 if TYPE_CHECKING:
@@ -152,11 +153,14 @@ class Function:
 
 
 class Module:
-    """Functions by name; `entry` is the one a caller runs."""
+    """Functions by name; `entry` is the one a caller runs. `constraints` are the facts about
+    symbolic dimensions that its instructions rely on and that each call checks."""
 
-    __slots__ = ("entry_name", "functions")
+    __slots__ = ("constraints", "entry_name", "functions")
 
-    def __init__(self, functions: Iterable[Function] = (), entry: str | None = None) -> None:
+    def __init__(self, functions: Iterable[Function] = (), entry: str | None = None,
+                 constraints: Iterable[Constraint] = ()) -> None:
+        self.constraints: tuple[Constraint, ...] = tuple(dict.fromkeys(constraints))
         self.functions: dict[str, Function] = {}
         for fn in functions:
             if fn.name in self.functions:
@@ -187,11 +191,12 @@ def structure(module: Module) -> tuple:
     """Everything that defines a module's meaning, with values replaced by positions.
 
     Names and source locations are not part of it, nor is the order of the functions (the
-    printer puts the entry first): two modules that differ only in those are equal.
+    printer puts the entry first) or of the constraints: two modules that differ only in those
+    are equal.
     """
     functions = tuple((name, *function_structure(module.functions[name]))
                       for name in sorted(module.functions))
-    return (module.entry_name, functions)
+    return (module.entry_name, functions, frozenset(module.constraints))
 
 
 def function_structure(fn: Function, attr_key: Callable[[Instruction], tuple] | None = None
@@ -207,6 +212,16 @@ def function_structure(fn: Function, attr_key: Callable[[Instruction], tuple] | 
         for v in inst.results:
             position[id(v)] = (n, v.index)
     return tuple(body), tuple(position[id(v)] for v in fn.outputs)
+
+
+def transform_module(module: Module, transform: Callable[[Module], Module]) -> Module:
+    """`transform(module)` (a pass) with its shape rules granted exactly the module's
+    constraints, which the result keeps: a pass neither adds assumptions nor drops them."""
+    with checking(module.constraints):
+        result = transform(module)
+    if result is module or result.constraints == module.constraints:
+        return result
+    return Module(result.functions.values(), result.entry_name, module.constraints)
 
 
 def reachable_functions(functions: Mapping[str, Function], root: str) -> dict[str, Function]:

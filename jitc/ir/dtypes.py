@@ -55,9 +55,13 @@ class DType:
 
 bool_ = DType("bool", "bool", Kind.BOOL, 1)
 int8 = DType("i8", "int8", Kind.SIGNED, 8)
-uint8 = DType("u8", "uint8", Kind.UNSIGNED, 8)
+int16 = DType("i16", "int16", Kind.SIGNED, 16)
 int32 = DType("i32", "int32", Kind.SIGNED, 32)
 int64 = DType("i64", "int64", Kind.SIGNED, 64)
+uint8 = DType("u8", "uint8", Kind.UNSIGNED, 8)
+uint16 = DType("u16", "uint16", Kind.UNSIGNED, 16)
+uint32 = DType("u32", "uint32", Kind.UNSIGNED, 32)
+uint64 = DType("u64", "uint64", Kind.UNSIGNED, 64)
 float16 = DType("f16", "float16", Kind.FLOAT, 16)
 float32 = DType("f32", "float32", Kind.FLOAT, 32)
 float64 = DType("f64", "float64", Kind.FLOAT, 64)
@@ -66,11 +70,10 @@ float64 = DType("f64", "float64", Kind.FLOAT, 64)
 complex64 = DType("c64", "complex64", Kind.COMPLEX, 64)
 complex128 = DType("c128", "complex128", Kind.COMPLEX, 128)
 
-ALL: tuple[DType, ...] = (bool_, int8, uint8, int32, int64, float16, float32, float64,
-                          complex64, complex128)
+INTS: tuple[DType, ...] = (int8, int16, int32, int64, uint8, uint16, uint32, uint64)
 COMPLEXES: tuple[DType, ...] = (complex64, complex128)
 FLOATS: tuple[DType, ...] = (float16, float32, float64)
-INTS: tuple[DType, ...] = (int8, uint8, int32, int64)
+ALL: tuple[DType, ...] = (bool_, *INTS, *FLOATS, *COMPLEXES)
 
 _BY_NAME = {d.name: d for d in ALL}
 _BY_NUMPY = {d.numpy: d for d in ALL}

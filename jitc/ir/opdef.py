@@ -8,12 +8,14 @@ interpretation and tracing all read these declarations; none of them knows an op
 from __future__ import annotations
 
 import enum
+import functools
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from jitc.ir.core import Literal
+from jitc.ir.symbolic import ConstraintError, Dim
 from jitc.ir.types import TensorType
 
 
@@ -36,6 +38,7 @@ class Trait(enum.Enum):
 class AttrKind(enum.Enum):
     INT = "int"
     INTS = "ints"
+    DIMS = "dims"           # extents: ints or symbolic dimensions
     INT_PAIRS = "int_pairs"
     BOOL = "bool"
     FLOAT = "float"
@@ -64,6 +67,9 @@ class Attr:
                 return _as_int(value)
             if kind is AttrKind.INTS:
                 return tuple(_as_int(v) for v in value)  # type: ignore[union-attr]
+            if kind is AttrKind.DIMS:
+                return tuple(v if isinstance(v, Dim) else _as_int(v)
+                             for v in value)  # type: ignore[union-attr]
             if kind is AttrKind.INT_PAIRS:
                 pairs = tuple(tuple(_as_int(x) for x in p) for p in value)  # type: ignore
                 if any(len(p) != 2 for p in pairs):
@@ -156,12 +162,15 @@ class OpDef:
                 names.extend(attrs[spec.name])  # type: ignore[arg-type]
         return names
 
+    @functools.cached_property
+    def attr_names(self) -> frozenset[str]:
+        return frozenset(a.name for a in self.attrs)
+
     def normalize_attrs(self, attrs: Mapping[str, object]) -> dict[str, object]:
-        known = {a.name: a for a in self.attrs}
-        unknown = sorted(set(attrs) - set(known))
-        if unknown:
+        if not self.attr_names.issuperset(attrs):
+            unknown = sorted(set(attrs) - self.attr_names)
             raise IRTypeError(f"{self.name}: unknown attribute {unknown[0]!r}; "
-                              f"{self.name} takes {sorted(known) or 'no attributes'}")
+                              f"{self.name} takes {sorted(self.attr_names) or 'no attributes'}")
         out: dict[str, object] = {}
         for attr in self.attrs:
             if attr.name in attrs:
@@ -187,7 +196,10 @@ class OpDef:
         self.check_arity(len(operand_types))
         if self.has(Trait.TYPED_RESULT) and declared is None:
             raise IRTypeError(f"{self.name} needs its result type to be given")
-        inferred = tuple(self.rule(operand_types, attrs, declared))
+        try:
+            inferred = tuple(self.rule(operand_types, attrs, declared))
+        except ConstraintError as exc:
+            raise IRTypeError(f"{self.name}: {exc}") from None
         if declared is None:
             return inferred
         declared = tuple(declared)

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from jitc.ir import dtypes
+from jitc.ir import dtypes, symbolic
 from jitc.ir.core import Function, Instruction, Literal, Location, Module, Value
 from jitc.ir.opdef import AttrKind, IRTypeError, OpDef, lookup
 from jitc.ir.types import TensorType
@@ -29,10 +29,14 @@ _TOKEN = re.compile(r"""
   | (?P<elided><[^>\n]*>)
   | (?P<number>-?(?:\d+(?:\.\d*)?(?:[eE][-+]?\d+)?|inf\b|nan\b))
   | (?P<ident>[A-Za-z_][A-Za-z0-9_]*)
-  | (?P<punct>->|[()\[\]{},=:])
+  | (?P<punct>->|==|>=|//|[()\[\]{},=:+*%-])
 """, re.VERBOSE)
 
 _LOCATION = re.compile(r"^#\s*(?P<file>.+?):(?P<line>\d+)(?:\s+\((?P<fn>[^)]*)\))?\s*$")
+
+
+# Tokens that can make up a dimension expression such as `(n+1)//2` or `n-1`.
+_EXPRESSION_PUNCT = frozenset({"(", ")", "+", "-", "*", "//"})
 
 
 @dataclass
@@ -103,17 +107,34 @@ class _Parser:
     # -- grammar -------------------------------------------------------------------------------
     def module(self) -> Module:
         functions = []
+        constraints: list[symbolic.Constraint] = []
         while self.peek().kind != "eof":
-            keyword = self.expect_kind("ident", "'const' or 'func'")
-            if keyword.text == "const":
+            keyword = self.expect_kind("ident", "'constraint', 'const' or 'func'")
+            if keyword.text == "constraint":
+                if functions:
+                    raise self.error("constraints come before the functions", keyword)
+                constraints.append(self.constraint(keyword))
+            elif keyword.text == "const":
                 self.const_decl()
             elif keyword.text == "func":
-                functions.append(self.function())
+                # Instructions may rely on the declared constraints and on nothing else.
+                with symbolic.checking(constraints):
+                    functions.append(self.function())
             else:
-                raise self.error("expected 'const' or 'func'", keyword)
+                raise self.error("expected 'constraint', 'const' or 'func'", keyword)
         if not functions:
             raise ParseError("line 1: a module needs at least one function")
-        return Module(functions, functions[0].name)
+        return Module(functions, functions[0].name, constraints)
+
+    def constraint(self, keyword: Token) -> symbolic.Constraint:
+        """`constraint n >= 2`: the rest of the keyword's line."""
+        tokens = []
+        while self.peek().kind != "eof" and self.peek().line == keyword.line:
+            tokens.append(self.next())
+        try:
+            return symbolic.parse_constraint(" ".join(t.text for t in tokens))
+        except ValueError as exc:
+            raise self.error(str(exc), keyword) from None
 
     def const_decl(self) -> None:
         ref = self.expect_kind("global", "a constant name like @c0")
@@ -121,6 +142,8 @@ class _Parser:
         type_ = self.type()
         self.expect("=")
         data = self.next()
+        if not type_.is_static:
+            raise self.error(f"{ref.text} needs a static type, not {type_}", ref)
         if data.kind == "elided":
             self.elided.add(ref.text)
             return
@@ -140,7 +163,7 @@ class _Parser:
         except ValueError as exc:
             raise self.error(str(exc), token) from None
         self.expect("[")
-        shape = self.int_list("]")
+        shape = self.dim_list("]")
         layout: tuple[int, ...] = ()
         if self.accept("{"):
             layout = self.int_list("}")
@@ -156,6 +179,39 @@ class _Parser:
                 raise self.error("expected an integer", token)
             values.append(int(token.text))
         return tuple(values)
+
+    def dim_list(self, close: str) -> tuple[symbolic.DimLike, ...]:
+        values: list[symbolic.DimLike] = []
+        while not self.accept(close):
+            if values:
+                self.expect(",")
+            tokens = self.expression_tokens()
+            if len(tokens) == 1 and tokens[0].kind == "number":
+                if not re.fullmatch(r"-?\d+", tokens[0].text):
+                    raise self.error("expected an integer", tokens[0])
+                values.append(int(tokens[0].text))
+                continue
+            if not tokens:
+                raise self.error("expected an integer")
+            try:
+                values.append(symbolic.parse_dim(" ".join(t.text for t in tokens)))
+            except ValueError as exc:
+                raise self.error(str(exc), tokens[0]) from None
+        return tuple(values)
+
+    def expression_tokens(self) -> list[Token]:
+        """The tokens of one dimension expression, up to a `,` or a closing bracket."""
+        tokens: list[Token] = []
+        depth = 0
+        while True:
+            token = self.peek()
+            if token.text == ")" and depth == 0:
+                break
+            if token.kind not in ("number", "ident") and token.text not in _EXPRESSION_PUNCT:
+                break
+            depth += {"(": 1, ")": -1}.get(token.text, 0)
+            tokens.append(self.next())
+        return tokens
 
     def function(self) -> Function:
         name = self.expect_kind("global", "a function name like @f").text[1:]
@@ -238,11 +294,23 @@ class _Parser:
             while not self.accept("]"):
                 if items:
                     self.expect(",")
-                items.append(self.attr_value())
+                items.append(self.list_item())
             return items
         if token.kind in ("number", "ident", "global", "string"):
             return token
         raise self.error("expected an attribute value", token)
+
+    def list_item(self) -> object:
+        """An element of a bracketed attribute: a value, or a dimension expression (`n-1`)
+        kept as one token of kind `expression`."""
+        if self.peek().text == "[":
+            return self.attr_value()
+        tokens = self.expression_tokens()
+        if not tokens:
+            return self.attr_value()
+        if len(tokens) == 1:
+            return tokens[0]
+        return Token("expression", " ".join(t.text for t in tokens), tokens[0].line)
 
     def convert_attrs(self, op: OpDef, raw: dict, types: list[TensorType]) -> dict[str, object]:
         specs = {a.name: a for a in op.attrs}
@@ -262,6 +330,8 @@ class _Parser:
             return self.literal(value, result)
         if kind in (AttrKind.INTS, AttrKind.INT_PAIRS):
             return _tree(value, int)
+        if kind is AttrKind.DIMS:
+            return _tree(value, symbolic.parse_dim)
         if kind is AttrKind.FUNCTIONS:
             if not isinstance(value, list) or not all(
                     isinstance(v, Token) and v.kind == "global" for v in value):

@@ -92,7 +92,7 @@ class _Printer:
 
     def attr(self, spec: Attr, value: object) -> str:
         kind = spec.kind
-        if kind is AttrKind.INTS:
+        if kind is AttrKind.INTS or kind is AttrKind.DIMS:
             return "[" + ",".join(str(v) for v in value) + "]"  # type: ignore[union-attr]
         if kind is AttrKind.INT_PAIRS:
             return "[" + ",".join(f"[{a},{b}]" for a, b in value) + "]"  # type: ignore
@@ -146,6 +146,8 @@ class _Printer:
             data = f"<{literal.array.nbytes} bytes>" if self.elide else \
                 f'hex"{literal.array.tobytes().hex()}"'
             head.append(f"const {ref} : {literal.type} = {data}")
+        constraints = [f"constraint {c}" for c in self.module.constraints]
+        head = constraints + head
         if head:
             head.append("")
         return "\n".join(head + body) + "\n"
@@ -154,5 +156,5 @@ class _Printer:
 def print_module(module: Module, elide_constants: bool = False) -> str:
     """The module as text; with `elide_constants` large constants show only their size."""
     order = [module.entry] + [f for n, f in module.functions.items() if n != module.entry_name]
-    ordered = Module(order, module.entry_name)
+    ordered = Module(order, module.entry_name, module.constraints)
     return _Printer(ordered, elide_constants).module_text()

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from jitc.ir import symbolic
 from jitc.ir.core import Function, Module
-from jitc.ir.opdef import IRTypeError, Trait
+from jitc.ir.opdef import AttrKind, IRTypeError, Trait
 from jitc.ir.printer import print_module
 
 
@@ -108,10 +109,42 @@ def verify_function(module: Module, fn: Function) -> None:
                               f"value {position} is not defined in it")
 
 
+def bound_symbols(module: Module) -> set[str]:
+    """The symbols a call binds: those that are a whole dimension of an entry parameter."""
+    return {name for t in module.entry.parameter_types for d in t.shape
+            if (name := symbolic.symbol_name(d)) is not None}
+
+
+def _check_symbols(module: Module) -> None:
+    """Every symbol of the module must be bound by the entry's parameters: a call could not
+    give it a value otherwise."""
+    bound = bound_symbols(module)
+    for constraint in module.constraints:
+        missing = constraint.symbols - bound
+        if missing:
+            raise VerifyError(f"constraint {constraint}: symbol {min(missing)} is not a "
+                              f"dimension of any parameter of @{module.entry_name}")
+    for fn in module.functions.values():
+        for n, inst in enumerate(fn.body):
+            used = set().union(*(v.type.symbols for v in inst.results))
+            for spec in inst.op.attrs:
+                if spec.kind is AttrKind.DIMS:
+                    used |= symbolic.symbols_of(inst.attrs.get(spec.name, ()))
+            missing = used - bound
+            if missing:
+                raise VerifyError(f"@{fn.name}: `{_describe(module, fn, n)}`: symbol "
+                                  f"{min(missing)} is not a dimension of any parameter of "
+                                  f"@{module.entry_name}")
+
+
 def verify(module: Module) -> Module:
-    """Raise VerifyError at the first broken rule; return the module when it is well formed."""
+    """Raise VerifyError at the first broken rule; return the module when it is well formed.
+
+    Shape rules may rely on the module's constraints and on nothing else."""
     if module.entry_name not in module.functions:
         raise VerifyError(f"the entry function @{module.entry_name} is not defined")
-    for fn in module.functions.values():
-        verify_function(module, fn)
+    with symbolic.checking(module.constraints):
+        for fn in module.functions.values():
+            verify_function(module, fn)
+    _check_symbols(module)
     return module

@@ -37,17 +37,41 @@ from jitc.numpy.creation import (
     zeros,
     zeros_like,
 )
+from jitc.numpy.decompositions import eigh, eigvalsh, qr, svd
 from jitc.numpy.dispatch import (
     apply_function,
-    argsort,
     nonzero,
     round,
-    sort,
 )
+from jitc.numpy.einsum import einsum
 from jitc.numpy.histograms import bincount, digitize, histogram, searchsorted
 from jitc.numpy.indexing import getitem, take, take_along_axis
-from jitc.numpy.linalg import dot, einsum, inner, matmul, outer, tensordot, vdot
+from jitc.numpy.linalg import dot, inner, matmul, outer, tensordot, vdot
+from jitc.numpy.linalg_functions import (
+    cond,
+    lstsq,
+    matrix_power,
+    matrix_rank,
+    multi_dot,
+    pinv,
+)
+from jitc.numpy.logic import allclose, array_equal, array_equiv, isclose
 from jitc.numpy.matrices import diag, diagonal, rot90, trace
+from jitc.numpy.nanfunctions import (
+    nanargmax,
+    nanargmin,
+    nanmax,
+    nanmean,
+    nanmedian,
+    nanmin,
+    nanpercentile,
+    nanprod,
+    nanquantile,
+    nanstd,
+    nansum,
+    nanvar,
+)
+from jitc.numpy.products import convolve, correlate, cross, kron
 from jitc.numpy.ranges import geomspace, linspace, logspace, meshgrid
 from jitc.numpy.reductions import (
     all,
@@ -107,7 +131,16 @@ from jitc.numpy.shapes import (
     where,
 )
 from jitc.numpy.solvers import cholesky, det, inv, slogdet, solve
-from jitc.numpy.statistics import corrcoef, cov, interp
+from jitc.numpy.sorting import (
+    argpartition,
+    argsort,
+    median,
+    partition,
+    percentile,
+    quantile,
+    sort,
+)
+from jitc.numpy.statistics import average, corrcoef, cov, interp, ptp
 from jitc.numpy.ufunc_methods import cumprod, cumsum
 from jitc.numpy.ufuncs import UFUNCS, apply_operator, apply_ufunc, nan_to_num
 
@@ -124,7 +157,8 @@ permute_dims = transpose
 
 # dtypes and constants, so `jnp.float32` and `jnp.pi` read like numpy.
 bool_ = _np.bool_
-int8, uint8, int32, int64 = _np.int8, _np.uint8, _np.int32, _np.int64
+int8, int16, int32, int64 = _np.int8, _np.int16, _np.int32, _np.int64
+uint8, uint16, uint32, uint64 = _np.uint8, _np.uint16, _np.uint32, _np.uint64
 float16, float32, float64 = _np.float16, _np.float32, _np.float64
 complex64, complex128 = _np.complex64, _np.complex128
 pi, e, inf, nan, newaxis = _np.pi, _np.e, _np.inf, _np.nan, None

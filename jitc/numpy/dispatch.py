@@ -7,8 +7,9 @@ from typing import Any
 
 import numpy as np
 
-from jitc.numpy._core import HANDLED, implements, lift, unsupported
+from jitc.numpy._core import HANDLED, check_static_int, convert, implements, lift, unsupported
 from jitc.tracing import pytree
+from jitc.tracing.errors import TraceError, located
 from jitc.tracing.state import current_trace
 from jitc.tracing.tracer import Tracer
 
@@ -50,10 +51,13 @@ def _reasons(groups: list[tuple[str, str]]) -> dict[str, str]:
 # Why a numpy function is not traced, where the answer is more than "not yet": the error says
 # it, and docs/numpy_coverage.md lists it.
 WHY_NOT: dict[str, str] = _reasons([
-    ("argwhere flatnonzero extract unique unique_all unique_counts unique_inverse unique_values "
-     "intersect1d union1d setdiff1d setxor1d trim_zeros",
+    ("argwhere flatnonzero extract intersect1d union1d setdiff1d setxor1d trim_zeros",
      "Its result's shape depends on the values, which are known only when the compiled code "
      "runs; keep the shape with np.where(mask, x, fill)."),
+    ("unique unique_all unique_counts unique_inverse unique_values",
+     "The number of distinct values, its result's length, is known only when the compiled code "
+     "runs. Keep the length: s = np.sort(x) and first = s[1:] != s[:-1] mark the distinct "
+     "values (np.cumsum(first) numbers them)."),
     ("fft.fft2 fft.ifft2 fft.fftn fft.ifftn fft.rfft2 fft.irfft2 fft.rfftn fft.irfftn "
      "fft.hfft fft.ihfft",
      "Of numpy.fft, the one-dimensional fft, ifft, rfft and irfft are traced (docs/dtypes.md); "
@@ -91,11 +95,22 @@ def round(a, decimals=0, out=None):
     if out is not None:
         raise unsupported("numpy.round(..., out=...)")
     x = lift(a)
+    decimals = check_static_int(decimals, "numpy.round's decimals")
     if x.dtype.kind == "c":  # numpy rounds each part
         from jitc.numpy.complexes import make, parts
         return make(*(round(part, decimals) for part in parts(x)))
-    if x.dtype.kind != "f":
-        return x
+    if x.dtype.kind == "b":
+        if decimals != 0:
+            raise TraceError(located("numpy.round of a bool array with decimals != 0: numpy "
+                                     "has no loop for it; convert it to a float dtype first"))
+        return convert(x, np.float16)  # numpy's loop for bool is float16's
+    if x.dtype.kind in "iu":
+        if decimals >= 0:
+            return x
+        # numpy rounds integers through float64 (half to even) and casts back.
+        scale = np.float64(10.0 ** -decimals)
+        wide = np.true_divide(convert(x, np.float64), scale)
+        return convert(np.multiply(np.rint(wide), scale), x.dtype)
     if decimals == 0:
         return np.rint(x)
     scale = np.asarray(10.0 ** decimals, dtype=x.dtype)
@@ -114,5 +129,3 @@ def _not_yet(name: str, hint: str = "") -> Callable:
 
 
 nonzero = _not_yet("nonzero", "Its result shape depends on the data; use np.where(c, x, y).")
-sort = _not_yet("sort")
-argsort = _not_yet("argsort")

@@ -9,6 +9,7 @@ integer arrays and constant boolean masks become one gather; a slice with traced
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Any
 
@@ -134,14 +135,20 @@ def static_stand_in(shape: tuple[int, ...], index: Any) -> tuple[Item, ...]:
                  for it, ax in zip(items, axes))
 
 
+@functools.lru_cache(maxsize=1024)
+def _dummy(shape: tuple[int, ...]) -> np.ndarray:
+    """A read-only array of `shape` over one byte, for numpy to index."""
+    return np.lib.stride_tricks.as_strided(np.zeros(1, np.int8), shape, (0,) * len(shape),
+                                           writeable=False)
+
+
 def numpy_result_shape(shape: tuple[int, ...], items: tuple[Item, ...],
                        indexed: str) -> tuple[int, ...]:
     """numpy's shape for `array[items]`; numpy's IndexError for an index it rejects."""
     axes = _item_axes(items)
     stand_ins = tuple(_stand_in(it, shape, None if ax is None else ax % max(len(shape), 1))
                       for it, ax in zip(items, axes))
-    dummy = np.lib.stride_tricks.as_strided(np.zeros(1, np.int8), shape, (0,) * len(shape),
-                                            writeable=False)
+    dummy = _dummy(tuple(shape))
     try:
         return dummy[stand_ins].shape
     except IndexError as exc:

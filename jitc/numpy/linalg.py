@@ -1,14 +1,11 @@
-"""Products: matmul, dot, einsum, tensordot, inner, outer, all lowered to dot_general."""
+"""Products: matmul, dot, tensordot, inner, outer (all lowered to dot_general) and norms."""
 
 from __future__ import annotations
-
-import string
 
 import numpy as np
 
 from jitc.ir import ops
 from jitc.numpy._core import convert, implements, lift, lift_all, normalize_axis, unsupported
-from jitc.numpy.reductions import reduce
 from jitc.numpy.shapes import broadcast_to, reshape, transpose
 from jitc.tracing.errors import ShapeError, located
 from jitc.tracing.state import emit
@@ -123,7 +120,7 @@ def tensordot(a, b, axes=2):
 
 @implements(np.linalg.norm)
 def norm(x, ord=None, axis=None, keepdims=False):
-    """Vector norms of any order and the matrix norms that need no decomposition."""
+    """Vector norms of any order and every matrix norm (2, -2 and 'nuc' by the SVD)."""
     a = lift(x)
     if a.dtype.kind != "f":
         a = convert(a, np.float64)
@@ -170,9 +167,17 @@ def _matrix_norm(a: Tracer, axes: tuple[int, ...], ord, keepdims: bool) -> Trace
     rows, cols = axes
     if ord is None or ord == "fro":
         return _sum_of_squares_root(a, axes, keepdims)
+    if ord in (2, -2, "nuc"):
+        from jitc.numpy.decompositions import svdvals  # it needs this module's products
+        values = svdvals(np.moveaxis(a, axes, (-2, -1)))
+        pick = np.sum if ord == "nuc" else np.max if ord == 2 else np.min
+        result = pick(values, axis=-1)
+        if keepdims:
+            for axis in sorted(axes):
+                result = np.expand_dims(result, axis)
+        return result
     if ord not in (1, -1, np.inf, -np.inf):
-        raise unsupported(f"numpy.linalg.norm with ord={ord!r} for matrices",
-                          "The 2-norm and the nuclear norm need singular values.")
+        raise ValueError(located(f"Invalid norm order {ord!r} for matrices"))
     summed, over = (rows, cols) if ord in (1, -1) else (cols, rows)
     pick = np.max if ord in (1, np.inf) else np.min
     result = pick(np.sum(np.abs(a), axis=summed, keepdims=True), axis=over, keepdims=True)
@@ -187,88 +192,3 @@ def matrix_transpose(x):
     axes = list(range(t.ndim))
     axes[-2], axes[-1] = axes[-1], axes[-2]
     return transpose(t, axes)
-
-
-# -- einsum ------------------------------------------------------------------------------------
-
-def _parse_einsum(spec: str, operands: list[Tracer]) -> tuple[list[str], str]:
-    spec = spec.replace(" ", "")
-    if "->" in spec:
-        inputs_text, output = spec.split("->")
-    else:
-        inputs_text, output = spec, None
-    inputs = inputs_text.split(",")
-    if len(inputs) != len(operands):
-        raise ShapeError(located(f"einsum: {spec!r} names {len(inputs)} operands, "
-                                 f"{len(operands)} were given"))
-    used = set(spec) - set(",->.")
-    spare = iter(c for c in string.ascii_letters if c not in used)
-    ellipsis_letters = ""
-    expanded = []
-    for term, x in zip(inputs, operands):
-        if "..." in term:
-            n = x.ndim - (len(term) - 3)
-            while len(ellipsis_letters) < n:
-                ellipsis_letters = next(spare) + ellipsis_letters
-            term = term.replace("...", ellipsis_letters[len(ellipsis_letters) - n:])
-        if len(term) != x.ndim:
-            raise ShapeError(located(f"einsum: {term!r} has {len(term)} letters for an operand "
-                                     f"of shape {x.aval.short()}"))
-        if len(set(term)) != len(term):
-            raise unsupported("einsum with a repeated index in one operand (a diagonal)")
-        expanded.append(term)
-    if output is None:
-        counts = {c: "".join(expanded).count(c) for c in set("".join(expanded))}
-        output = ellipsis_letters + "".join(sorted(c for c, n in counts.items()
-                                                   if n == 1 and c not in ellipsis_letters))
-    else:
-        output = output.replace("...", ellipsis_letters)
-    return expanded, output
-
-
-def _einsum_pair(x: Tracer, xs: str, y: Tracer, ys: str, keep: set[str]) -> tuple[Tracer, str]:
-    batch = [c for c in xs if c in ys and c in keep]
-    contract = [c for c in xs if c in ys and c not in keep]
-    for c in batch + contract:
-        if x.shape[xs.index(c)] != y.shape[ys.index(c)]:
-            raise ShapeError(located(f"einsum: index {c!r} has size {x.shape[xs.index(c)]} in "
-                                     f"one operand and {y.shape[ys.index(c)]} in another"))
-    result = dot_general(x, y, ([xs.index(c) for c in contract], [ys.index(c) for c in contract]),
-                         ([xs.index(c) for c in batch], [ys.index(c) for c in batch]))
-    free_x = [c for c in xs if c not in batch and c not in contract]
-    free_y = [c for c in ys if c not in batch and c not in contract]
-    return result, "".join(batch + free_x + free_y)
-
-
-def _sum_unused(x: Tracer, term: str, needed: set[str]) -> tuple[Tracer, str]:
-    axes = tuple(i for i, c in enumerate(term) if c not in needed)
-    if not axes:
-        return x, term
-    return reduce(x, axes, "sum"), "".join(c for c in term if c in needed)
-
-
-@implements(np.einsum)
-def einsum(subscripts, *operands, out=None, dtype=None, order="K", casting="safe",
-           optimize=False):
-    if not isinstance(subscripts, str):
-        raise unsupported("einsum with the interleaved (operand, sublist) form")
-    if out is not None:
-        raise unsupported("numpy.einsum(..., out=...)")
-    xs = lift_all(list(operands), dtype)
-    terms, output = _parse_einsum(subscripts, xs)
-    # Contract left to right, summing an index out as soon as nothing later needs it.
-    current, term = xs[0], terms[0]
-    for i in range(1, len(xs) + 1):
-        later = set(output).union(*terms[i:]) if i < len(xs) else set(output)
-        current, term = _sum_unused(current, term, later)
-        if i == len(xs):
-            break
-        nxt, nterm = _sum_unused(xs[i], terms[i], set(output).union(term, *terms[i + 1:]))
-        keep = set(output).union(*terms[i + 1:])
-        current, term = _einsum_pair(current, term, nxt, nterm, keep)
-    if sorted(term) != sorted(output):
-        missing = set(output) - set(term)
-        raise ShapeError(located(f"einsum: output index {''.join(missing)!r} is in no input"))
-    if term != output:
-        current = transpose(current, [term.index(c) for c in output])
-    return current

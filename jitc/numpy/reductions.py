@@ -20,7 +20,7 @@ from jitc.numpy._core import (
 )
 from jitc.numpy.shapes import broadcast_to
 from jitc.numpy.ufuncs import select
-from jitc.tracing.errors import ShapeError, TraceError, located
+from jitc.tracing.errors import ShapeError, located
 from jitc.tracing.state import emit
 from jitc.tracing.tracer import Tracer
 
@@ -52,15 +52,14 @@ def _masked(x: Tracer, where: object, fill: object) -> Tracer:
 
 
 def _accumulator_dtype(x: Tracer, dtype: object, name: str) -> np.dtype:
-    """numpy's sum/prod type: small integers and bool accumulate in the platform integer."""
+    """numpy's sum/prod type: small integers and bool accumulate in the platform integer of
+    their signedness (int64, or uint64 for unsigned)."""
     if dtype is not None:
         return ir_dtype(dtype).numpy
     if x.dtype.kind == "b" or (x.dtype.kind == "i" and x.dtype.itemsize < 8):
         return np.dtype(np.int64)
     if x.dtype.kind == "u":
-        raise TraceError(located(
-            f"numpy.{name} of {x.aval.short()} accumulates in uint64, a dtype jitc does not "
-            f"support; pass dtype=np.int64 (or np.float64) to {name}"))
+        return np.dtype(np.uint64)
     return x.dtype
 
 

@@ -4,7 +4,8 @@ Each is a loop over the columns (`jitc.lax.fori_loop`, one while op) whose step 
 matrices: the column and row a step needs are picked out with a mask and a sum, and the update
 is an outer product. A step costs O(n * width) elementwise work, the loop n steps, so the
 O(n^3) of the textbook algorithm with no data-dependent shapes; batches (..., n, n) run every
-matrix in the same step, each with its own pivots.
+matrix in the same step, each with its own pivots. Past blocked.BLOCK columns the same loops
+factor panels, and matmul does the rest (blocked.py).
 
 numpy raises LinAlgError for a singular matrix (solve, inv) or one that is not positive
 definite (cholesky) once it sees the values; a compiled function cannot, and gives inf or nan
@@ -18,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from jitc.numpy import blocked
 from jitc.numpy._core import convert, implements, lift, result_type
 from jitc.numpy.shapes import broadcast_to, reshape
 from jitc.tracing.errors import located
@@ -70,10 +72,7 @@ def _outer(column: Tracer, row: Tracer) -> Tracer:
 
 # -- cholesky --------------------------------------------------------------------------------
 
-@implements(np.linalg.cholesky)
-def cholesky(a, /, *, upper=False):
-    x = _square_matrices(a)
-    x = _floating(x)
+def _cholesky_unblocked(x: Tracer) -> Tracer:
     n = x.shape[-1]
     index = np.arange(n)
 
@@ -88,6 +87,22 @@ def cholesky(a, /, *, upper=False):
         return rest, np.where(index == j, np.expand_dims(low, -1), factor)
 
     _, factor = fori_loop(0, n, step, (x, np.zeros_like(x)))
+    return factor
+
+
+def _upper_inverse(upper: Tracer) -> Tracer:
+    n = upper.shape[-1]
+    return _back_substitute(upper, lift(broadcast_to(np.eye(n, dtype=upper.dtype),
+                                                     upper.shape)))
+
+
+@implements(np.linalg.cholesky)
+def cholesky(a, /, *, upper=False):
+    x = _square_matrices(a)
+    x = _floating(x)
+    n = x.shape[-1]
+    factor = (_cholesky_unblocked(x) if n <= blocked.BLOCK or x.size == 0
+              else blocked.cholesky(x, _cholesky_unblocked, _upper_inverse))
     return np.swapaxes(factor, -1, -2) if upper else factor
 
 
@@ -142,6 +157,9 @@ def _solve_matrices(x: Tracer, y: Tracer) -> Tracer:
     n = x.shape[-1]
     if x.size == 0 or y.size == 0:  # no elements to compute (and none for the loop to index)
         return np.zeros_like(y)
+    if n > blocked.BLOCK:
+        upper, transformed, _ = blocked.lu(x, y, _upper_inverse)
+        return blocked.back_substitute(upper, transformed, _back_substitute)[..., :n, :]
     eliminated, _ = _eliminate(np.concatenate([x, y], axis=-1), n)
     return _back_substitute(eliminated[..., :n], eliminated[..., n:])
 
@@ -177,7 +195,11 @@ def inv(a):
 
 def _factored_diagonal(a: object) -> tuple[Tracer, Tracer]:
     x = _floating(_square_matrices(a))
-    eliminated, sign = _eliminate(x, x.shape[-1])
+    n = x.shape[-1]
+    if n > blocked.BLOCK and x.size:
+        upper, _, sign = blocked.lu(x, None, _upper_inverse)
+        return np.diagonal(upper, axis1=-2, axis2=-1)[..., :n], sign
+    eliminated, sign = _eliminate(x, n)
     return np.diagonal(eliminated, axis1=-2, axis2=-1), sign
 
 

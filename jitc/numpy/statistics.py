@@ -8,7 +8,7 @@ import warnings
 
 import numpy as np
 
-from jitc.numpy._core import implements, lift, unsupported
+from jitc.numpy._core import implements, lift, normalize_axes, unsupported
 from jitc.numpy.histograms import known, numpy_checks, sorted_position, stand_in
 from jitc.numpy.linalg import dot
 from jitc.numpy.matrices import diagonal
@@ -134,3 +134,52 @@ def _between_points(x: Tracer, xp: Tracer, fp: Tracer) -> Tracer:
     value = select(np.logical_and(np.isnan(value), np.equal(y0, y1)), y0, value)
     value = select(np.equal(x0, x), y0, value)
     return select(np.equal(j, n - 1), fp[n - 1], value)
+
+
+@implements(np.ptp)
+def ptp(a, axis=None, out=None, keepdims=False):
+    """numpy's ptp: the maximum minus the minimum, in the array's dtype (integers wrap)."""
+    if out is not None:
+        raise unsupported("numpy.ptp(..., out=...)", "Use the returned value.")
+    x = lift(a)
+    return np.subtract(np.max(x, axis=axis, keepdims=keepdims),
+                       np.min(x, axis=axis, keepdims=keepdims))
+
+
+@implements(np.average)
+def average(a, axis=None, weights=None, returned=False, *, keepdims=np._NoValue):
+    """numpy's average, its weight checks and dtypes included. Weights that sum to zero
+    make numpy raise ZeroDivisionError; the compiled code, which cannot raise, divides by the
+    zero (inf or nan), as a plain division would."""
+    x = lift(a)
+    axes = None if axis is None else normalize_axes(axis, x.ndim)
+    keep = {} if keepdims is np._NoValue else {"keepdims": keepdims}
+    if weights is None:
+        avg = mean(x, axis=axes, **keep)
+        if avg.size == 0:
+            raise ZeroDivisionError(located("numpy.average of an empty result: numpy divides "
+                                            "the sizes, a.size / 0"))
+        scale = lift(np.asarray(x.size / avg.size, avg.dtype))
+    else:
+        w = lift(weights)
+        if x.shape != w.shape:
+            if axes is None:
+                raise TypeError(located("Axis must be specified when shapes of a and weights "
+                                        "differ."))
+            if w.shape != tuple(x.shape[ax] for ax in axes):
+                raise ValueError(located("Shape of weights must be consistent with shape of a "
+                                         "along specified axis."))
+            w = np.transpose(w, tuple(int(i) for i in np.argsort(axes)))
+            w = reshape(w, tuple(s if ax in axes else 1 for ax, s in enumerate(x.shape)))
+        if x.dtype.kind in "biu":
+            dtype = np.result_type(x.dtype, w.dtype, "f8")
+        else:
+            dtype = np.result_type(x.dtype, w.dtype)
+        scale = np.sum(w, axis=axes, dtype=dtype, **keep)
+        products = np.multiply(lift(x, dtype), lift(w, dtype))
+        avg = np.true_divide(np.sum(products, axis=axes, **keep), scale)
+    if not returned:
+        return avg
+    if scale.shape != avg.shape:
+        scale = np.broadcast_to(scale, avg.shape).copy()
+    return avg, scale

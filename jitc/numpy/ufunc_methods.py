@@ -55,11 +55,7 @@ def method_dtype(ufunc: np.ufunc, x: Tracer, dtype: object, name: str) -> np.dty
         wanted = ir_dtype(dtype).numpy
         return ufunc.resolve_dtypes((wanted, wanted, None), signature=(None, None, wanted))[-1]
     if ufunc in _UPCASTING and x.dtype.kind in "biu" and x.dtype.itemsize < 8:
-        if x.dtype.kind == "u":
-            raise TraceError(located(
-                f"{name} of {x.aval.short()} accumulates in uint64, a dtype jitc does not "
-                f"support; pass dtype=np.int64 (or np.float64)"))
-        return np.dtype(np.int64)
+        return np.dtype(np.uint64 if x.dtype.kind == "u" else np.int64)
     key = dtype_key(x)
     return ufunc.resolve_dtypes((key, key, None))[-1]
 

@@ -24,6 +24,12 @@ from jitc.numpy._core import (
     trace_of,
     unsupported,
 )
+from jitc.numpy.comparisons import (
+    COMPARISONS,
+    compare,
+    comparison_dtypes,
+    out_of_range_literal,
+)
 from jitc.tracing.errors import TraceError, located
 from jitc.tracing.state import emit
 from jitc.tracing.tracer import Tracer
@@ -47,10 +53,6 @@ def _op(op):
 
 def _const_like(x: Tracer, value: object) -> Tracer:
     return lift(np.asarray(value, dtype=x.dtype), trace=x.trace)
-
-
-def compare(x: Tracer, y: Tracer, direction: str) -> Tracer:
-    return emit(ops.COMPARE, [x, y], {"direction": direction})
 
 
 def select(pred: Tracer, on_true: Tracer, on_false: Tracer) -> Tracer:
@@ -193,9 +195,7 @@ def _isinf(x: Tracer) -> Tracer:
     return emit(ops.AND, [emit(ops.NOT, [emit(ops.IS_FINITE, [x])]), compare(x, x, "eq")])
 
 
-for _ufunc, _direction in [(np.equal, "eq"), (np.not_equal, "ne"), (np.less, "lt"),
-                           (np.less_equal, "le"), (np.greater, "gt"),
-                           (np.greater_equal, "ge")]:
+for _ufunc, _direction in COMPARISONS.items():
     def _cmp(x: Tracer, y: Tracer, direction: str = _direction) -> Tracer:
         return compare(x, y, direction)
     UFUNCS[_ufunc] = _cmp
@@ -509,8 +509,11 @@ def call_ufunc(ufunc: np.ufunc, impl: UfuncImpl, inputs: tuple, dtype: object = 
     if special is not None:
         return special
     compute = loop
-    if ufunc in _COMPARISONS and _compares_wide_python_int(inputs, loop[0]):
-        compute = (np.dtype(np.int64),) * ufunc.nin + loop[ufunc.nin:]
+    if ufunc in COMPARISONS:
+        settled = out_of_range_literal(ufunc, inputs, loop[0])
+        if settled is not None:
+            return convert(settled, loop[ufunc.nin])
+        compute = comparison_dtypes(ufunc, inputs, loop)
     if ufunc in _WIDEN_FLOAT16 and loop[0] == np.float16:
         compute = tuple(np.dtype(np.float32) if d == np.float16 else d for d in loop)
     operands = [lift(x, compute[i], state) for i, x in enumerate(inputs)]
@@ -531,27 +534,6 @@ def _call_complex(ufunc: np.ufunc, impl: UfuncImpl, inputs: tuple, loop: tuple,
                           "sin, cos, tanh, integer powers, == and != (docs/dtypes.md).")
     operands = [lift(x, loop[i], state) for i, x in enumerate(inputs)]
     return convert((special or impl)(*operands), loop[ufunc.nin])
-
-
-_COMPARISONS = frozenset({np.equal, np.not_equal, np.less, np.less_equal, np.greater,
-                          np.greater_equal})
-
-
-def _compares_wide_python_int(inputs: tuple, dtype: np.dtype) -> bool:
-    """Whether a comparison of a narrow integer array with a Python int must be made in int64.
-
-    numpy compares with the exact value of the int (`int8_array < 300` is all True); the int
-    may not fit the array's dtype: a literal we can see, an argument we cannot know."""
-    if dtype.kind not in "iu" or dtype.itemsize >= 8:
-        return False
-    info = np.iinfo(dtype)
-    for x in inputs:
-        if isinstance(x, Tracer) and x.weak and x.dtype.kind in "iu":
-            return True
-        if is_python_scalar(x) and not isinstance(x, bool) and isinstance(x, int) and \
-                not info.min <= x <= info.max:
-            return True
-    return False
 
 
 def apply_operator(ufunc: np.ufunc, inputs: tuple) -> Tracer:

@@ -81,8 +81,12 @@ class Group:
 
 
 class _Fuser:
-    def __init__(self, fn: Function, views: bool = False) -> None:
+    def __init__(self, fn: Function, views: bool = False, byte_epilogues: bool = False
+                 ) -> None:
         self.fn = fn
+        # The backend finishes a byte product's int32 sums in registers, so its epilogue may
+        # change the dtype (requantization: scale, round, clip, convert to int8).
+        self.byte_epilogues = byte_epilogues
         # The backend reads a slice that is a contiguous block of its operand in place (a
         # view): such a slice stays an instruction of its own instead of joining a kernel, so
         # kernels that differ only in which block they read stay one shared body.
@@ -167,12 +171,15 @@ class _Fuser:
                 return None
             return "row" if self._reduce_consumers_fit(group, producer, full, outer) else None
         if producer.op in CONTRACTIONS and group.kind == "loop" and group.core is None:
-            # The epilogue rewrites the contraction's buffer in place: same dtype and layout.
+            # The epilogue rewrites the contraction's buffer in place: same dtype and layout
+            # (any dtype for a byte product's, see byte_epilogues).
+            any_dtype = self.byte_epilogues and bool(producer.attrs.get("result"))
             epilogue_ok = result.shape == group.shape and all(
-                m.op in ELEMENTAL and all(v.type.dtype is result.dtype and
+                m.op in ELEMENTAL and all((any_dtype or v.type.dtype is result.dtype) and
                                           v.type.layout == result.layout for v in m.results)
                 for m in group.members.values() if m.results[0].type.shape == group.shape)
-            return "dot" if epilogue_ok and group.root.results[0].type.dtype is result.dtype \
+            same_dtype = any_dtype or group.root.results[0].type.dtype is result.dtype
+            return "dot" if epilogue_ok and same_dtype \
                 and self._reads_pointwise(group, producer) else None
         return None
 
@@ -495,9 +502,10 @@ def fusion(module: Module) -> Module:
 
 @module_pass("fusion")
 def fusion_keeping_views(module: Module) -> Module:
-    """fusion for a backend that reads contiguous slices in place (jitc.ir.views)."""
+    """fusion for the cpu backend: it reads contiguous slices in place (jitc.ir.views) and
+    finishes byte products through epilogues of any dtype."""
     fn = module.entry
-    return _build(module, fn, _Fuser(fn, views=True).groups())
+    return _build(module, fn, _Fuser(fn, views=True, byte_epilogues=True).groups())
 
 
 __all__ = ["fusion", "fusion_keeping_views", "ELEMENTAL", "CHEAP"]

@@ -70,7 +70,8 @@ _LIBRARY_DIRS = tuple({sysconfig.get_paths()[k] for k in ("stdlib", "platstdlib"
 
 @functools.cache
 def _user_module(name: str) -> bool:
-    if name.split(".")[0] in sys.stdlib_module_names or name.startswith(("jitc", "numpy")):
+    top = name.split(".")[0]
+    if top in sys.stdlib_module_names or top in ("jitc", "numpy"):
         return False
     module = sys.modules.get(name)
     file = getattr(module, "__file__", None)
@@ -133,24 +134,27 @@ def roots(fun: Callable, names: tuple[str, ...], instance: object = _MISSING
 
 def _reads(fun: Callable, names: tuple[str, ...], global_step: Callable[[str], tuple],
            cell_step: Callable[[int], tuple]) -> Iterator[tuple[Path, object]]:
-    """(steps, value) for the globals `names` of `fun` (a module among them: its attributes
-    that `names` name) and for its closure cells, each first step made by `global_step` or
-    `cell_step`."""
+    """(steps, value) for the globals `names` of `fun` and for its closure cells (a module
+    among them: also its attributes that `names` name), each first step made by `global_step`
+    or `cell_step`."""
     namespace = getattr(fun, "__globals__", {})
     for name in names:
         value = namespace.get(name, _MISSING)
         if value is _MISSING:
             continue
+        yield (global_step(name),), value
         if isinstance(value, types.ModuleType):
             for step, child in _module_children(value, names):
                 yield (global_step(name), step), child
-        else:
-            yield (global_step(name),), value
     for i, cell in enumerate(getattr(fun, "__closure__", None) or ()):
         try:
-            yield (cell_step(i),), cell.cell_contents
+            value = cell.cell_contents
         except ValueError:  # an empty cell: a name bound later
             continue
+        yield (cell_step(i),), value
+        if isinstance(value, types.ModuleType):  # `import layers` inside the enclosing def
+            for step, child in _module_children(value, names):
+                yield (cell_step(i), step), child
 
 
 def _cell_root(fun: Callable, i: int) -> tuple:
@@ -261,10 +265,10 @@ def _walk(value: object, path: Path, found: Captured, seen: set[int], depth: int
         # A helper the function calls reads its own globals and cells when it runs: their
         # arrays are captured too (by identity, see `TraceState.captured`) and their scalars
         # guard the trace.
+        found.identities.append((path, Same(value)))
         if id(value) in seen or not _user_module(value.__module__ or "builtins"):
             return
         seen.add(id(value))
-        found.identities.append((path, value))
         for steps, child in _function_children(value):
             _walk(child, path + steps, found, seen, depth + 1)
         return
@@ -287,6 +291,30 @@ def _walk(value: object, path: Path, found: Captured, seen: set[int], depth: int
         for step, child in _children(value):
             _walk(child, path + (step,), found, seen, depth + 1,
                   in_list or isinstance(value, list))
+        return
+    # Anything else the trace may have used as it was: a module, a numpy function or ufunc, a
+    # builtin, a library's class, an enum member, a dtype. Another object in its place (`act =
+    # np.sin` after `np.tanh`) may compute something else: it traces anew.
+    found.identities.append((path, Same(value)))
+
+
+class Same:
+    """An object in a cache key by identity (any object: unhashable ones, and ones whose `==`
+    is elementwise or lenient, included); holding it keeps its id from being reused."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: object) -> None:
+        self.value = value
+
+    def __hash__(self) -> int:
+        return id(self.value)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Same) and other.value is self.value
+
+    def __repr__(self) -> str:
+        return f"Same({self.value!r})"
 
 
 # -- the shadow world the trace runs in ---------------------------------------------------------

@@ -16,6 +16,7 @@ array (see `jitc.tracing.capture` and `jitc.api`).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -36,12 +37,19 @@ def _numpy():
 def c_shadow(shape: Sequence[int], strides: Sequence[int] | None = None) -> np.ndarray:
     """A stand-in with `shape` and `strides` (in elements; C order by default) over a one-byte
     buffer: numpy computes views of it from strides alone and never reads it."""
+    return _shadow(tuple(int(n) for n in shape), None if strides is None else tuple(strides))
+
+
+@functools.lru_cache(maxsize=4096)
+def _shadow(shape: tuple[int, ...], strides: tuple[int, ...] | None) -> np.ndarray:
+    # Read-only, so one stand-in serves every tracer of its shape (a loop's rows share one).
     if strides is None:
-        strides, step = [], 1
+        strides_, step = [], 1
         for n in reversed(shape):
-            strides.insert(0, step)
-            step *= max(int(n), 1)
-    return np.lib.stride_tricks.as_strided(np.zeros(1, np.uint8), tuple(shape), tuple(strides),
+            strides_.insert(0, step)
+            step *= max(n, 1)
+        strides = tuple(strides_)
+    return np.lib.stride_tricks.as_strided(np.zeros(1, np.uint8), shape, strides,
                                            writeable=False)
 
 
@@ -138,6 +146,12 @@ def derive(parent: Tracer, child: Tracer, step: Step) -> Tracer:
     from jitc.tracing.tracer import Tracer
     if not parent._array:
         return _own(child, parent)
+    if not (parent.aval.is_static and child.aval.is_static) or parent._symbolic_alias:
+        # Whether numpy views or copies depends on strides that symbolic dimensions leave
+        # open; the result is computed as a copy, and writes through it are refused (assign).
+        child = _own(child, parent)
+        child._symbolic_alias = True
+        return child
     try:
         shadow = step.on_numpy(shadow_of(parent))
     except ValueError:  # numpy would copy
@@ -181,6 +195,15 @@ def refresh(x: Tracer) -> None:
     view.version = view.root._version
 
 
+def _refuse_symbolic_write(target: Tracer, owner: Tracer) -> None:
+    if target._symbolic_alias or not (target.aval.is_static and owner.aval.is_static):
+        raise TraceError(located(
+            f"writing into an array of shape {target.aval.short()} that has symbolic "
+            "dimensions (or is a view of one): in-place writes are not supported with symbolic "
+            "dimensions yet. Compute the new array instead (np.where, np.concatenate), or "
+            "trace with static shapes."))
+
+
 def assign(target: Tracer, new: Tracer) -> None:
     """numpy's in-place write: `target` takes the value `new` (already of its type), and so
     does the part of its root that it views."""
@@ -195,6 +218,7 @@ def assign(target: Tracer, new: Tracer) -> None:
             "traces it once, into a separate function, so the write cannot reach the array.\n"
             "Carry the array instead: pass it in the loop's carry (or as an operand of the "
             "branch), write into the carried value and return it."))
+    _refuse_symbolic_write(target, owner)
     target._known = None
     if view is None:
         target._value = value
@@ -219,6 +243,8 @@ def write_result(target: Tracer, result: Any, what: str) -> Tracer:
     `np.add(a, b, out=x)` and `np.copyto(x, y)`."""
     from jitc.numpy._core import lift
     jnp = _numpy()
+    view = target._view
+    _refuse_symbolic_write(target, target if view is None else view.root)
     value = lift(result)
     if not np.can_cast(value.dtype, target.dtype, "same_kind"):
         raise TypeError(located(f"{what}: cannot cast the result from dtype('{value.dtype}') to "

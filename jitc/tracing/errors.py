@@ -61,12 +61,28 @@ def _is_user_file(raw: str) -> bool:
 def user_location() -> Location | None:
     """The innermost stack frame that belongs to the user's code, not to jitc or numpy."""
     frame = sys._getframe(1)
+    known = _IS_USER_FILE  # asked for every traced op: the cached answer without a call
     while frame is not None:
         code = frame.f_code
-        if _is_user_file(code.co_filename):
+        mine = known.get(code.co_filename)
+        if mine is None:
+            mine = _is_user_file(code.co_filename)
+        if mine:
             return Location(code.co_filename, frame.f_lineno, code.co_name)
         frame = frame.f_back
     return None
+
+
+def user_location_in(traceback: object) -> Location | None:
+    """The innermost frame of an exception's traceback that belongs to the user's code."""
+    found = None
+    while traceback is not None:
+        code = traceback.tb_frame.f_code  # type: ignore[attr-defined]
+        if _is_user_file(code.co_filename):
+            found = Location(code.co_filename, traceback.tb_lineno,  # type: ignore[attr-defined]
+                             code.co_name)
+        traceback = traceback.tb_next  # type: ignore[attr-defined]
+    return found
 
 
 def where(loc: Location | None) -> str:

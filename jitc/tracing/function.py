@@ -18,11 +18,18 @@ from typing import Any
 import numpy as np
 
 from jitc.arguments import check_int64, check_plain_array
-from jitc.ir import dtypes, ops
+from jitc.ir import dtypes, ops, symbolic
 from jitc.ir.core import Module
+from jitc.ir.parser import ParseError, parse_type
 from jitc.ir.types import TensorType
 from jitc.tracing import capture, effects, pytree
-from jitc.tracing.errors import JitcError, TraceError, located
+from jitc.tracing.errors import (
+    ConcretizationError,
+    JitcError,
+    TraceError,
+    located,
+    user_location_in,
+)
 from jitc.tracing.state import TraceState, trace_stack
 from jitc.tracing.tracer import Tracer
 
@@ -40,12 +47,46 @@ class ArgSpec:
         return self.type.short() + (" (Python scalar)" if self.weak else "")
 
 
+class AbstractArray:
+    """An argument for `lower` given by its type alone, whose dimensions may be symbols:
+    `AbstractArray("f32[B,784]")` or `AbstractArray(("B", 784), np.float32)`. The traced
+    module keeps `B` symbolic; each call binds it (docs/dynamic-shapes.md)."""
+
+    __slots__ = ("type",)
+
+    def __init__(self, spec: str | Sequence[int | str | symbolic.Dim],
+                 dtype: object = None) -> None:
+        if isinstance(spec, str):
+            if dtype is not None:
+                raise TypeError("AbstractArray takes a type string or a shape and a dtype")
+            try:
+                self.type = parse_type(spec)
+            except ParseError as exc:
+                raise ValueError(str(exc).removeprefix("line 1: ")) from None
+            if "{" in spec:
+                raise ValueError("an argument's layout is row-major; drop the {layout}")
+            return
+        if dtype is None:
+            raise TypeError("AbstractArray(shape, dtype) needs a dtype")
+        shape = tuple(symbolic.symbol(d) if isinstance(d, str) else d for d in spec)
+        self.type = TensorType(dtypes.from_numpy(dtype), shape)
+
+    def __array__(self, *args: object, **kwargs: object) -> np.ndarray:
+        raise TypeError(f"AbstractArray({self.type.short()}) only describes an argument for "
+                        "lower(); call the function with an array")
+
+    def __repr__(self) -> str:
+        return f"AbstractArray({self.type.short()!r})"
+
+
 _NO_SELF = capture._MISSING  # no bound instance: a plain function call
 _WEAK_TYPES = {bool: dtypes.bool_, int: dtypes.int64, float: dtypes.float64,
                complex: dtypes.complex128}
 
 
 def abstractify(leaf: object, where: str) -> ArgSpec:
+    if isinstance(leaf, AbstractArray):
+        return ArgSpec(leaf.type)
     # `__jitc_array__`: an array held elsewhere (a GPU device array) that has shape and dtype.
     if isinstance(leaf, np.ndarray) or getattr(type(leaf), "__jitc_array__", False):
         if isinstance(leaf, np.ndarray):
@@ -222,7 +263,16 @@ def trace_function(fun: Callable, signature: _Signature, dynamic: dict[str, Any]
     stack = trace_stack()
     stack.append(state)
     try:
-        out = runnable(*args, **kwargs)
+        # Shape rules over symbolic dimensions record what they assume (the module's
+        # constraints); a static trace records nothing.
+        with symbolic.recording() as assumptions:
+            out = runnable(*args, **kwargs)
+    except symbolic.UnknownDimensionError as exc:
+        raise ConcretizationError(located(
+            f"{exc}. Code that needs it as a Python value (a branch, len(), range(), a numpy "
+            "function that counts elements) runs while tracing, before any call: keep such "
+            "decisions off symbolic dimensions, or trace with static shapes.",
+            user_location_in(exc.__traceback__))) from None
     finally:
         stack.pop()
     _check_no_leaks(captured, shadow)
@@ -256,7 +306,8 @@ def trace_function(fun: Callable, signature: _Signature, dynamic: dict[str, Any]
         else:
             rebound.append(capture.WriteBack(path, constant=value))
     state.function.outputs = outputs
-    return Module([state.function, *state.regions[1:]]), out_tree, SideEffects(
+    module = Module([state.function, *state.regions[1:]], constraints=assumptions.constraints)
+    return module, out_tree, SideEffects(
         written, tuple(returned), tuple(rebound), tuple(p for p, _ in captured.arrays),
         scalars)
 

@@ -28,6 +28,7 @@ import numpy as np
 from jitc.tracing import capture
 
 _STATE_ERRORS = (KeyError, IndexError, AttributeError, TypeError, ValueError)
+GUARD_IS, GUARD_TYPE, GUARD_ARRAY = 0, 1, 2  # the modes of runtime/pymodule.c's Guarded
 
 
 def loaded_globals(fun: Callable) -> frozenset[str]:
@@ -85,11 +86,42 @@ class _Writer(CheckWriter):
         self.arrays: list[tuple[capture.Path, str]] = []
         self.first_seen: dict[int, str] = {}      # id(object) -> the variable that holds it
         self.array_vars: dict[int, str] = {}      # id(captured array) -> its variable
+        # The same checks as data, while every check is one the C runtime can make itself
+        # (runtime/pymodule.c, Guarded): a value found in a dict or a cell is an object, has
+        # a type, or is an array to pass on. None once a check is not of that kind.
+        self.sources: dict[str, tuple[object, object]] = {}  # variable -> (container, key)
+        self.c_guards: list[tuple] | None = []
+
+    def sourced(self, container: object, key: object, expression: str) -> str:
+        """A new variable for `expression`, which is `container[key]` (a dict; a cell's
+        contents when key is None)."""
+        var = self.new(expression)
+        self.sources[var] = (container, key)
+        return var
+
+    def guard(self, var: str, expected: object, mode: int) -> None:
+        """Record the check just written on `var`: GUARD_IS `expected`, its type GUARD_TYPE
+        `expected`, or GUARD_ARRAY (an array, read)."""
+        if self.c_guards is None:
+            return
+        source = self.sources.get(var)
+        if source is None:
+            self.c_guards = None
+        else:
+            self.c_guards.append((*source, expected, mode))
+
+    def opaque(self) -> None:
+        """The checks written include one the C runtime cannot make."""
+        self.c_guards = None
 
     def node(self, var: str, value: object, path: capture.Path, depth: int,
              in_list: bool = False) -> None:
         if type(value) is np.ndarray:
             self.fail_unless(f"type({var}) is ndarray")
+            if capture.is_static_array(value) or id(value) in self.array_vars:
+                self.opaque()  # compared by value, or one array by two paths
+            else:
+                self.guard(var, None, GUARD_ARRAY)
             if capture.is_static_array(value):
                 self.fail_unless(f"{var}.dtype.str == {value.dtype.str!r} and "
                                  f"{var}.shape == {value.shape!r} and "
@@ -101,6 +133,7 @@ class _Writer(CheckWriter):
                 self.arrays.append((path, var))
             return
         if isinstance(value, capture.SCALARS):
+            self.opaque()
             if in_list:  # not a guard: it only has to stay a scalar
                 self.fail_unless(f"isinstance({var}, SCALARS)")
             elif value != value:  # NaN
@@ -112,20 +145,29 @@ class _Writer(CheckWriter):
             return
         if depth >= capture._MAX_DEPTH:
             self.fail_unless(f"type({var}) is {self.constant(type(value))}")
+            self.guard(var, type(value), GUARD_TYPE)
             return
         if id(value) in self.first_seen:
             # The walk visits an object once: the same sharing keeps the same walk.
             self.fail_unless(f"{var} is {self.first_seen[id(value)]}")
+            self.guard(var, value, GUARD_IS)
             return
         if isinstance(value, types.FunctionType):
             self.fail_unless(f"{var} is {self.constant(value)}")
+            self.guard(var, value, GUARD_IS)
             if capture._user_module(value.__module__ or "builtins"):
                 self.first_seen[id(value)] = var
+                found: dict[tuple, tuple[str, object]] = {}  # first step -> (variable, value)
                 for steps, child in capture._function_children(value):
-                    self.node(self.new(self.step_expression(value, steps[-1])), child,
-                              path + steps, depth + 1)
+                    if len(steps) == 1:
+                        child_var = self.step_variable(value, steps[0])
+                        found[steps[0]] = child_var, child
+                    else:  # a module's attribute: (the global or cell holding it, its name)
+                        child_var = self.module_attribute(*found[steps[0]], steps[1][1])
+                    self.node(child_var, child, path + steps, depth + 1)
             return
         if capture._user_class(value):
+            self.opaque()
             self.fail_unless(f"{var} is {self.constant(value)}")
             self.first_seen[id(value)] = var
             for klass in capture.user_classes(value):  # type: ignore[arg-type]
@@ -135,6 +177,7 @@ class _Writer(CheckWriter):
                           depth + 1)
             return
         if isinstance(value, (dict, list, tuple)) or capture._plain_object(value):
+            self.opaque()
             self.first_seen[id(value)] = var
             self.fail_unless(f"type({var}) is {self.constant(type(value))}")
             if isinstance(value, (dict, list, tuple)):
@@ -155,14 +198,24 @@ class _Writer(CheckWriter):
                 self.node(self.new(expression), child, path + (step,), depth + 1,
                           in_list or isinstance(value, list))
             return
-        # Everything else the walk passes by; a value of the same type is passed by too.
-        self.fail_unless(f"type({var}) is {self.constant(type(value))}")
+        # Everything else the trace used as it is (capture._walk): the same object only.
+        self.fail_unless(f"{var} is {self.constant(value)}")
+        self.guard(var, value, GUARD_IS)
 
-    def step_expression(self, fun: types.FunctionType, step: tuple) -> str:
+    def module_attribute(self, module_var: str, module: object, name: str) -> str:
+        """A variable for `module.name` (the module already checked to be `module`)."""
+        var = self.sourced(vars(module), name, f"{module_var}.{name}")
+        if name not in vars(module):  # found by the module's __getattr__: no dict to look in
+            self.opaque()
+        return var
+
+    def step_variable(self, fun: types.FunctionType, step: tuple) -> str:
         kind, key = step
         if kind == "fglobal":
-            return f"{self.constant(fun.__globals__)}[{key!r}]"
-        return f"{self.constant(fun.__closure__[key])}.cell_contents"  # type: ignore[index]
+            return self.sourced(fun.__globals__, key,
+                                f"{self.constant(fun.__globals__)}[{key!r}]")
+        cell = fun.__closure__[key]  # type: ignore[index]
+        return self.sourced(cell, None, f"{self.constant(cell)}.cell_contents")
 
 
 def compile_reader(fun: Callable, names: tuple[str, ...], captured: capture.Captured,
@@ -182,24 +235,31 @@ def compile_reader(fun: Callable, names: tuple[str, ...], captured: capture.Capt
         value = namespace.get(name, capture._MISSING)
         if value is capture._MISSING:
             if name in loaded:
+                writer.opaque()
                 writer.fail_unless(f"{name!r} not in {space}")
             continue
-        var = writer.new(f"{space}[{name!r}]")
+        var = writer.sourced(namespace, name, f"{space}[{name!r}]")
+        writer.node(var, value, (("global", name),), 0)
         if isinstance(value, types.ModuleType):
-            writer.fail_unless(f"{var} is {writer.constant(value)}")
             for step, child in capture._module_children(value, names):
-                writer.node(writer.new(f"{var}.{step[1]}"), child, (("global", name), step), 0)
-        else:
-            writer.node(var, value, (("global", name),), 0)
+                writer.node(writer.module_attribute(var, value, step[1]), child,
+                            (("global", name), step), 0)
     for i, cell in enumerate(getattr(fun, "__closure__", None) or ()):
         try:
             value = cell.cell_contents
         except ValueError:  # an empty cell stays empty, or the reader fails on it
+            writer.opaque()
             writer.fail_unless(f"not _filled({writer.constant(cell)})")
             continue
-        writer.node(writer.new(f"{writer.constant(cell)}.cell_contents"), value,
-                    (capture._cell_root(fun, i),), 0)
+        var = writer.sourced(cell, None, f"{writer.constant(cell)}.cell_contents")
+        root = capture._cell_root(fun, i)
+        writer.node(var, value, (root,), 0)
+        if isinstance(value, types.ModuleType):
+            for step, child in capture._module_children(value, names):
+                writer.node(writer.module_attribute(var, value, step[1]), child,
+                            (root, step), 0)
     if instance is not capture._MISSING:
+        writer.opaque()
         writer.node("instance", instance, (("self",),), 0)
     if [p for p, _ in writer.arrays] != [p for p, _ in captured.arrays]:
         return None
@@ -208,10 +268,15 @@ def compile_reader(fun: Callable, names: tuple[str, ...], captured: capture.Capt
     source = (f"def read(instance):\n    try:\n        {body}\n"
               f"    except STATE_ERRORS:\n        return None\n"
               f"    return ({result}{',' if writer.arrays else ''})\n")
-    return writer.build(source, "read", f"<jitc state reader of {getattr(fun, '__name__', '?')}>",
+    read = writer.build(source, "read", f"<jitc state reader of {getattr(fun, '__name__', '?')}>",
                         {"ndarray": np.ndarray, "SCALARS": capture.SCALARS,
                          "MISSING": capture._MISSING, "STATE_ERRORS": _STATE_ERRORS,
                          "_filled": _filled})
+    # The same checks as data, when the C runtime can make them all itself
+    # (dispatch.positional_path).
+    guards = writer.c_guards
+    read.c_guards = None if guards is None else tuple(guards)
+    return read
 
 
 def _filled(cell: types.CellType) -> bool:

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from jitc.ir import dtypes, ops
+from jitc.ir import dtypes, ops, symbolic
 from jitc.ir.core import Builder, Function, Literal
 from jitc.ir.opdef import IRTypeError, OpDef, Trait
 from jitc.ir.types import TensorType
@@ -60,6 +60,7 @@ class TraceState:
             key = ("scalar", type(value), value, dtype, _zero_signs(value))
         cached = self._constants.get(key)
         if cached is None:
+            refuse_symbolic_value(value)
             array = np.asarray(value, dtype=None if dtype is None else dtype.numpy)
             try:
                 literal = Literal(array)
@@ -79,6 +80,23 @@ def _zero_signs(value: object) -> object:
     if isinstance(value, complex):
         return np.signbit(value.real), np.signbit(value.imag)
     return None
+
+
+def refuse_symbolic_value(value: object) -> None:
+    """A symbolic dimension used as an array value (`x * x.shape[0]`): its value exists only
+    at the call, and no op reads it yet."""
+    if isinstance(value, symbolic.Dim):
+        found = value
+    elif isinstance(value, (tuple, list)) or (isinstance(value, np.ndarray)
+                                               and value.dtype == object):
+        items = value.flat if isinstance(value, np.ndarray) else value
+        found = next((v for v in items if isinstance(v, symbolic.Dim)), None)
+    else:
+        return
+    if found is not None:
+        raise symbolic.UnknownDimensionError(
+            f"the symbolic dimension {found} is used as an array value; tracing cannot give it "
+            "one yet (it is known only at the call)")
 
 
 _local = threading.local()

@@ -22,7 +22,7 @@ from jitc.tracing.errors import (
     user_location,
     where,
 )
-from jitc.tracing.state import TraceState
+from jitc.tracing.state import TraceState, refuse_symbolic_value
 
 
 def _numpy():
@@ -37,10 +37,12 @@ class Tracer:
     A Tracer stands for an ndarray (`_array`: writes change it in place, as numpy's do) or for
     a numpy or Python scalar (0-d results of operations: `s += 1` rebinds `s`). `_view` links a
     view to the root array whose storage it shares (jitc.tracing.effects); `_version` counts
-    the writes into a root.
+    the writes into a root. `_symbolic_alias`: taken of an array with symbolic dimensions,
+    whose views jitc does not track yet (writes into either are refused).
     """
 
-    __slots__ = ("_array", "_known", "_shadow", "_value", "_version", "_view", "trace", "weak")
+    __slots__ = ("_array", "_known", "_shadow", "_symbolic_alias", "_value", "_version", "_view",
+                 "trace", "weak")
     __array_priority__ = 1000
 
     def __init__(self, trace: TraceState, value: Value, weak: bool = False) -> None:
@@ -51,6 +53,7 @@ class Tracer:
         self._version = 0
         self._array = value.type.rank > 0
         self._shadow = None
+        self._symbolic_alias = False
         # The numpy value of an integer or boolean array made from constants and not written
         # since: indexing with it is static (bounds-checked, masks with known shapes).
         self._known: np.ndarray | None = None
@@ -113,6 +116,7 @@ class Tracer:
 
     # -- numpy protocols -------------------------------------------------------------------
     def __array_ufunc__(self, ufunc: np.ufunc, method: str, *inputs: Any, **kwargs: Any):
+        refuse_symbolic_value(inputs)
         return _numpy().apply_ufunc(ufunc, method, inputs, kwargs)
 
     def __array_function__(self, func, types, args, kwargs):
@@ -283,6 +287,7 @@ def _is_basic_index(index: Any) -> bool:
 
 def _inplace(ufunc: np.ufunc):
     def method(self, other):
+        refuse_symbolic_value(other)
         if not self._array:
             # A scalar (numpy's are immutable): `s += 1` rebinds s, as in numpy.
             return _numpy().apply_operator(ufunc, (self, other))
@@ -294,9 +299,11 @@ def _inplace(ufunc: np.ufunc):
 def _binary(ufunc: np.ufunc, reflected: bool = False):
     if reflected:
         def method(self, other):
+            refuse_symbolic_value(other)
             return _numpy().apply_operator(ufunc, (other, self))
     else:
         def method(self, other):
+            refuse_symbolic_value(other)
             return _numpy().apply_operator(ufunc, (self, other))
     return method
 
@@ -328,8 +335,7 @@ def _method(name: str):
 for _name in ("sum", "mean", "max", "min", "prod", "var", "std", "argmax", "argmin", "any",
               "all", "clip", "dot", "swapaxes", "squeeze", "ravel", "astype", "take",
               "repeat", "cumsum", "cumprod", "round", "nonzero", "flatten", "copy", "conj",
-              "conjugate",
-              "diagonal", "sort", "argsort", "searchsorted"):
+              "conjugate", "diagonal", "argsort", "argpartition", "searchsorted"):
     setattr(Tracer, _name, _method(_name))
 
 
@@ -345,5 +351,16 @@ def _transpose(self, *axes: Any):
     return _numpy().transpose(self, axes or None)
 
 
+def _in_place(name: str):
+    """ndarray.sort and ndarray.partition: the array itself reordered, None returned."""
+    def method(self, *args: Any, **kwargs: Any) -> None:
+        import jitc.numpy.sorting as sorting
+        return getattr(sorting, f"{name}_in_place")(self, *args, **kwargs)
+    method.__name__ = name
+    return method
+
+
+Tracer.sort = _in_place("sort")  # type: ignore[attr-defined]
+Tracer.partition = _in_place("partition")  # type: ignore[attr-defined]
 Tracer.reshape = _reshape  # type: ignore[attr-defined]
 Tracer.transpose = _transpose  # type: ignore[attr-defined]

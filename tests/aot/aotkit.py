@@ -16,7 +16,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from jitc.aot import abi
 from jitc.cli import main
+from jitc.ir import dtypes
 
 GCC = shutil.which("gcc")
 needs_gcc = pytest.mark.skipif(GCC is None, reason="gcc is needed to link libraries and to "
@@ -99,11 +101,18 @@ C_FILLS = {
     "u8": "(uint8_t)(((i * 37) + seed) % 256)",
     "i8": "(int8_t)(((i * 37) + seed) % 101 - 50)",
     "bool": "(((i * 37) + seed) % 101) % 2 == 1",
+    # Past the range of the dtype, so that inputs wrap at its bounds.
+    "i16": "(int16_t)(((i * 37) + seed) % 101 * 700 - 35000)",
+    "u16": "(uint16_t)(((i * 37) + seed) % 101 * 700)",
+    "u32": "(uint32_t)(((i * 37) + seed) % 101) * 50000000u",
+    "u64": "(uint64_t)(((i * 37) + seed) % 101) * UINT64_C(200000000000000000)",
 }
 C_PRINTS = {"f32": ('"%.9g\\n"', "(double)"), "f64": ('"%.17g\\n"', "(double)"),
             "i32": ('"%lld\\n"', "(long long)"), "i64": ('"%lld\\n"', "(long long)"),
             "u8": ('"%lld\\n"', "(long long)"), "i8": ('"%lld\\n"', "(long long)"),
-            "bool": ('"%lld\\n"', "(long long)")}
+            "bool": ('"%lld\\n"', "(long long)"), "i16": ('"%lld\\n"', "(long long)"),
+            "u16": ('"%lld\\n"', "(long long)"), "u32": ('"%lld\\n"', "(long long)"),
+            "u64": ('"%llu\\n"', "(unsigned long long)")}
 
 
 def fill(dtype: str, shape: tuple[int, ...], seed: int) -> np.ndarray:
@@ -116,6 +125,12 @@ def fill(dtype: str, shape: tuple[int, ...], seed: int) -> np.ndarray:
         x = ((i * 37 + seed) % 256).astype(np.uint8)
     elif dtype == "bool":
         x = ((i * 37 + seed) % 101) % 2 == 1
+    elif dtype in ("i16", "u16"):
+        x = ((i * 37 + seed) % 101 * 700 - (35000 if dtype == "i16" else 0)).astype(
+            dtypes.by_name(dtype).numpy)
+    elif dtype in ("u32", "u64"):
+        t = dtypes.by_name(dtype).numpy.type
+        x = ((i * 37 + seed) % 101).astype(t) * t(50000000 if dtype == "u32" else 2 * 10**17)
     else:
         x = ((i * 37 + seed) % 101 - 50).astype({"i32": np.int32, "i64": np.int64,
                                                   "i8": np.int8}[dtype])
@@ -188,8 +203,7 @@ int main(void) {{
 
 
 def _ctype(dtype: str) -> str:
-    return {"f32": "float", "f64": "double", "i32": "int32_t", "i64": "int64_t",
-            "u8": "uint8_t", "i8": "int8_t", "bool": "bool"}[dtype]
+    return abi.c_type(dtypes.by_name(dtype))
 
 
 def parse_sections(text: str) -> dict[str, list[float]]:
@@ -200,7 +214,7 @@ def parse_sections(text: str) -> dict[str, list[float]]:
             current = sections.setdefault(line[3:], [])
         else:
             assert line != "workspace variant differs"
-            current.append(float(line))
+            current.append(int(line) if line.lstrip("-").isdigit() else float(line))
     return sections
 
 
@@ -208,7 +222,8 @@ def split_results(values: list[float], results: list[dict]) -> list[np.ndarray]:
     out, at = [], 0
     for r in results:
         size = int(np.prod(r["shape"]))
-        out.append(np.array(values[at:at + size]).reshape(r["shape"]))
+        dtype = dtypes.by_name(r["dtype"]).numpy
+        out.append(np.array(values[at:at + size], dtype=dtype).reshape(r["shape"]))
         at += size
     assert at == len(values)
     return out

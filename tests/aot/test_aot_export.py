@@ -113,3 +113,29 @@ def test_load_calls_the_library_from_python(tmp_path):
         project(x[:4], 2)
     with pytest.raises(ValueError, match="pass load"):
         jitc.aot.load(library)
+
+
+SORT_MODEL = """
+import numpy as np
+import jitc
+
+
+@jitc.export("f32[4,1000]")
+def order(x):
+    return np.sort(x, axis=1), np.argsort(x, axis=0), np.median(x, axis=1)
+"""
+
+
+@needs_gcc
+def test_sort_kernels_run_in_a_library(tmp_path):
+    """The sort kernels' scratch is part of the workspace a library function asks for."""
+    library = build(write(tmp_path / "model.py", SORT_MODEL), tmp_path / "libsort.so",
+                    "--name", "sort_lib")
+    order = jitc.aot.load(library, name="sort_lib").order
+    x = np.random.default_rng(0).standard_normal((4, 1000)).astype(np.float32)
+    x[0, 5], x[1, 7] = np.nan, -0.0
+    want = (np.sort(x, axis=1, kind="stable"), np.argsort(x, axis=0, kind="stable"),
+            np.median(x, axis=1))
+    for got, expected in zip(order(x), want, strict=True):
+        np.testing.assert_array_equal(got, expected)
+    assert order.workspace_bytes >= 4 * 2 * 1000 * 8

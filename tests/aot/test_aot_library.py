@@ -62,6 +62,12 @@ def integers(img, k, v):
     return channels, (img > 128).sum(), v * k - (v // 3), np.max(v)
 
 
+@jitc.export("i16[40]", "u16[40]", "u32[40]", "u64[40]")
+def widths(a, b, c, d):
+    return (a * 3 - 1, b + 60000, c * c, d - 1, b.sum(), a.astype(np.int64) < d,
+            np.maximum(a, b), c // 7 % 5, d >> 3)
+
+
 @jitc.export("f64[4,16]", "f64[16]")
 def doubles(a, b):
     return np.tanh(a) * b + np.sqrt(np.abs(a)), a @ b, a > b
@@ -111,7 +117,7 @@ def test_shared_library_needs_only_libc_and_libm(built):
     assert library.with_suffix(".h").exists()
     assert needed(library) <= ALLOWED_NEEDED, needed(library)
     # Kernels, entry functions, constants and the thread pool stay inside the library.
-    exports = ["mlp", "axpy_stats", "integers", "doubles", "conv"]
+    exports = ["mlp", "axpy_stats", "integers", "widths", "doubles", "conv"]
     assert defined_dynamic_symbols(library) == library_symbols(LIB, exports)
 
 
@@ -147,7 +153,8 @@ def _inputs(library: Path, name: str) -> tuple[list[np.ndarray], dict]:
 
 @needs_gcc
 @pytest.mark.parametrize("name,rtol", [("mlp", 1e-5), ("axpy_stats", 1e-5),
-                                       ("integers", 0), ("doubles", 1e-13), ("conv", 1e-5)])
+                                       ("integers", 0), ("widths", 0), ("doubles", 1e-13),
+                                       ("conv", 1e-5)])
 def test_c_client_matches_numpy(built, c_results, name, rtol):
     library, model = built
     inputs, export = _inputs(library, name)
@@ -157,7 +164,10 @@ def test_c_client_matches_numpy(built, c_results, name, rtol):
     assert [dtypes.from_numpy(w.dtype).name for w in want] == \
         [r["dtype"] for r in export["results"]]
     for g, w in zip(got, want, strict=True):
-        np.testing.assert_allclose(g, w.astype(np.float64), rtol=rtol, atol=rtol)
+        if rtol == 0:  # integers: exactly, at every width
+            np.testing.assert_array_equal(g, w, strict=True)
+        else:
+            np.testing.assert_allclose(g, w.astype(np.float64), rtol=rtol, atol=rtol)
 
 
 @needs_gcc

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from ops.cases import CASES
+from ops.cases import CASES, slow_param
 
 import jitc
 from jitc import lax
@@ -52,6 +52,7 @@ def op_case_params() -> list[Any]:
     """Every op case with each of its variants and dtypes, as pytest params (control flow
     included: the cuda backend lowers it to host-driven steps)."""
     return [pytest.param(case, variant, dtype,
+                         marks=[pytest.mark.slow] if slow_param(case, variant, dtype) else [],
                          id=f"{case.name}-{variant.label}-{from_numpy(dtype).name}")
             for case in CASES for variant, dtype in case.params()]
 

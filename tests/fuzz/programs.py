@@ -378,6 +378,17 @@ def _arg(p: Program, op: OpDef) -> None:
                      "index_dtype": p.draw(st.sampled_from(["i32", "i64"]))})
 
 
+def _sort(p: Program, op: OpDef) -> None:
+    x = p.operand([d for d in dtypes.ALL])
+    if x.type.rank == 0:
+        return
+    # Positions follow the exact order of the values: from approximate floats (rounded
+    # differently by each backend) they could differ anywhere, the sorted values only a bit.
+    outputs = ["values"] if p.is_approximate(x) else ["values", "indices"]
+    p.emit(op, [x], {"axis": p.draw(st.integers(0, x.type.rank - 1)),
+                     "output": p.draw(st.sampled_from(outputs))})
+
+
 def _dot_general(p: Program, op: OpDef) -> None:
     dtype = p.draw(st.sampled_from(NUMERIC))
     batch = p.shape(p.draw(st.integers(0, 1)))
@@ -419,7 +430,7 @@ def _register_makers() -> None:
         "slice": _slice, "pad": _pad, "concatenate": _concatenate, "reverse": _reverse,
         "dynamic_slice": _dynamic_slice, "dynamic_update_slice": _dynamic_update_slice,
         "gather": _gather, "reduce": _reduce, "argmax": _arg, "argmin": _arg,
-        "dot_general": _dot_general, "convolution": _convolution,
+        "sort": _sort, "dot_general": _dot_general, "convolution": _convolution,
     }
     for name, op in ops.OPS.items():
         if name in NOT_DRAWN:

@@ -168,7 +168,10 @@ def reductions() -> Module:
     nothing = fb.emit(ops.REDUCE, y, dims=[], kind="prod")
     first = fb.emit(ops.ARGMAX, x, axis=2, index_dtype="i32")
     low = fb.emit(ops.ARGMIN, y, axis=0)
-    return module(fb.done(total, count, largest, everything, nothing, first, low))
+    ordered = fb.emit(ops.SORT, x, axis=1)
+    order = fb.emit(ops.SORT, y, axis=2, output="indices")
+    return module(fb.done(total, count, largest, everything, nothing, first, low, ordered,
+                          order))
 
 
 def contractions() -> Module:

@@ -329,7 +329,8 @@ def test_constant_errors() -> None:
 
 def test_a_module_needs_a_function() -> None:
     assert parse_error("") == "line 1: a module needs at least one function"
-    assert "line 1: expected 'const' or 'func' (found 'fn')" in parse_error("fn @f {}")
+    assert "line 1: expected 'constraint', 'const' or 'func' (found 'fn')" in parse_error(
+        "fn @f {}")
 
 
 def test_function_type_errors_are_reported_for_the_defining_line() -> None:

@@ -6,6 +6,8 @@ import numpy as np
 import pytest
 from jitcheck import BACKENDS, check_jit, random
 
+import jitc
+
 MATMUL_SHAPES = [
     ((3, 4), (4, 5)), ((4,), (4, 5)), ((3, 4), (4,)), ((4,), (4,)), ((2, 3, 4), (4, 5)),
     ((3, 4), (2, 4, 5)), ((2, 1, 3, 4), (5, 4, 2)), ((2, 3, 4), (2, 4, 5)), ((2, 3, 4), (4,)),
@@ -132,3 +134,21 @@ def test_norm_of_integers_and_normalization(backend):
     embeddings = random((6, 8))
     check_jit(lambda e: e / np.linalg.norm(e, axis=-1, keepdims=True), embeddings,
               backend=backend)
+
+
+def linalg_spellings(x, y, v):
+    """numpy.linalg's array-API names of functions numpy also has."""
+    return (np.linalg.diagonal(x, offset=1), np.linalg.trace(x), np.linalg.trace(x, offset=-1),
+            np.linalg.matmul(x, y), np.linalg.tensordot(x, y[0], axes=1),
+            np.linalg.outer(v, v), np.linalg.vecdot(x, y), np.linalg.vecdot(x, y, axis=0),
+            np.linalg.matrix_norm(x), np.linalg.matrix_norm(x, ord=np.inf, keepdims=True),
+            np.linalg.vector_norm(x), np.linalg.vector_norm(x, axis=(0, 2), keepdims=True),
+            np.linalg.vector_norm(x, ord=1, axis=1), np.linalg.vector_norm(v, ord=np.inf))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_linalg_spellings(backend):
+    check_jit(linalg_spellings, random((2, 3, 3)), random((2, 3, 3), seed=1),
+              random((4,), seed=2), backend=backend)
+    with pytest.raises(ValueError, match="one-dimensional"):
+        jitc.jit(np.linalg.outer, backend="interpreter")(np.ones((2, 2)), np.ones(2))

@@ -8,7 +8,8 @@ from jitcheck import BACKENDS, check_jit, random
 
 REDUCTIONS = [np.sum, np.mean, np.max, np.min, np.prod, np.var, np.std, np.any, np.all]
 AXES = [None, 0, 1, -1, -2, (0, 2), (-1, 0), ()]
-DTYPES = [np.float32, np.float64, np.int32, np.int8, np.bool_]
+# uint16 sums in uint64 and int16 in int64, as numpy's platform integers.
+DTYPES = [np.float32, np.float64, np.int32, np.int8, np.int16, np.uint16, np.bool_]
 
 
 def _data(dtype):

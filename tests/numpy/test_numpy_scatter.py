@@ -13,7 +13,8 @@ from jitcheck import BACKENDS, check_jit, random
 
 import jitc
 
-DTYPES = [np.bool_, np.int8, np.uint8, np.int32, np.int64, np.float16, np.float32, np.float64]
+DTYPES = [np.bool_, np.int8, np.uint8, np.int16, np.int32, np.int64, np.uint64, np.float16,
+          np.float32, np.float64]
 
 # (name, shape, index, value): numpy's `x[index] = value`, duplicates written last-wins.
 WRITES = [
@@ -339,3 +340,28 @@ def test_writes_into_a_copy_leave_the_original(backend):
         d[-1] += 4.0
         return x, a, b, c, d
     check_jit(write_copies, random((3,)), backend=backend)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_writes_reach_the_callers_array(backend):
+    """Every kind of indexing write on an argument changes the caller's array as numpy does:
+    `=` through duplicates (last wins), `+=` through duplicates (once per element), a mask,
+    np.add.at (once per occurrence), np.put, np.place and np.putmask, in sequence."""
+    def write(a, idx, mask):
+        a[idx] = 7.0
+        a[idx[::-1]] += 1.0
+        a[mask] = -1.0
+        np.add.at(a, idx, 2.0)
+        np.put(a, [0, 0, 3], [5.0, 6.0, 8.0])
+        np.place(a, a > 7.5, [9.0, 10.0])
+        np.putmask(a, a < -0.5, np.arange(6.0))
+        return a.sum()
+
+    def arguments():
+        return (np.arange(6.0), np.array([1, 1, 2, 4, 1]),
+                np.array([True, False, False, False, False, True]))
+    want_args, got_args = arguments(), arguments()
+    want = write(*want_args)
+    got = jitc.jit(write, backend=backend)(*got_args)
+    assert got == want
+    np.testing.assert_array_equal(got_args[0], want_args[0])

@@ -173,5 +173,41 @@ def test_errors_like_numpy(fn) -> None:
 def test_solve_shape_errors() -> None:
     with pytest.raises(ValueError, match="b must have 3 rows"):
         jitc.jit(np.linalg.solve, backend="interpreter")(np.eye(3), np.ones(2))
-    with pytest.raises(TraceError, match=r"numpy\.linalg\.eigh is not supported"):
-        jitc.jit(np.linalg.eigh, backend="interpreter")(np.eye(3))
+    with pytest.raises(TraceError, match=r"numpy\.linalg\.tensorinv is not supported"):
+        jitc.jit(np.linalg.tensorinv, backend="interpreter")(np.eye(3))
+
+
+@pytest.mark.parametrize("shape", [(9, 9), (2, 8, 8), (2, 1, 11, 11)], ids=str)
+def test_blocked_factorizations(shape, monkeypatch) -> None:
+    """Matrices wider than a panel (BLOCK, 4 here instead of 64) take the blocked Cholesky and
+    LU: padded to whole panels, pivoting across panels, a singular matrix, garbage above the
+    diagonal of Cholesky's input."""
+    from jitc.numpy import blocked
+    monkeypatch.setattr(blocked, "BLOCK", 4)
+    a = well_conditioned(shape, seed=5)
+    a[..., 0, :] *= 1e-3  # the first column's pivot is in a later panel's rows
+    b = np.random.default_rng(6).standard_normal(shape[:-1] + (3,))
+    for fn, args in [(np.linalg.solve, (a, b)), (np.linalg.inv, (a,))]:
+        assert_within_condition(jitc.jit(fn, backend=SWEEP)(*args), fn(*args), a)
+    check_jit(np.linalg.det, a, backend=SWEEP, rtol=1e-12, atol=0)
+    check_jit(np.linalg.slogdet, a, backend=SWEEP, rtol=1e-12, atol=1e-12)
+    spd = positive_definite(shape)
+    garbage = np.tril(spd) + np.triu(np.full(shape, 1e3), 1)
+    assert_within_condition(jitc.jit(np.linalg.cholesky, backend=SWEEP)(garbage),
+                            np.linalg.cholesky(spd), spd)
+    singular = np.ones(shape[-2:])
+    check_jit(np.linalg.det, singular, backend=SWEEP)
+    check_jit(np.linalg.slogdet, singular, backend=SWEEP)
+    f32 = jitc.jit(np.linalg.solve, backend=SWEEP)(a.astype(np.float32), b.astype(np.float32))
+    assert f32.dtype == np.float32
+
+
+# cpu runs the blocked code at full size in test_a_few_hundred_wide.
+@pytest.mark.parametrize("backend", [b for b in BACKENDS if b != "cpu"])
+def test_blocked_factorizations_on_every_backend(backend: str, monkeypatch) -> None:
+    from jitc.numpy import blocked
+    monkeypatch.setattr(blocked, "BLOCK", 4)
+    a, b = well_conditioned((6, 6)), np.random.default_rng(1).standard_normal((6, 2))
+    check_jit(lambda a, b, spd: (np.linalg.solve(a, b), np.linalg.det(a),
+                                 np.linalg.cholesky(spd)),
+              a, b, positive_definite((6, 6)), backend=backend, rtol=1e-10, atol=1e-12)

@@ -9,7 +9,7 @@ from jitcheck import BACKENDS, check_jit, random
 
 import jitc
 
-DTYPES = [np.float32, np.float64, np.int32, np.int8, np.bool_]
+DTYPES = [np.float32, np.float64, np.int32, np.int8, np.uint16, np.bool_]
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -66,9 +66,11 @@ def test_cumsum_dtypes_follow_numpy(backend):
     check_jit(lambda x: np.cumsum(np.float32(2.0) * x[0, 0]), x, backend=backend)
 
 
-def test_cumsum_of_uint8_names_the_missing_dtype():
-    with pytest.raises(jitc.TraceError, match=r"numpy.cumsum of u8.*uint64.*dtype=np.int64"):
-        jitc.jit(np.cumsum)(np.arange(3, dtype=np.uint8))
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_unsigned_cumsum_accumulates_in_uint64(backend):
+    x = np.array([250, 255, 7], np.uint8)
+    check_jit(lambda x: (np.cumsum(x), np.cumprod(x), np.add.accumulate(x)), x,
+              backend=backend)
 
 
 @pytest.mark.parametrize("backend", BACKENDS)

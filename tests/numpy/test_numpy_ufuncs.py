@@ -8,9 +8,13 @@ import numpy as np
 import pytest
 from jitcheck import BACKENDS, check_jit, random
 
+from jitc.ir.dtypes import is_supported_numpy
 from jitc.numpy.ufuncs import UFUNCS
 
 DTYPES = [np.float16, np.float32, np.float64, np.int8, np.uint8, np.int32, np.int64, np.bool_]
+# The other integer widths run on the interpreter only (test_ufunc_other_integer_widths): the
+# tracing is the same on every backend, and the op table runs their ops on every backend.
+OTHER_WIDTHS = [np.int16, np.uint16, np.uint32, np.uint64]
 
 # Input ranges where numpy's result is defined (no nan from the domain, no negative integer
 # powers, shift amounts below the bit width, nonzero divisors); one (low, high) per input.
@@ -32,13 +36,12 @@ def _loop_dtypes(ufunc: np.ufunc, dtype: type) -> tuple[np.dtype, ...] | None:
         loop = ufunc.resolve_dtypes((np.dtype(dtype),) * ufunc.nin + (None,) * ufunc.nout)
     except (TypeError, np.exceptions.DTypePromotionError):
         return None
-    supported = {np.dtype(d) for d in DTYPES}
-    return loop if all(d in supported for d in loop) else None
+    return loop if all(is_supported_numpy(d) for d in loop) else None
 
 
-def _cases():
+def _cases(dtypes=DTYPES):
     for ufunc in sorted(UFUNCS, key=lambda u: u.__name__):
-        for dtype in DTYPES:
+        for dtype in dtypes:
             if _loop_dtypes(ufunc, dtype) is not None:
                 yield pytest.param(ufunc, dtype, id=f"{ufunc.__name__}-{np.dtype(dtype)}")
 
@@ -60,6 +63,14 @@ def test_ufunc(ufunc, dtype, backend):
     args = _inputs(ufunc, dtype, shapes)
     with np.errstate(all="ignore"):
         check_jit(ufunc, *args, backend=backend)
+
+
+@pytest.mark.parametrize("ufunc,dtype", list(_cases(OTHER_WIDTHS)))
+def test_ufunc_other_integer_widths(ufunc, dtype):
+    shapes = [(3, 4), (4,)] if ufunc.nin == 2 else [(2, 3, 4)]
+    args = _inputs(ufunc, dtype, shapes)
+    with np.errstate(all="ignore"):
+        check_jit(ufunc, *args, backend="interpreter")
 
 
 def test_every_ufunc_has_a_case():
@@ -223,9 +234,10 @@ def test_python_int_out_of_range_raises_like_numpy(backend):
 def test_python_int_argument_out_of_range_raises_like_numpy(backend):
     import jitc
     x, u = np.arange(4, dtype=np.int8), np.arange(4, dtype=np.uint8)
+    u16, u64 = np.arange(4, dtype=np.uint16), np.arange(4, dtype=np.uint64)
     scale = jitc.jit(lambda x, s: x * s, backend=backend)
     np.testing.assert_array_equal(scale(x, 100), x * 100)  # fits int8 (the product wraps)
-    for array, value in [(x, 300), (x, -129), (u, -1), (u, 256)]:
+    for array, value in [(x, 300), (x, -129), (u, -1), (u, 256), (u16, 65536), (u64, -1)]:
         with pytest.raises(OverflowError, match=f"{value} out of bounds for {array.dtype}"):
             _ = array * value
         with pytest.raises(OverflowError, match=rf"argument s: Python integer {value} out of "
@@ -242,6 +254,51 @@ def test_comparisons_with_python_ints_beyond_the_dtype_are_exact(backend):
     for value in (300, -1000, 2, 127):
         check_jit(lambda x, s: (x < s, x == s, s >= x), x, value, backend=backend)
     check_jit(lambda x: (x < 300, x != -1000, 200 > x), x, backend=backend)
+    # Literals past int64 too, and negative ones against unsigned arrays.
+    for dtype in (np.int8, np.uint16, np.int64, np.uint64):
+        info = np.iinfo(dtype)
+        x = np.array([info.min, 0, info.max], dtype)
+        for value in (-1, 2**63, -(2**63) - 1, 2**64, -(2**70)):
+            check_jit(_compared_with(value), x, backend=backend)
+
+
+def _compared_with(value: int):
+    return lambda x: (x < value, x == value, value >= x, x != value)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("signed", [np.int8, np.int16, np.int32, np.int64],
+                         ids=lambda d: np.dtype(d).name)
+def test_uint64_compares_exactly_with_signed_integers(signed, backend):
+    """numpy 2 compares uint64 with int64 by value, where arithmetic would go to float64."""
+    info = np.iinfo(signed)
+    s = np.array([info.min, -1, 0, 1, info.max, -1], signed)
+    u = np.array([0, 2**64 - 1, 0, 2**63, 2**63 - 1, 1], np.uint64)
+    check_jit(lambda s, u: (s < u, u <= s, s == u, u != s, s > u, u >= s), s, u,
+              backend=backend)
+    check_jit(lambda s, u: (s[:, None] < u, u[:, None] == s), s, u, backend=backend)
+    for value in (-1, 5, 2**62):  # a Python int argument, its value known only at run time
+        check_jit(lambda u, n: (u < n, n <= u, u == n), u, value, backend=backend)
+
+
+INTEGER_DTYPES = [np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32,
+                  np.uint64]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("dtype", [*INTEGER_DTYPES, np.float16, np.float32, np.float64,
+                                   np.bool_], ids=lambda d: np.dtype(d).name)
+def test_round_is_half_to_even(dtype, backend):
+    """np.round at every dtype: floats and integers (negative decimals) round halves to even;
+    bool rounds to float16, as numpy's loop does."""
+    kind = np.dtype(dtype).kind
+    if kind == "b":
+        check_jit(np.round, np.array([True, False]), backend=backend)
+        return
+    halves = [0.5, 1.5, 2.5, -0.5, -2.5, 0.25, 0.35, 12.5] if kind == "f" else \
+        [5, 15, 25, 35, 45, 120, 125, -5, -15, -25, -125]
+    x = np.array([h for h in halves if h >= 0 or kind != "u"], dtype)
+    check_jit(lambda x: (np.round(x), np.round(x, 1), np.round(x, -1)), x, backend=backend)
 
 
 @pytest.mark.parametrize("backend", BACKENDS)

@@ -45,11 +45,16 @@ from .values import (
     integers,
 )
 
-ALL = ("bool", "int8", "uint8", "int32", "int64", "float16", "float32", "float64")
-NUMERIC = ALL[1:]
-INTS = ("int8", "uint8", "int32", "int64")
-SIGNED = ("int8", "int32", "int64")
+# The integer widths whose element sizes other dtypes already have (f16, i32/f32, i64/f64)
+# come last: a case's further variants take its dtypes in turn, and reach them only after
+# every other dtype; their first variants mostly run under `-m slow` (see `slow_param`).
+OTHER_WIDTHS = ("int16", "uint16", "uint32", "uint64")
+INTS = ("int8", "uint8", "int32", "int64") + OTHER_WIDTHS
+SIGNED = ("int8", "int32", "int64", "int16")
+UNSIGNED = ("uint8", "uint16", "uint32", "uint64")
 FLOATS = ("float16", "float32", "float64")
+ALL = ("bool", "int8", "uint8", "int32", "int64") + FLOATS + OTHER_WIDTHS
+NUMERIC = ALL[1:]
 LOGICAL = ("bool",) + INTS
 COMPLEX = ("complex64", "complex128")
 # Data movement and selection: every dtype, complex included.
@@ -91,6 +96,17 @@ class OpCase:
         for i, v in enumerate(others):
             chosen.append((v, np.dtype(self.dtypes[i % len(self.dtypes)])))
         return chosen
+
+
+def slow_param(case: OpCase, variant: Variant, dtype: np.dtype) -> bool:
+    """Whether an op-case param runs only under `-m slow`: the first variant (the one run on
+    every dtype) on the other integer widths, except in the integer-only cases (division,
+    remainder, shifts, powers), where the width is the semantics. The default run covers the
+    rest with the hypothesis tests of test_op_properties.py (integer wrap-around and casts at
+    every width, binary ufuncs over every dtype pair, reductions), the fuzzers (every dtype,
+    every backend) and the further variants, which take every dtype in turn."""
+    return (str(dtype) in OTHER_WIDTHS and variant is case.variants[0]
+            and not set(case.dtypes) <= set(INTS))
 
 
 # -- argument variants shared by many cases ------------------------------------------------------
@@ -283,8 +299,9 @@ def _set_reversed_column(x, y):
 
 
 BITCAST_PARTNER = {np.dtype(a): np.dtype(b) for a, b in [
-    ("int8", "uint8"), ("uint8", "int8"), ("int32", "float32"), ("float32", "int32"),
-    ("int64", "float64"), ("float64", "int64")]}
+    ("int8", "uint8"), ("uint8", "int8"), ("int16", "float16"), ("float16", "uint16"),
+    ("uint16", "int16"), ("int32", "float32"), ("float32", "uint32"), ("uint32", "int32"),
+    ("int64", "float64"), ("float64", "uint64"), ("uint64", "int64")]}
 
 
 def _astype(target: str) -> Callable:
@@ -391,7 +408,7 @@ def _binary_cases() -> list[OpCase]:
         case("left_shift", ("shift_left",), lambda x, y: x << y, INTS, y=SHIFT),
         case("right_shift", ("shift_right_arithmetic",), lambda x, y: x >> y, SIGNED, y=SHIFT),
         case("right_shift_unsigned", ("shift_right_logical",), lambda x, y: x >> y,
-             ("uint8",), y=SHIFT),
+             UNSIGNED, y=SHIFT),
         # The IR defines every shift amount: 0 (or the sign fill) past the bit width or below
         # zero, as numpy does.
         case("lax.shift_left", ("shift_left",), lax.shift_left, INTS, y=ANY_SHIFT,
@@ -452,7 +469,7 @@ def _conversion_cases() -> list[OpCase]:
                             _convert(target), unary()[:4], FLOATS,
                             expected=_saturating(target)))
     cases.append(OpCase("lax.bitcast_convert", ("bitcast_convert",), _bitcast, unary(),
-                        ("int8", "uint8", "int32", "int64", "float32", "float64"),
+                        tuple(str(d) for d in BITCAST_PARTNER),
                         expected=lambda x: x.view(BITCAST_PARTNER[x.dtype]), bitwise=True))
     return cases
 
@@ -643,19 +660,17 @@ def _reduction_cases() -> list[OpCase]:
                 second((4, 3, 2), values, "T"), second((3, 5), values, "S"))
 
     exact = {"tol": EXACT}
-    # numpy sums and multiplies uint8 in uint64, which jitc does not have (it asks for a dtype=).
-    no_uint = tuple(d for d in ALL if d != "uint8")
     return [
         OpCase("np.sum_axes_keepdims", ("reduce",),
-               lambda x: np.sum(x, axis=(0, 2), keepdims=True), cube, no_uint + COMPLEX),
-        OpCase("np.sum_all", ("reduce",), np.sum, flat, no_uint + COMPLEX),
+               lambda x: np.sum(x, axis=(0, 2), keepdims=True), cube, ALL + COMPLEX),
+        OpCase("np.sum_all", ("reduce",), np.sum, flat, ALL + COMPLEX),
         OpCase("np.sum_dtype_int64", ("convert", "reduce"),
                lambda x: np.sum(x, axis=-1, dtype=np.int64), flat[:2] + flat[3:],
-               ("bool", "int8", "uint8", "int32")),
+               ("bool", "int8", "uint8", "int16", "uint16", "int32", "uint32")),
         OpCase("np.sum_dtype_bool", ("reduce",), lambda x: x.sum(axis=0, dtype=bool),
                cube[:4], ALL),
         OpCase("np.prod_axis1", ("reduce",), lambda x: np.prod(x, axis=1), products,
-               no_uint + COMPLEX),
+               ALL + COMPLEX),
         OpCase("np.prod_dtype_float64", ("reduce",),
                lambda x: np.prod(x, axis=(0, 1), dtype=np.float64), products, ALL),
         OpCase("np.max_axis0", ("reduce",), lambda x: np.max(x, axis=0), extremes, ALL,
@@ -669,6 +684,11 @@ def _reduction_cases() -> list[OpCase]:
                extremes, ALL),
         OpCase("np.argmax", ("argmax",), lambda x: np.argmax(x, axis=1), extremes, ALL),
         OpCase("np.argmin_flat", ("argmin",), np.argmin, extremes[:2] + extremes[3:], ALL),
+        # stable, nan last: numpy's kind="stable" exactly, ties (SMALL) and nan (ANY) included
+        OpCase("np.sort_axis1", ("sort",), lambda x: np.sort(x, axis=1, kind="stable"),
+               extremes, ALL, **exact),
+        OpCase("np.argsort_axis1", ("sort",), lambda x: np.argsort(x, axis=1, kind="stable"),
+               extremes, ALL),
         OpCase("np.mean", ("reduce", "div"), lambda x: np.mean(x, axis=1), cube,
                ALL + COMPLEX),
         OpCase("lax.reduce_sum_two", ("reduce",), multi("sum"), multi_variants(SMALL),

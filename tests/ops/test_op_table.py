@@ -10,7 +10,7 @@ from jitc.ir.dtypes import from_numpy
 from jitc.ir.opdef import OPS
 
 from .backends import BACKENDS, require
-from .cases import CASES, OpCase, Variant
+from .cases import CASES, OpCase, Variant, slow_param
 from .checks import check, ops_in
 
 
@@ -18,7 +18,8 @@ def _params() -> list[object]:
     params = []
     for case in CASES:
         for variant, dtype in case.params():
-            params.append(pytest.param(case, variant, dtype,
+            marks = [pytest.mark.slow] if slow_param(case, variant, dtype) else []
+            params.append(pytest.param(case, variant, dtype, marks=marks,
                                        id=f"{case.name}-{variant.label}-"
                                           f"{from_numpy(dtype).name}"))
     return params

@@ -17,7 +17,14 @@ from jitc.ir.parser import parse_module
 from jitc.ir.printer import print_module
 from jitc.ir.types import TensorType
 from jitc.ir.verifier import VerifyError
-from jitc.passes import DEFAULT_PASSES, SIMPLIFICATION, dce, hoist_steps, legalize_broadcast
+from jitc.passes import (
+    DEFAULT_PASSES,
+    SIMPLIFICATION,
+    dce,
+    hoist_steps,
+    integer_dots,
+    legalize_broadcast,
+)
 from jitc.passes.pipeline import Pass, Pipeline, module_pass, run_passes
 
 BASIC_PASSES = (legalize_broadcast, dce)
@@ -226,6 +233,6 @@ def test_input_is_verified() -> None:
 def test_a_pass_is_a_named_callable() -> None:
     assert isinstance(dce, Pass) and dce.name == "dce"
     assert [p.name for p in BASIC_PASSES] == ["legalize_broadcast", "dce"]
-    assert DEFAULT_PASSES == (hoist_steps, legalize_broadcast, SIMPLIFICATION, dce)
+    assert DEFAULT_PASSES == (hoist_steps, legalize_broadcast, SIMPLIFICATION, integer_dots, dce)
     module = parse_module(CASES["unused-chain"][0])
     assert print_module(dce(module)) == CASES["unused-chain"][1]

@@ -24,6 +24,7 @@ from jitc.passes import (
     dce,
     fusion,
     hoist_steps,
+    integer_dots,
     layout_assignment,
     legalize_broadcast,
 )
@@ -41,7 +42,7 @@ def reads_any_layout(inst: Instruction, index: int, layout: TensorType) -> bool:
     return inst.op in (ops.REDUCE, ops.DOT_GENERAL, ops.CONVOLUTION)
 
 
-C_PASSES: tuple[Pass, ...] = (hoist_steps, legalize_broadcast, SIMPLIFICATION, dce,
+C_PASSES: tuple[Pass, ...] = (hoist_steps, legalize_broadcast, SIMPLIFICATION, integer_dots, dce,
                               layout_assignment(reads_any_layout), fusion, dce)
 
 

@@ -18,14 +18,17 @@ import numpy as np
 from jitc.ir.dtypes import DType, Kind
 from jitc.ir.types import TensorType
 
-_MEMORY = {"bool": "uint8_t", "i8": "int8_t", "u8": "uint8_t", "i32": "int32_t",
-           "i64": "int64_t", "f16": "uint16_t", "f32": "float", "f64": "double"}
+_MEMORY = {"bool": "uint8_t", "i8": "int8_t", "u8": "uint8_t", "i16": "int16_t",
+           "u16": "uint16_t", "i32": "int32_t", "u32": "uint32_t", "i64": "int64_t",
+           "u64": "uint64_t", "f16": "uint16_t", "f32": "float", "f64": "double"}
 _REGISTER = {**_MEMORY, "bool": "bool", "f16": "float"}
-# The unsigned type of the same width: signed arithmetic wraps by going through it (signed
-# overflow is undefined behaviour in C).
-_UNSIGNED = {"i8": "uint8_t", "u8": "uint8_t", "i32": "uint32_t", "i64": "uint64_t"}
+# The unsigned type of the same width, for shifts that must not see sign bits.
+_UNSIGNED = {"i8": "uint8_t", "u8": "uint8_t", "i16": "uint16_t", "u16": "uint16_t",
+             "i32": "uint32_t", "u32": "uint32_t", "i64": "uint64_t", "u64": "uint64_t"}
 _INT_LIMITS = {"i8": ("INT8_MIN", "INT8_MAX"), "u8": ("0", "UINT8_MAX"),
-               "i32": ("INT32_MIN", "INT32_MAX"), "i64": ("INT64_MIN", "INT64_MAX")}
+               "i16": ("INT16_MIN", "INT16_MAX"), "u16": ("0", "UINT16_MAX"),
+               "i32": ("INT32_MIN", "INT32_MAX"), "u32": ("0", "UINT32_MAX"),
+               "i64": ("INT64_MIN", "INT64_MAX"), "u64": ("0", "UINT64_MAX")}
 
 
 def memory_type(dtype: DType) -> str:
@@ -38,6 +41,13 @@ def register_type(dtype: DType) -> str:
 
 def unsigned_type(dtype: DType) -> str:
     return _UNSIGNED[dtype.name]
+
+
+def wrapping_type(dtype: DType) -> str:
+    """An unsigned type at least as wide as the integer dtype that C does not promote to
+    `int`: signed arithmetic wraps by going through it (signed overflow is undefined
+    behaviour in C, and so is uint16_t * uint16_t, promoted to int, past INT_MAX)."""
+    return "uint64_t" if dtype.bits == 64 else "uint32_t"
 
 
 def int_limits(dtype: DType) -> tuple[str, str]:
@@ -64,7 +74,9 @@ def literal(dtype: DType, value: object) -> str:
     number = int(value)  # type: ignore[call-overload]
     if number == np.iinfo(dtype.numpy).min and dtype.kind is Kind.SIGNED:
         return int_limits(dtype)[0]  # -2147483648 is not a C literal: 2147483648 negated
-    return f"INT64_C({number})" if dtype.bits == 64 else str(number)
+    if dtype.bits == 64:
+        return f"UINT64_C({number})" if dtype.kind is Kind.UNSIGNED else f"INT64_C({number})"
+    return f"{number}u" if dtype.kind is Kind.UNSIGNED else str(number)
 
 
 def float_literal(dtype: DType, value: np.ndarray) -> str:

@@ -27,11 +27,12 @@ from .fusions import emit_fusion
 from .helpers import HELPERS, preamble
 from .kernels import Kernel, emit_arg, emit_convolution, emit_copy, emit_dot, emit_elemental
 from .kernels import emit_reduce as _emit_reduce
+from .sort_kernel import emit_sort
 
 ENTRY = "jitc_entry"
 INCLUDES = ("math.h", "stdbool.h", "stdint.h", "string.h")
 _SPECIAL = {ops.REDUCE: _emit_reduce, ops.ARGMAX: emit_arg, ops.ARGMIN: emit_arg,
-            ops.DOT_GENERAL: emit_dot, ops.CONVOLUTION: emit_convolution}
+            ops.DOT_GENERAL: emit_dot, ops.CONVOLUTION: emit_convolution, ops.SORT: emit_sort}
 _HELPER_CALL = re.compile(r"\bjitc_\w+")
 
 

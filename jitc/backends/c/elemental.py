@@ -25,7 +25,7 @@ from .cgen import (
     literal,
     offset,
     register_type,
-    unsigned_type,
+    wrapping_type,
 )
 from .helpers import HELPERS
 
@@ -190,8 +190,9 @@ def _result(e: CEmitter, inst: Instruction, expression: str) -> str:
 
 
 def _wrapping(dtype: DType, x: str, op: str, y: str) -> str:
-    """x op y for an integer dtype, wrapping: computed in the unsigned type of its width."""
-    u, t = unsigned_type(dtype), register_type(dtype)
+    """x op y for an integer dtype, wrapping: computed in an unsigned type (see
+    `wrapping_type`) and truncated to the dtype's width."""
+    u, t = wrapping_type(dtype), register_type(dtype)
     return f"({t})(({u}){x} {op} ({u}){y})"
 
 
@@ -409,6 +410,10 @@ def _bitcast(e: CEmitter, inst: Instruction, index: Index) -> str:
         return _result(e, inst, x)
     if source.is_int and target.is_int:
         return _result(e, inst, f"({register_type(target)}){x}")
+    if source.bits == 16:  # float16 registers hold the value as float; memory the bits
+        if source.is_float:
+            return _result(e, inst, f"({register_type(target)}){e.helper('jitc_d2h')}({x})")
+        return _result(e, inst, f"{e.helper('jitc_h2f')}((uint16_t){x})")
     return _result(e, inst, f"{e.helper(f'jitc_bitcast_{source.name}_{target.name}')}({x})")
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from jitc.ir import dtypes
 from jitc.ir.dtypes import DType, Kind
 
-from .cgen import int_limits, register_type, unsigned_type
+from .cgen import int_limits, register_type, unsigned_type, wrapping_type
 
 HELPERS: dict[str, tuple[str, tuple[str, ...]]] = {}
 
@@ -126,6 +126,7 @@ static double jitc_cascade_total(const double *levels, uint64_t pushed, double o
 
 def _integer_helpers(dtype: DType) -> None:
     t, u, name = register_type(dtype), unsigned_type(dtype), dtype.name
+    w = wrapping_type(dtype)
     bits = dtype.bits
     signed = dtype.kind is Kind.SIGNED
     lo, hi = int_limits(dtype)
@@ -134,7 +135,7 @@ def _integer_helpers(dtype: DType) -> None:
 /* Truncating division; x / 0 is 0 and MIN / -1 wraps to MIN. */
 static {t} jitc_div_{name}({t} x, {t} y) {{
     if (y == 0) return 0;
-    if (y == -1) return ({t})(0u - ({u})x);
+    if (y == -1) return ({t})(0u - ({w})x);
     return ({t})(x / y);
 }}""")
         _define(f"jitc_rem_{name}", f"""
@@ -154,17 +155,17 @@ static {t} jitc_rem_{name}({t} x, {t} y) {{ return y == 0 ? 0 : ({t})(x % y); }}
     _define(f"jitc_pow_{name}", f"""
 /* x^y by squaring, wrapping on overflow. */
 static {t} jitc_pow_{name}({t} x, {t} y) {{{negative}
-    {u} result = 1, base = ({u})x, e = ({u})y;
+    {w} result = 1, base = ({w})x, e = ({u})y;
     for (; e != 0; e >>= 1) {{
-        if (e & 1u) result = ({u})(result * base);
-        base = ({u})(base * base);
+        if (e & 1u) result = result * base;
+        base = base * base;
     }}
     return ({t})result;
 }}""")
     _define(f"jitc_shl_{name}", f"""
 /* x << y; 0 when y is negative or not below {bits}. */
 static {t} jitc_shl_{name}({t} x, {t} y) {{
-    return ({u})y < {bits}u ? ({t})(({u})x << ({u})y) : 0;
+    return ({u})y < {bits}u ? ({t})(({w})x << ({u})y) : 0;
 }}""")
     _define(f"jitc_shrl_{name}", f"""
 /* x >> y filling with zeros; 0 when y is out of range. */
@@ -193,7 +194,7 @@ static {t} jitc_f2i_{name}(double x) {{
 for _dtype in dtypes.INTS:
     _integer_helpers(_dtype)
 
-for _int, _float in (("i32", "f32"), ("i64", "f64")):
+for _int, _float in (("i32", "f32"), ("u32", "f32"), ("i64", "f64"), ("u64", "f64")):
     for _src, _dst in ((_int, _float), (_float, _int)):
         _st = register_type(dtypes.by_name(_src))
         _dt = register_type(dtypes.by_name(_dst))

@@ -343,7 +343,8 @@ def dot_into(ctx: KernelContext, inst: Instruction, target: str,
         x = ctx.e.value_at(lhs, operand_index(lhs.type.rank, lb, lc, lf, out_index, k, nb))
         y = ctx.e.value_at(rhs, operand_index(rhs.type.rank, rb, rc, rf, out_index, k,
                                               nb + nlf))
-        x, y = convert_value(ctx.e, x, dtype, acc), convert_value(ctx.e, y, dtype, acc)
+        x = convert_value(ctx.e, x, lhs.type.dtype, acc)
+        y = convert_value(ctx.e, y, rhs.type.dtype, acc)
         return ctx.e.let(acc, combine(ctx.e, "prod", acc, x, y))
 
     def finish(index: list[str]) -> None:

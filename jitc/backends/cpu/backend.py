@@ -39,6 +39,9 @@ class EntryPoint:
     workspace_bytes: int
     donations: dict[int, int]  # result index -> argument index
     kernel_count: int
+    # Per kernel, the entry body index of the instruction it computes (None: a copy into a
+    # donated result); only timed executables (profiling) keep it.
+    kernel_positions: list[int | None] | None = None
 
     @classmethod
     def of(cls, module: Module, lowering: Lowering) -> EntryPoint:
@@ -131,11 +134,16 @@ class CpuExecutable:
 
 class CpuBackend:
     name = "cpu"
+    # A profile calls a variant of each function that times its kernels (`compile(timing=)`).
+    times_kernels = True
 
     def passes(self, options: Options) -> Sequence[Pass]:
         return KERNEL_PASSES
 
-    def compile(self, module: Module, options: Options) -> CpuExecutable:
+    def compile(self, module: Module, options: Options,
+                timing: int | None = None) -> CpuExecutable:
+        """The machine code of `module`; with `timing` (a profile's number for it, see
+        jitc/profiling.py) the variant whose entry records each kernel's time."""
         threads = options.num_threads if register_runtime_symbols() else 1
         # The kernels go to several modules compiled on as many threads; the GEMM routines
         # they call are compiled once per process (objects.py). Neither changes the code of
@@ -144,11 +152,14 @@ class CpuBackend:
         with profiling.span("lower to LLVM IR", "codegen") as span:
             lowering = lower_module(module, threads, donated=options.donated,
                                     partitions=compile_threads(), external_routines=True,
-                                    native_ldexp=target.host_has("avx512f"))
+                                    native_ldexp=target.host_has("avx512f"),
+                                    native_vnni=target.host_has("avx512vnni"), timing=timing)
             span.note(kernels=len(lowering.kernels), modules=len(lowering.parts))
         entry = EntryPoint.of(module, lowering)
+        if timing is not None:
+            entry.kernel_positions = lowering.positions
         progress.stage(f"codegen: LLVM compiling {len(lowering.parts)} module(s)")
-        keep = compile_cache.wanted(options)
+        keep = compile_cache.wanted(options) and timing is None
         routines = {r for part in lowering.parts for r in declared_routines(part)}
         if len(lowering.parts) == 1 and not routines:
             return self._compile_whole(entry, lowering, keep)

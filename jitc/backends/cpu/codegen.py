@@ -17,6 +17,11 @@ so that the parts link together.
 For the in-process JIT the kernels may be spread over several LLVM modules (`partitions`), so
 that they compile on several threads; the entry lives in the first and declares the kernels of
 the others, and the GEMM routines are declarations the backend links (gemm_routines.py).
+
+`timing` (a number jitc/profiling.py hands out) makes the timed variant of the entry that a
+profile calls: it reads the clock around each kernel and each chunk a pool thread runs and
+records both (runtime/jitc_profile.c). The kernels are the same; without `timing` the entry
+has no such call.
 """
 
 from __future__ import annotations
@@ -27,10 +32,11 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 from llvmlite import ir
 
-from jitc.backends.cpu import gemm_routines, kernels
+from jitc.backends.cpu import gemm_bytes, gemm_routines, kernels
 from jitc.backends.cpu.control import RegionCode, emit_control
 from jitc.backends.cpu.fusions import emit_fusion, fusion_buffers
 from jitc.backends.cpu.plan import ALIGNMENT, BufferPlan, plan_buffers
+from jitc.backends.cpu.sort_kernel import emit_sort
 from jitc.backends.llvm.elemental import RULES
 from jitc.backends.llvm.types import I8, I64, PTR, VOID
 from jitc.backends.llvm.vmath_base import scale_with_ldexp
@@ -41,6 +47,8 @@ from jitc.ir.printer import print_module
 
 ENTRY = "jitc_entry"
 PARALLEL_FOR = "jitc_parallel_for"
+PROFILE_NOW = "jitc_profile_now"
+PROFILE_RECORD = "jitc_profile_record"
 # A kernel is split across threads only when it has at least this many element operations
 # per thread: below that, waking the pool costs more than it saves.
 PARALLEL_GRAIN = 1 << 15
@@ -50,7 +58,7 @@ SPLIT_INSTRUCTIONS = 150
 
 _SPECIAL = {"reduce": kernels.emit_reduce, "argmax": kernels.emit_arg,
             "argmin": kernels.emit_arg, "dot_general": kernels.emit_dot,
-            "convolution": kernels.emit_convolution}
+            "convolution": kernels.emit_convolution, "sort": emit_sort}
 
 
 @dataclass(eq=False)
@@ -83,6 +91,9 @@ class Lowering:
     kernels: list[kernels.Kernel]
     entry: str
     parts: list[ir.Module]      # every module with code; the kernels of each are disjoint
+    # Per kernel, the index in the entry function's body of the instruction it computes
+    # (None for the copies into donated results), for the profile's kernel names.
+    positions: list[int | None] = field(default_factory=list)
 
 
 def _instructions(module: ir.Module, first: int) -> int:
@@ -136,11 +147,14 @@ def _strip_locations(text: str) -> str:
 def lower_module(module: Module, num_threads: int = 1, name: str = "jitc",
                  linkage: Linkage = Linkage(), donated: frozenset[int] = frozenset(),
                  partitions: int = 1, external_routines: bool = False,
-                 native_ldexp: bool = False) -> Lowering:
+                 native_ldexp: bool = False, native_vnni: bool = False,
+                 timing: int | None = None) -> Lowering:
     """The LLVM IR of `module`: its kernels spread over up to `partitions` modules (the first
     until it holds SPLIT_INSTRUCTIONS instructions, then whichever holds the least code), the
-    GEMM routines declared rather than defined when `external_routines`, and the vector math
-    scaling with llvm.ldexp when `native_ldexp`."""
+    GEMM routines declared rather than defined when `external_routines`, the vector math
+    scaling with llvm.ldexp when `native_ldexp`, byte products with VNNI when `native_vnni`,
+    the entry timing its kernels for profile number `timing` when given (regions run untimed
+    inside the kernel that steps them)."""
     assert partitions == 1 or not linkage.internal, "internal kernels must share one module"
     fn = module.entry
     plan = plan_buffers(fn, donated, module, views=True)
@@ -148,12 +162,16 @@ def lower_module(module: Module, num_threads: int = 1, name: str = "jitc",
     if native_ldexp:  # the target scales vectors by powers of two in one instruction
         for part in parts:
             scale_with_ldexp(part)
+    if native_vnni:  # byte products may use AVX512-VNNI (gemm_bytes.py)
+        for part in parts:
+            gemm_bytes.use_vnni(part)
     if external_routines:
         for part in parts:
             gemm_routines.declare_externally(part)
     load = [0] * partitions
     home: dict[str, int] = {}  # the part of each kernel and shared body
     emitted: list[kernels.Kernel] = []
+    positions: list[int | None] = []
     prefix = linkage.prefix
     bodies: dict[str, tuple[ir.Function, kernels.Kernel, bool]] = {}
 
@@ -199,6 +217,7 @@ def lower_module(module: Module, num_threads: int = 1, name: str = "jitc",
             # The step function is internal: it stays with the entry that calls it.
             step = f"{prefix}k{n}.{inst.op.name}"
             emitted.append(emit_control(parts[0], plan, step, inst, module, lower_region))
+            positions.append(n)
             home[step] = 0
             continue
         label = inst.attrs["kind"] if inst.op is FUSION else inst.op.name
@@ -217,15 +236,18 @@ def lower_module(module: Module, num_threads: int = 1, name: str = "jitc",
             home[name] = home[first.name]
             kernels.emit_wrapper(parts[home[name]], name, body, slots)  # type: ignore[arg-type]
             emitted.append(kernels.Kernel(name, first.outer, first.cost))
+            positions.append(n)
             continue
         kernel = emit_into(name, lambda part, name=name, inst=inst:
                            emit_kernel(part, plan, name, inst, module))
         bodies[key] = (parts[home[name]].get_global(f"{name}.body"), kernel, False)
         emitted.append(kernel)
+        positions.append(n)
     for n, (source, slot) in enumerate(plan.copies):
         copy = f"{prefix}copy{n}"
         emitted.append(emit_into(copy, lambda part, copy=copy, source=source, slot=slot:
                                  kernels.emit_copy(part, plan, copy, source, slot)))
+        positions.append(None)
     llvm_module = parts[0]
     for kernel in emitted:
         if home[kernel.name] != 0:
@@ -235,9 +257,9 @@ def lower_module(module: Module, num_threads: int = 1, name: str = "jitc",
             # LLVM would inline it into the entry (one call, constant bounds) and still compile
             # the external copy nobody calls: twice the work for a small function.
             llvm_module.get_global(kernel.name).linkage = "internal"
-    entry = _emit_entry(llvm_module, plan, emitted, num_threads, linkage)
+    entry = _emit_entry(llvm_module, plan, emitted, num_threads, linkage, timing)
     used = [part for p, part in enumerate(parts) if p == 0 or load[p] > 0]
-    return Lowering(llvm_module, plan, emitted, entry.name, used + region_parts)
+    return Lowering(llvm_module, plan, emitted, entry.name, used + region_parts, positions)
 
 
 def _baked_constants(module: ir.Module, plan: BufferPlan, linkage: Linkage
@@ -266,7 +288,7 @@ def _baked_constants(module: ir.Module, plan: BufferPlan, linkage: Linkage
 
 
 def _emit_entry(module: ir.Module, plan: BufferPlan, emitted: list[kernels.Kernel],
-                num_threads: int, linkage: Linkage) -> ir.Function:
+                num_threads: int, linkage: Linkage, timing: int | None = None) -> ir.Function:
     entry = ir.Function(module, ir.FunctionType(VOID, [PTR]), linkage.prefix + ENTRY)
     if linkage.internal:
         entry.linkage = "internal"
@@ -291,16 +313,53 @@ def _emit_entry(module: ir.Module, plan: BufferPlan, emitted: list[kernels.Kerne
         pointer = b.gep(base, [ir.Constant(I64, offset)], source_etype=I8)
         b.store(pointer, b.gep(frame, [ir.Constant(I64, slot)], source_etype=PTR))
     parallel_for = None
-    for kernel in emitted:
+    clock = _Clock(module, timing) if timing is not None else None
+    for index, kernel in enumerate(emitted):
         fn = module.get_global(kernel.name)
         threads = min(num_threads, kernel.outer, max(1, kernel.cost // PARALLEL_GRAIN))
+        started = clock.now(b) if clock is not None else None
         if threads > 1:
             if parallel_for is None:
                 parallel_for = ir.Function(module, ir.FunctionType(
                     VOID, [PTR, PTR, I64, I64]), linkage.parallel_for)
-            b.call(parallel_for, [fn, frame, ir.Constant(I64, kernel.outer),
+            task = clock.timed_chunks(fn, index) if clock is not None else fn
+            b.call(parallel_for, [task, frame, ir.Constant(I64, kernel.outer),
                                   ir.Constant(I64, threads)])
         else:
             b.call(fn, [frame, ir.Constant(I64, 0), ir.Constant(I64, kernel.outer)])
+        if clock is not None:
+            clock.record(b, index, 0, ir.Constant(I64, 0), ir.Constant(I64, kernel.outer),
+                         started)
     b.ret_void()
     return entry
+
+
+class _Clock:
+    """The profiling hooks of a timed entry (runtime/jitc_profile.c): read the clock before a
+    piece of work, record it with its kernel's index after."""
+
+    def __init__(self, module: ir.Module, code: int) -> None:
+        self.module, self.code = module, code
+        self._now = ir.Function(module, ir.FunctionType(I64, []), PROFILE_NOW)
+        self._record = ir.Function(module, ir.FunctionType(VOID, [I64] * 6), PROFILE_RECORD)
+
+    def now(self, b: ir.IRBuilder) -> ir.Value:
+        return b.call(self._now, [])
+
+    def record(self, b: ir.IRBuilder, kernel: int, chunk: int, begin: ir.Value, end: ir.Value,
+               started: ir.Value) -> None:
+        b.call(self._record, [ir.Constant(I64, self.code), ir.Constant(I64, kernel),
+                              ir.Constant(I64, chunk), begin, end, started])
+
+    def timed_chunks(self, task: ir.Function, kernel: int) -> ir.Function:
+        """`task` with each chunk the pool runs recorded, on the thread that runs it."""
+        timed = ir.Function(self.module, ir.FunctionType(VOID, [PTR, I64, I64]),
+                            f"{task.name}.timed")
+        timed.linkage = "internal"
+        frame, begin, end = timed.args
+        b = ir.IRBuilder(timed.append_basic_block("entry"))
+        started = self.now(b)
+        b.call(task, [frame, begin, end])
+        self.record(b, kernel, 1, begin, end, started)
+        b.ret_void()
+        return timed

@@ -52,11 +52,7 @@ def region_module(program: Module, name: str, outputs: Sequence[Value] | None = 
 
 def _scratch(plan: BufferPlan, size: int) -> int:
     """A new frame slot pointing at `size` fresh bytes at the end of the workspace."""
-    slot = plan.num_slots
-    offset = _aligned(plan.workspace_bytes)
-    plan.temp_offsets[slot] = offset
-    plan.workspace_bytes = offset + _aligned(max(size, 1))
-    return slot
+    return plan.add_scratch(size)
 
 
 class _Step:

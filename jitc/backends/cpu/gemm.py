@@ -111,10 +111,11 @@ def analyse(inst: Instruction, lhs: Value, rhs: Value) -> Form | None:
     generic kernel should run it."""
     out = inst.results[0].type
     dtype = out.dtype
-    if dtype not in (dtypes.float32, dtypes.float64) or lhs.type.dtype is not dtype or \
-            rhs.type.dtype is not dtype:
-        return None
     attrs = inst.attrs
+    # Byte products (`result=i32`) have their own kernel (gemm_bytes.py) on the same view.
+    if not attrs.get("result") and (dtype not in (dtypes.float32, dtypes.float64) or
+                                    lhs.type.dtype is not dtype or rhs.type.dtype is not dtype):
+        return None
     lb, rb = list(attrs["lhs_batch"]), list(attrs["rhs_batch"])  # type: ignore[arg-type]
     lc, rc = list(attrs["lhs_contract"]), list(attrs["rhs_contract"])  # type: ignore[arg-type]
     lf = [d for d in range(lhs.type.rank) if d not in lb and d not in lc]
@@ -354,4 +355,7 @@ def emit(ctx: KernelContext, inst: Instruction, epilogue: Value | None = None
     form = analyse(inst, lhs, rhs)
     if form is None:
         return None
+    if inst.attrs.get("result"):
+        from jitc.backends.cpu import gemm_bytes
+        return gemm_bytes.emit(ctx, inst, form, epilogue)
     return _Gemm(ctx, inst, form, epilogue, tiling_for(inst.results[0].type.dtype)).emit()

@@ -21,7 +21,7 @@ from jitc.backends.llvm.convolution import convolution_element, window_size
 from jitc.backends.llvm.elemental import RULES, ElementalEmitter, convert_value
 from jitc.backends.llvm.loops import for_range, loop_nest
 from jitc.backends.llvm.reductions import accumulator_dtype, combine
-from jitc.backends.llvm.types import FLOAT, I64, PTR, VOID, constant, value_type
+from jitc.backends.llvm.types import I64, PTR, VOID, constant, memory_type, value_type
 from jitc.ir import dtypes
 from jitc.ir.core import Instruction, Value
 from jitc.ir.dtypes import Kind
@@ -437,8 +437,8 @@ def dot_into(ctx: KernelContext, inst: Instruction, epilogue: Value | None = Non
                                                     nb))
         y = ctx.emitter.value_at(rhs, operand_index(rhs.type.rank, rb, rc, rf, out_index, k,
                                                     nb + nlf))
-        x = convert_value(b, x, dtype, acc)
-        y = convert_value(b, y, dtype, acc)
+        x = convert_value(b, x, lhs.type.dtype, acc)
+        y = convert_value(b, y, rhs.type.dtype, acc)
         return b.fmul(x, y) if acc.is_float else b.mul(x, y)
 
     def add(x: ir.Value, y: ir.Value, acc: dtypes.DType) -> ir.Value:
@@ -450,18 +450,29 @@ def dot_into(ctx: KernelContext, inst: Instruction, epilogue: Value | None = Non
     if bounds_rows:
         bounds_rows[0] = (ctx.begin, ctx.end)
 
-    if dtype is dtypes.float16:
+    # A byte product's epilogue may narrow its int32 sums (requantization to int8): the
+    # output buffer cannot hold the sums, so each is kept in a register until finished.
+    narrowing = epilogue is not None and epilogue.type.dtype is not dtype
+    if dtype is dtypes.float16 or narrowing:
+        acc_dtype = dtypes.float32 if dtype is dtypes.float16 else dtype
+
         def element(counters: list[ir.Value]) -> None:
             out_index = counters
             with b.goto_entry_block():
-                slot = b.alloca(FLOAT)
-            b.store(ir.Constant(FLOAT, 0.0), slot)
+                slot = b.alloca(memory_type(acc_dtype))
+            b.store(constant(acc_dtype, 0), slot)
 
             def step(k: list[ir.Value]) -> None:
-                b.store(add(b.load(slot), product(out_index, k, dtypes.float32),
-                            dtypes.float32), slot)
+                b.store(add(b.load(slot), product(out_index, k, acc_dtype), acc_dtype), slot)
             loop_nest(b, [(0, s) for s in contract_sizes], step, name="k")
-            value = convert_value(b, b.load(slot), dtypes.float32, dtype)
+            value = convert_value(b, b.load(slot), acc_dtype, dtype)
+            if narrowing:
+                assert epilogue is not None
+                ctx.emitter.registers[id(out)] = value
+                finished = ctx.emitter.value_at(epilogue, out_index)
+                del ctx.emitter.registers[id(out)]
+                indexing.store(b, finished, out_ptr, epilogue.type, out_index)
+                return
             indexing.store(b, value, out_ptr, out.type, out_index)
             _apply_epilogue(ctx, epilogue, out_ptr, out.type, out_index)
         all_bounds = bounds_rows + [(0, out.type.shape[d]) for d in col_dims]

@@ -47,6 +47,15 @@ class BufferPlan:
     def slot(self, value: Value) -> int | None:
         return self.slots.get(id(value))
 
+    def add_scratch(self, size: int) -> int:
+        """A new frame slot pointing at `size` fresh bytes at the end of the workspace (which
+        the runtime keeps between calls, so its pages are touched once)."""
+        slot = self.num_slots
+        offset = _aligned(self.workspace_bytes)
+        self.temp_offsets[slot] = offset
+        self.workspace_bytes = offset + _aligned(max(size, 1))
+        return slot
+
 
 def is_inline_constant(value: Value) -> bool:
     return value.producer.op.name == "constant" and value.type.size == 1

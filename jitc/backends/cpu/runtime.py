@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ctypes
 import functools
+from collections.abc import Callable
 
 import llvmlite.binding as llvm
 
@@ -20,13 +21,36 @@ def runtime_library() -> ctypes.CDLL | None:
 
 @functools.cache
 def register_runtime_symbols() -> bool:
-    """Make `jitc_parallel_for` resolvable by JIT-compiled code; False when unavailable."""
+    """Make the thread pool (`jitc_parallel_for`) and the profiling hooks that timed entries
+    call resolvable by JIT-compiled code; False when the extension is unavailable."""
     lib = runtime_library()
     if lib is None:
         return False
-    address = ctypes.cast(lib.jitc_parallel_for, ctypes.c_void_p).value
-    llvm.add_symbol("jitc_parallel_for", address)
+    for name in ("jitc_parallel_for", "jitc_profile_now", "jitc_profile_record"):
+        llvm.add_symbol(name, ctypes.cast(getattr(lib, name), ctypes.c_void_p).value)
     return True
+
+
+@functools.cache
+def profile_drain() -> Callable[[int, int], int] | None:
+    """`drain(address, capacity)`: runtime/jitc_profile.c's `jitc_profile_drain`, moving the
+    kernel records of timed entries into the int64 rows at `address`; None when unavailable."""
+    lib = runtime_library()
+    if lib is None:
+        return None
+    drain = lib.jitc_profile_drain
+    drain.restype = ctypes.c_int64
+    drain.argtypes = [ctypes.c_void_p, ctypes.c_int64]
+    return drain
+
+
+def profile_dropped() -> int:
+    """Kernel records lost so far because a thread's log was full (runtime/jitc_profile.c)."""
+    lib = runtime_library()
+    if lib is None:
+        return 0
+    lib.jitc_profile_dropped.restype = ctypes.c_int64
+    return int(lib.jitc_profile_dropped())
 
 
 def pool_size() -> int:

@@ -23,6 +23,7 @@ from jitc.backends.cuda.dot import dot_kernel
 from jitc.backends.cuda.elementwise import PhaseContext, convolution_element, elementwise_kernel
 from jitc.backends.cuda.kernel import GpuEmitter, KernelSpec
 from jitc.backends.cuda.reductions import reduction_kernel, row_fusion_kernel
+from jitc.backends.cuda.sort_kernel import sort_kernel
 from jitc.ir import ops
 from jitc.ir.core import Instruction, Module, Value
 from jitc.ir.opdef import Trait
@@ -102,6 +103,8 @@ def emit_kernel(module: ir.Module, plan: BufferPlan, name: str, inst: Instructio
     result = inst.results[0]
     if inst.op in (ops.REDUCE, ops.ARGMAX, ops.ARGMIN):
         return reduction_kernel(module, plan, name, inst, values, list(inst.results))
+    if inst.op is ops.SORT:
+        return sort_kernel(module, plan, name, inst, values)
     if inst.op is ops.DOT_GENERAL:
         return dot_kernel(module, plan, name, inst, values, result)
     if inst.op is ops.CONVOLUTION:

@@ -32,13 +32,51 @@ from jitc.backends.llvm import indexing
 from jitc.backends.llvm.elemental import convert_value
 from jitc.backends.llvm.loops import for_range
 from jitc.backends.llvm.reductions import accumulator_dtype
-from jitc.backends.llvm.types import I64, constant, value_type
+from jitc.backends.llvm.types import I32, I64, constant, declare, value_type
+from jitc.ir import dtypes
 from jitc.ir.core import Instruction, Value
 from jitc.ir.dtypes import DType
 from jitc.ir.types import TensorType
 
 Index = list[ir.Value]
 SIDE = launches.DOT_THREADS_SIDE
+BYTES_PER_CELL = 4
+
+
+def _dp4a_name(lhs: DType, rhs: DType) -> str:
+    """The helper computing acc + the dot product of two words of 4 bytes (linked by
+    ptx.link: PTX's dp4a on the device, plain IR in the simulator)."""
+    def sign(d: DType) -> str:
+        return "s" if d is dtypes.int8 else "u"
+    return f"jitc.dp4a.{sign(lhs)}.{sign(rhs)}"
+
+
+def dp4a_definitions(device: bool) -> str:
+    """LLVM IR text defining every _dp4a_name helper: with NVPTX's idp4a intrinsics when
+    `device`, else with byte vectors (what the simulator compiles for the host)."""
+    lines = []
+    if not device:
+        lines.append("declare i32 @llvm.vector.reduce.add.v4i32(<4 x i32>)")
+    for a in "su":
+        for c in "su":
+            name = f"jitc.dp4a.{a}.{c}"
+            lines.append(f'define i32 @"{name}"(i32 %a, i32 %b, i32 %acc) alwaysinline {{')
+            if device:
+                lines.append(f"  %r = call i32 @llvm.nvvm.idp4a.{a}.{c}(i32 %a, i32 %b, "
+                             "i32 %acc)")
+            else:
+                ext = {"s": "sext", "u": "zext"}
+                lines += ["  %va = bitcast i32 %a to <4 x i8>",
+                          "  %vb = bitcast i32 %b to <4 x i8>",
+                          f"  %xa = {ext[a]} <4 x i8> %va to <4 x i32>",
+                          f"  %xb = {ext[c]} <4 x i8> %vb to <4 x i32>",
+                          "  %m = mul <4 x i32> %xa, %xb",
+                          "  %s = call i32 @llvm.vector.reduce.add.v4i32(<4 x i32> %m)",
+                          "  %r = add i32 %s, %acc"]
+            lines += ["  ret i32 %r", "}"]
+            if device:
+                lines.append(f"declare i32 @llvm.nvvm.idp4a.{a}.{c}(i32, i32, i32)")
+    return "\n".join(lines) + "\n"
 
 
 def _minor(t: TensorType) -> int | None:
@@ -102,6 +140,10 @@ def dot_kernel(module: ir.Module, plan: BufferPlan, name: str, core: Instruction
     acc = accumulator_dtype(dtype)
     acc_type = value_type(acc)
     tiles = launches.dot(batches, m, n, k, byte_size(acc_type))
+    # A byte product (`result=i32`) keeps 4 depth steps per shared cell and multiplies
+    # them with one dp4a.
+    dp4a = _dp4a_name(lhs.value.type.dtype, rhs.value.type.dtype) if attrs.get("result") \
+        else None
     kb = KernelBuilder(module, plan, name, values, [destination], tiles.launch)
     kb.aliases.update(aliases or {})
     tm, tn, tk = tiles.tile_m, tiles.tile_n, tiles.tile_k
@@ -129,11 +171,17 @@ def dot_kernel(module: ir.Module, plan: BufferPlan, name: str, core: Instruction
         with kb.phase() as ctx:
             batch, row0, col0 = position(ctx)
             k0 = ctx.builder.mul(ctx.iteration, ir.Constant(I64, tk))
-            _load_tile(ctx, lhs, a_tile, batch, row0, k0, m, k, tm, tk, threads, dtype, acc)
-            _load_tile(ctx, rhs, b_tile, batch, col0, k0, n, k, tn, tk, threads, dtype, acc)
+            for operand, tile, first, size, width in ((lhs, a_tile, row0, m, tm),
+                                                      (rhs, b_tile, col0, n, tn)):
+                if dp4a is None:
+                    _load_tile(ctx, operand, tile, batch, first, k0, size, k, width, tk,
+                               threads, operand.value.type.dtype, acc)
+                else:
+                    _load_packed_tile(ctx, operand, tile, batch, first, k0, size, k, width,
+                                      tk, threads)
         kb.barrier()
         with kb.phase() as ctx:
-            _multiply_tiles(ctx, a_tile, b_tile, accumulators, tiles, acc)
+            _multiply_tiles(ctx, a_tile, b_tile, accumulators, tiles, acc, dp4a)
         kb.barrier()
     with kb.phase() as ctx:
         b = ctx.builder
@@ -194,8 +242,39 @@ def _load_tile(ctx: PhaseContext, operand: _Operand, tile: SharedArray, batch: I
         ctx.store_shared(tile, cell, b.select(inside, value, zero))
 
 
+def _load_packed_tile(ctx: PhaseContext, operand: _Operand, tile: SharedArray, batch: Index,
+                      free0: ir.Value, k0: ir.Value, free_size: int, k_size: int, width: int,
+                      depth: int, threads: int) -> None:
+    """Like _load_tile for byte operands: cell [kq][ff] holds the bytes of depth steps
+    k0 + 4 kq .. + 3 (zero outside the operand), the first in the low byte."""
+    b = ctx.builder
+    tid = ctx.thread()
+    cells = depth // BYTES_PER_CELL
+    for q in range(-(-width * cells // threads)):
+        e = b.add(tid, ir.Constant(I64, q * threads))
+        ff, kq = b.urem(e, ir.Constant(I64, width)), b.udiv(e, ir.Constant(I64, width))
+        f = b.add(free0, ff)
+        f_inside = b.icmp_unsigned("<", f, ir.Constant(I64, free_size))
+        f = b.select(f_inside, f, ir.Constant(I64, free_size - 1))
+        word: ir.Value = ir.Constant(I32, 0)
+        for r in range(BYTES_PER_CELL):
+            kpos = b.add(k0, b.add(b.mul(kq, ir.Constant(I64, BYTES_PER_CELL)),
+                                   ir.Constant(I64, r)))
+            inside = b.and_(f_inside, b.icmp_unsigned("<", kpos, ir.Constant(I64, k_size)))
+            kpos = b.select(b.icmp_unsigned("<", kpos, ir.Constant(I64, k_size)), kpos,
+                            ir.Constant(I64, k_size - 1))
+            byte = ctx.emitter.value_at(operand.value, operand.index(b, batch, f, kpos))
+            byte = b.select(inside, b.zext(byte, I32), ir.Constant(I32, 0))
+            word = b.or_(word, b.shl(byte, ir.Constant(I32, 8 * r)))
+        cell = b.add(b.mul(kq, ir.Constant(I64, width)), ff)
+        valid = b.icmp_unsigned("<", e, ir.Constant(I64, width * cells))
+        with b.if_then(valid):
+            ctx.store_shared(tile, cell, word)
+
+
 def _multiply_tiles(ctx: PhaseContext, a_tile: SharedArray, b_tile: SharedArray,
-                    accumulators: StateSlot, tiles: launches.DotTiles, acc: DType) -> None:
+                    accumulators: StateSlot, tiles: launches.DotTiles, acc: DType,
+                    dp4a: str | None = None) -> None:
     """This thread's outputs += its rows of the lhs tile times its columns of the rhs tile,
     accumulated in allocas (registers) and kept in state between k-steps."""
     b = ctx.builder
@@ -206,7 +285,8 @@ def _multiply_tiles(ctx: PhaseContext, a_tile: SharedArray, b_tile: SharedArray,
         slots = [b.alloca(accumulators.type) for _ in range(rm * rn)]
     for i, slot in enumerate(slots):
         b.store(ctx.load_state(accumulators, i), slot)
-    with for_range(b, 0, tiles.tile_k, name="kk") as kk:
+    steps = tiles.tile_k if dp4a is None else tiles.tile_k // BYTES_PER_CELL
+    with for_range(b, 0, steps, name="kk") as kk:
         a_row = b.mul(kk, ir.Constant(I64, tiles.tile_m))
         b_row = b.mul(kk, ir.Constant(I64, tiles.tile_n))
         xs = [ctx.load_shared(a_tile, b.add(a_row, b.add(ty, ir.Constant(I64, SIDE * r))))
@@ -216,6 +296,10 @@ def _multiply_tiles(ctx: PhaseContext, a_tile: SharedArray, b_tile: SharedArray,
         for r in range(rm):
             for c in range(rn):
                 slot = slots[r * rn + c]
-                b.store(multiply_add(b, xs[r], ys[c], b.load(slot), acc), slot)
+                if dp4a is None:
+                    b.store(multiply_add(b, xs[r], ys[c], b.load(slot), acc), slot)
+                else:
+                    fn = declare(b.module, dp4a, ir.FunctionType(I32, [I32] * 3))
+                    b.store(b.call(fn, [xs[r], ys[c], b.load(slot)]), slot)
     for i, slot in enumerate(slots):
         ctx.store_state(accumulators, b.load(slot), i)

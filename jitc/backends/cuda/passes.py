@@ -23,6 +23,7 @@ from jitc.passes import (
     dce,
     fusion,
     hoist_steps,
+    integer_dots,
     layout_assignment,
     legalize_broadcast,
 )
@@ -151,5 +152,5 @@ def split_epilogues(module: Module) -> Module:
 
 
 GPU_PASSES: tuple[Pass, ...] = (
-    hoist_steps, legalize_broadcast, SIMPLIFICATION, dce,
+    hoist_steps, legalize_broadcast, SIMPLIFICATION, integer_dots, dce,
     layout_assignment(gpu_reads_strided), fusion, split_epilogues, dce)

@@ -41,6 +41,10 @@ def link(kernel_ir: str, wrapper_ir: str, tm: llvm.TargetMachine,
     so the phases are inlined into their wrappers and vanish."""
     module = target.parse(kernel_ir, tm)
     module.link_in(target.parse(wrapper_ir, tm))
+    if "jitc.dp4a." in kernel_ir:  # byte products (dot.py): dp4a on the device only
+        from jitc.backends.cuda.dot import dp4a_definitions
+        device = tm.triple.startswith("nvptx")
+        module.link_in(target.parse(dp4a_definitions(device), tm))
     keep = set(exported)
     for fn in module.functions:
         if not fn.is_declaration and fn.name not in keep:

@@ -18,7 +18,7 @@ from jitc.backends.llvm import indexing
 from jitc.backends.llvm.types import FLOAT, I1, I64, constant, declare, value_type
 from jitc.ir.analysis import elementwise_chain
 from jitc.ir.core import Instruction, Value
-from jitc.ir.dtypes import DType, Kind
+from jitc.ir.dtypes import DType, Kind, float32
 from jitc.ir.types import TensorType
 
 Index = list[ir.Value]
@@ -469,7 +469,10 @@ def convert_value(b: ir.IRBuilder, x: ir.Value, source: DType, target: DType) ->
     if source.kind is Kind.FLOAT and target.kind is Kind.FLOAT:
         return b.fpext(x, to) if target.bits > source.bits else b.fptrunc(x, to)
     if source.kind is Kind.FLOAT:
-        # The saturating conversions give exactly the IR's semantics, nan included.
+        # The saturating conversions give exactly the IR's semantics, nan included; except
+        # LLVM's own half to i16 (nan gave -32768), so half goes through float (exactly).
+        if source.bits == 16:
+            x, source = b.fpext(x, FLOAT), float32
         base = "llvm.fptosi.sat" if target.kind is Kind.SIGNED else "llvm.fptoui.sat"
         name = f"{base}.i{to.width}.{_FLOAT_SUFFIX[source.bits]}"
         fn = declare(b.module, name, ir.FunctionType(to, [x.type]))

@@ -11,6 +11,7 @@ from jitc.ir.dtypes import DType, Kind
 
 I1 = ir.IntType(1)
 I8 = ir.IntType(8)
+I16 = ir.IntType(16)
 I32 = ir.IntType(32)
 I64 = ir.IntType(64)
 HALF = ir.HalfType()
@@ -19,8 +20,8 @@ DOUBLE = ir.DoubleType()
 VOID = ir.VoidType()
 PTR = ir.PointerType()
 
-_MEMORY = {"bool": I8, "i8": I8, "u8": I8, "i32": I32, "i64": I64, "f16": HALF, "f32": FLOAT,
-           "f64": DOUBLE}
+_MEMORY = {"bool": I8, "i8": I8, "u8": I8, "i16": I16, "u16": I16, "i32": I32, "u32": I32,
+           "i64": I64, "u64": I64, "f16": HALF, "f32": FLOAT, "f64": DOUBLE}
 
 
 def memory_type(dtype: DType) -> ir.Type:

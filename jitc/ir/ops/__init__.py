@@ -20,6 +20,7 @@ from jitc.ir.ops.shape import (
     SLICE,
     TRANSPOSE,
 )
+from jitc.ir.ops.sort import SORT
 
 __all__ = [
     "OPS", "lookup", "CONDITIONAL", "WHILE", "FUSION", "FUSION_KINDS", "CONSTANT", "IOTA",
@@ -27,5 +28,5 @@ __all__ = [
     "DOT_GENERAL",
     "parse_dim_labels", "ARGMAX", "ARGMIN", "REDUCE", "reduce_identity", "BROADCAST_IN_DIM",
     "CONCATENATE", "DYNAMIC_SLICE", "DYNAMIC_UPDATE_SLICE", "GATHER", "PAD", "RESHAPE",
-    "REVERSE", "SLICE", "TRANSPOSE",
+    "REVERSE", "SLICE", "TRANSPOSE", "SORT",
 ]

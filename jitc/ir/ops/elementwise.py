@@ -122,7 +122,8 @@ def _pow(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     odd = (y % 2) == 1
     reciprocal = np.where(x == 1, 1, np.where(x == -1, np.where(odd, -1, 1), 0)) \
         if x.dtype.kind == "i" else np.where(x == 1, 1, 0)
-    return np.where(y < 0, reciprocal, non_negative)
+    # In x's dtype: mixing int64 with uint64 in np.where would round through float64.
+    return np.where(y < 0, reciprocal.astype(x.dtype), non_negative)
 
 
 def _shift_amount_ok(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -9,8 +9,19 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from jitc.ir import dtypes
+from jitc.ir.dtypes import DType
 from jitc.ir.opdef import Attr, AttrKind, IRTypeError, OpDef, Trait, register
-from jitc.ir.ops.rules import ARITHMETIC, NUMERIC, check_axes, check_kind, same_dtype, tensor
+from jitc.ir.ops.rules import (
+    ARITHMETIC,
+    NUMERIC,
+    check_axes,
+    check_kind,
+    is_symbolic,
+    require_equal,
+    same_dtype,
+    tensor,
+)
 from jitc.ir.types import TensorType
 
 Attrs = Mapping[str, object]
@@ -24,10 +35,27 @@ def _wide(dtype: np.dtype) -> np.dtype:
 
 # --- dot_general ------------------------------------------------------------------------------
 
+# Byte operands whose products a dot_general may sum into a wider result (`result=i32`):
+# what the numpy idiom `a.astype(np.int32) @ b.astype(np.int32)` on int8/uint8 arrays means.
+NARROW_INTEGERS = (dtypes.int8, dtypes.uint8)
+
+
+def _dot_dtype(types: Sequence[TensorType], attrs: Attrs) -> DType:
+    result = attrs.get("result", "")
+    if not result:
+        dtype = same_dtype("dot_general", types)
+        check_kind("dot_general", dtype, ARITHMETIC)
+        return dtype
+    for t in types:
+        if t.dtype not in NARROW_INTEGERS:
+            raise IRTypeError(f"dot_general result={result}: operands must be int8 or uint8, "
+                              f"got {t.short()}")
+    return dtypes.by_name(str(result))
+
+
 def _dot_rule(types: Sequence[TensorType], attrs: Attrs, declared):
     lhs, rhs = types
-    dtype = same_dtype("dot_general", types)
-    check_kind("dot_general", dtype, ARITHMETIC)
+    dtype = _dot_dtype(types, attrs)
     lb, rb = attrs["lhs_batch"], attrs["rhs_batch"]
     lc, rc = attrs["lhs_contract"], attrs["rhs_contract"]
     check_axes("dot_general lhs", list(lb) + list(lc), lhs.rank)
@@ -37,7 +65,10 @@ def _dot_rule(types: Sequence[TensorType], attrs: Attrs, declared):
                           "dimensions as each other")
     for kind, ls, rs in (("batch", lb, rb), ("contracting", lc, rc)):
         for a, b in zip(ls, rs):
-            if lhs.shape[a] != rhs.shape[b]:
+            if is_symbolic(lhs.shape[a], rhs.shape[b]):
+                require_equal(lhs.shape[a], rhs.shape[b], f"dot_general {kind} dimension {a} "
+                              f"of {lhs.short()} and dimension {b} of {rhs.short()}")
+            elif lhs.shape[a] != rhs.shape[b]:
                 raise IRTypeError(f"dot_general: {kind} dimension {a} of {lhs.short()} does not "
                                   f"match dimension {b} of {rhs.short()}")
     lhs_free = [d for a, d in enumerate(lhs.shape) if a not in lb and a not in lc]
@@ -58,7 +89,7 @@ def _dot_reference(args: Sequence[np.ndarray], attrs: Attrs, results):
     lhs_free = [s for s in lhs_sub if s not in batch and s not in contract]
     rhs_free = [s for s in rhs_sub if s not in batch and s not in contract]
     spec = f"{''.join(lhs_sub)},{''.join(rhs_sub)}->{''.join(batch + lhs_free + rhs_free)}"
-    wide = _wide(lhs.dtype)
+    wide = _wide(results[0].dtype.numpy)
     out = np.einsum(spec, lhs.astype(wide), rhs.astype(wide))
     return [out.astype(results[0].dtype.numpy)]
 
@@ -67,7 +98,8 @@ DOT_GENERAL = register(OpDef(
     "dot_general", 2, _dot_rule, _dot_reference,
     "sum of products over the contracting dimensions; result is batch, lhs free, rhs free",
     (Attr("lhs_batch", AttrKind.INTS, ()), Attr("rhs_batch", AttrKind.INTS, ()),
-     Attr("lhs_contract", AttrKind.INTS), Attr("rhs_contract", AttrKind.INTS)),
+     Attr("lhs_contract", AttrKind.INTS), Attr("rhs_contract", AttrKind.INTS),
+     Attr("result", AttrKind.ENUM, "", ("", "i32"))),
     frozenset({Trait.TRANSCENDENTAL})))
 
 
@@ -137,6 +169,9 @@ def _conv_rule(types: Sequence[TensorType], attrs: Attrs, declared):
     if lhs.rank != spatial + 2 or rhs.rank != spatial + 2:
         raise IRTypeError(f"convolution: dim_labels {attrs['dim_labels']!r} needs rank "
                           f"{spatial + 2} operands, got {lhs.short()} and {rhs.short()}")
+    if is_symbolic(*rhs.shape, *(d for a, d in enumerate(lhs.shape) if a != dims.lhs_batch)):
+        raise IRTypeError(f"convolution of {lhs.short()} with {rhs.short()}: only the batch "
+                          "dimension may be symbolic")
     strides, padding, lhs_dil, rhs_dil = _conv_window(attrs, spatial)
     groups = attrs["feature_group_count"]
     in_features, out_features = lhs.shape[dims.lhs_feature], rhs.shape[dims.rhs_out]

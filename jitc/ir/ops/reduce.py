@@ -9,7 +9,16 @@ import numpy as np
 from jitc.ir import dtypes
 from jitc.ir.dtypes import Kind
 from jitc.ir.opdef import VARIADIC, Attr, AttrKind, IRTypeError, OpDef, register
-from jitc.ir.ops.rules import ARITHMETIC, NUMERIC, check_axes, check_kind, tensor
+from jitc.ir.ops.rules import (
+    ARITHMETIC,
+    NUMERIC,
+    check_axes,
+    check_kind,
+    is_symbolic,
+    require_at_least,
+    require_same_shape,
+    tensor,
+)
 from jitc.ir.types import TensorType
 
 Attrs = Mapping[str, object]
@@ -45,7 +54,7 @@ def _reduce_rule(types: Sequence[TensorType], attrs: Attrs, declared):
     check_axes("reduce", dims, first.rank)
     results = []
     for t in types:
-        if t.shape != first.shape:
+        if t.shape != first.shape and not require_same_shape("reduce", [first, t]):
             listed = ", ".join(t.short() for t in types)
             raise IRTypeError(f"reduce: operands must have one shape ({listed})")
         check_kind(f"reduce kind={kind}", t.dtype, REDUCE_KINDS[kind])
@@ -76,7 +85,10 @@ def _arg_rule(name: str):
         axis = attrs["axis"]
         check_axes(name, [axis], operand.rank, "axis")
         check_kind(name, operand.dtype, NUMERIC | {Kind.BOOL})
-        if operand.shape[axis] == 0:
+        if is_symbolic(operand.shape[axis]):
+            require_at_least(operand.shape[axis], 1, f"{name} along axis {axis} of "
+                             f"{operand.short()}")
+        elif operand.shape[axis] == 0:
             raise IRTypeError(f"{name} of an empty axis {axis} of {operand.short()}")
         index_dtype = dtypes.by_name(attrs["index_dtype"])
         return [tensor(index_dtype, operand.shape[:axis] + operand.shape[axis + 1:])]

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from jitc.ir import dtypes
+from jitc.ir import dtypes, symbolic
 from jitc.ir.dtypes import DType, Kind
 from jitc.ir.opdef import IRTypeError
+from jitc.ir.symbolic import Dim, DimLike
 from jitc.ir.types import TensorType
 
 NUMERIC = frozenset({Kind.SIGNED, Kind.UNSIGNED, Kind.FLOAT})
@@ -23,18 +24,69 @@ KIND_WORDS = {NUMERIC: "a numeric", INTEGER: "an integer", FLOAT: "a floating-po
               INEXACT: "a floating-point or complex"}
 
 
-def broadcast_shapes(shapes: Sequence[tuple[int, ...]]) -> tuple[int, ...]:
-    """numpy's broadcasting of several shapes, or IRTypeError naming them all."""
+def broadcast_shapes(shapes: Sequence[tuple[DimLike, ...]]) -> tuple[DimLike, ...]:
+    """numpy's broadcasting of several shapes, or IRTypeError naming them all.
+
+    Two different extents of which one is symbolic broadcast only when equal: the rule
+    requires that (see docs/dynamic-shapes.md) rather than guess which one is 1."""
     rank = max((len(s) for s in shapes), default=0)
-    out = []
+    out: list[DimLike] = []
     for axis in range(rank):
         sizes = {s[axis - rank + len(s)] for s in shapes if axis - rank + len(s) >= 0}
         sizes.discard(1)
         if len(sizes) > 1:
-            listed = " with ".join("[" + ",".join(map(str, s)) + "]" for s in shapes)
-            raise IRTypeError(f"cannot broadcast shapes {listed}")
+            static = {d for d in sizes if not isinstance(d, Dim)}
+            if len(static) > 1:
+                listed = " with ".join(_shape_text(s) for s in shapes)
+                raise IRTypeError(f"cannot broadcast shapes {listed}")
+            chosen = static.pop() if static else min(sizes, key=str)
+            listed = " with ".join(_shape_text(s) for s in shapes)
+            for other in sorted(sizes - {chosen}, key=str):
+                require_equal(other, chosen, f"broadcasting shapes {listed}")
+            sizes = {chosen}
         out.append(sizes.pop() if sizes else 1)
     return tuple(out)
+
+
+def _shape_text(shape: Sequence[DimLike]) -> str:
+    return "[" + ",".join(map(str, shape)) + "]"
+
+
+def is_symbolic(*dims: DimLike) -> bool:
+    return any(isinstance(d, Dim) for d in dims)
+
+
+def require_equal(a: DimLike, b: DimLike, why: str) -> None:
+    """`a == b`, decided now when it can be, else required of the call (or IRTypeError)."""
+    try:
+        symbolic.require(symbolic.equal(a, b), why)
+    except symbolic.ConstraintError as exc:
+        raise IRTypeError(str(exc)) from None
+
+
+def require_at_least(a: DimLike, b: DimLike, why: str) -> None:
+    """`a >= b`, decided now when it can be, else required of the call (or IRTypeError)."""
+    try:
+        symbolic.require(symbolic.at_least(a, b), why)
+    except symbolic.ConstraintError as exc:
+        raise IRTypeError(str(exc)) from None
+
+
+def require_same_shape(op: str, types: Sequence[TensorType]) -> bool:
+    """Whether the operands' shapes are the same, requiring the equality of symbolic
+    extents that differ; False when they differ in rank or in a static extent."""
+    first = types[0].shape
+    for t in types[1:]:
+        if len(t.shape) != len(first):
+            return False
+        for a, b in zip(t.shape, first):
+            if a == b:
+                continue
+            if not is_symbolic(a, b):
+                return False
+            listed = ", ".join(t.short() for t in types)
+            require_equal(a, b, f"{op} of {listed}")
+    return True
 
 
 def same_dtype(op: str, types: Sequence[TensorType]) -> DType:

@@ -7,11 +7,15 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
+from jitc.ir import symbolic
 from jitc.ir.opdef import VARIADIC, Attr, AttrKind, IRTypeError, OpDef, Trait, register
 from jitc.ir.ops.rules import (
     check_axes,
     check_scalar_index,
     declared_one,
+    is_symbolic,
+    require_at_least,
+    require_equal,
     same_dtype,
     tensor,
 )
@@ -35,7 +39,11 @@ def _broadcast_rule(types: Sequence[TensorType], attrs: Attrs, declared: Declare
         raise IRTypeError(f"broadcast_in_dim: dims={list(dims)} must be increasing "
                           "(use transpose to reorder)")
     for axis, dim in enumerate(dims):
-        if operand.shape[axis] not in (1, result.shape[dim]):
+        size, target = operand.shape[axis], result.shape[dim]
+        if is_symbolic(size, target) and size != 1:
+            require_equal(size, target, f"broadcast_in_dim of {operand.short()} to "
+                          f"{result.short()}")
+        elif operand.shape[axis] not in (1, result.shape[dim]):
             raise IRTypeError(f"broadcast_in_dim: operand dimension {axis} of "
                               f"{operand.short()} cannot become {result.shape[dim]}")
     if result.dtype is not operand.dtype:
@@ -54,9 +62,27 @@ def _broadcast_reference(args: Arrays, attrs: Attrs, results: Results):
 def _reshape_rule(types: Sequence[TensorType], attrs: Attrs, declared: Declared):
     (operand,) = types
     result = declared_one("reshape", declared)
-    if result.size != operand.size or result.dtype is not operand.dtype:
+    symbolic_size = is_symbolic(result.size, operand.size)
+    if (not symbolic_size and result.size != operand.size) or result.dtype is not operand.dtype:
         raise IRTypeError(f"reshape cannot turn {operand.short()} into {result.short()}")
+    if symbolic_size:
+        _require_same_size(operand, result)
     return [tensor(result.dtype, result.shape)]
+
+
+def _require_same_size(operand: TensorType, result: TensorType) -> None:
+    """Symbolic sizes of a reshape must be equal; pieces `e//k` of the result need `e % k == 0`
+    (which is what a user means by reshaping `n` into `[n//8, 8]`)."""
+    why = f"reshape of {operand.short()} into {result.short()}"
+    needed = symbolic.divisibility_needed(operand.size, result.size,
+                                          symbolic.known_constraints())
+    for constraint in needed:
+        try:
+            symbolic.require(constraint, why)
+        except symbolic.ConstraintError as exc:
+            raise IRTypeError(str(exc)) from None
+    if not needed:
+        require_equal(operand.size, result.size, why)
 
 
 def _reshape_reference(args: Arrays, attrs: Attrs, results: Results):
@@ -84,6 +110,13 @@ def _slice_rule(types: Sequence[TensorType], attrs: Attrs, declared: Declared):
         raise IRTypeError(f"slice: start, limit and stride need {operand.rank} entries each")
     shape = []
     for axis, (lo, hi, step) in enumerate(zip(start, limit, stride)):
+        if is_symbolic(lo, hi, operand.shape[axis]) and step >= 1:
+            why = f"slice [{lo}:{hi}:{step}] of dimension {axis} of {operand.short()}"
+            require_at_least(lo, 0, why)
+            require_at_least(hi, lo, why)
+            require_at_least(operand.shape[axis], hi, why)
+            shape.append(symbolic.ceil_divide(hi - lo, step))
+            continue
         if not 0 <= lo <= hi <= operand.shape[axis] or step < 1:
             raise IRTypeError(f"slice: [{lo}:{hi}:{step}] is not a valid slice of dimension "
                               f"{axis} of {operand.short()}")
@@ -110,6 +143,15 @@ def _pad_rule(types: Sequence[TensorType], attrs: Attrs, declared: Declared):
     for axis, size in enumerate(operand.shape):
         if interior[axis] < 0:
             raise IRTypeError(f"pad: interior padding {interior[axis]} is negative")
+        if is_symbolic(size):
+            why = f"pad of dimension {axis} of {operand.short()}"
+            if interior[axis]:
+                # Interior padding goes between elements: (size - 1) gaps need size >= 1.
+                require_at_least(size, 1, why)
+            out = low[axis] + high[axis] + size + (size - 1) * interior[axis]
+            require_at_least(out, 0, why)
+            shape.append(out)
+            continue
         out = low[axis] + high[axis] + size + max(size - 1, 0) * interior[axis]
         if out < 0:
             raise IRTypeError(f"pad: dimension {axis} of {operand.short()} would have size {out}")
@@ -136,11 +178,14 @@ def _concatenate_rule(types: Sequence[TensorType], attrs: Attrs, declared: Decla
     dtype = same_dtype("concatenate", types)
     first, axis = types[0], attrs["dimension"]
     check_axes("concatenate", [axis], first.rank)
+    listed = ", ".join(t.short() for t in types)
     for t in types[1:]:
-        if t.rank != first.rank or any(a != b for d, (a, b) in
+        if t.rank != first.rank or any(a != b and not is_symbolic(a, b) for d, (a, b) in
                                        enumerate(zip(t.shape, first.shape)) if d != axis):
-            listed = ", ".join(t.short() for t in types)
             raise IRTypeError(f"concatenate along {axis}: shapes differ elsewhere ({listed})")
+        for d, (a, b) in enumerate(zip(t.shape, first.shape)):
+            if d != axis and a != b:
+                require_equal(a, b, f"concatenate along {axis} of {listed}")
     shape = list(first.shape)
     shape[axis] = sum(t.shape[axis] for t in types)
     return [tensor(dtype, shape)]
@@ -173,7 +218,11 @@ def _dynamic_slice_rule(types: Sequence[TensorType], attrs: Attrs, declared: Dec
     for t in starts:
         check_scalar_index("dynamic_slice", t)
     for axis, (size, dim) in enumerate(zip(sizes, operand.shape)):
-        if not 0 <= size <= dim:
+        if is_symbolic(size, dim):
+            why = f"dynamic_slice of size {size} from dimension {axis} of {operand.short()}"
+            require_at_least(size, 0, why)
+            require_at_least(dim, size, why)
+        elif not 0 <= size <= dim:
             raise IRTypeError(f"dynamic_slice: size {size} does not fit dimension {axis} "
                               f"of {operand.short()}")
     return [tensor(operand.dtype, sizes)]
@@ -193,9 +242,13 @@ def _dynamic_update_slice_rule(types: Sequence[TensorType], attrs: Attrs, declar
                           f"same rank and {operand.rank} start indices")
     for t in starts:
         check_scalar_index("dynamic_update_slice", t)
-    if any(u > d for u, d in zip(update.shape, operand.shape)):
+    if any(u > d for u, d in zip(update.shape, operand.shape) if not is_symbolic(u, d)):
         raise IRTypeError(f"dynamic_update_slice: update {update.short()} is larger than "
                           f"{operand.short()}")
+    for u, d in zip(update.shape, operand.shape):
+        if is_symbolic(u, d):
+            require_at_least(d, u, f"dynamic_update_slice of {update.short()} into "
+                             f"{operand.short()}")
     return [tensor(operand.dtype, operand.shape)]
 
 
@@ -213,7 +266,11 @@ def _gather_rule(types: Sequence[TensorType], attrs: Attrs, declared: Declared):
     check_axes("gather", [axis], operand.rank, "axis")
     if not indices.dtype.is_int:
         raise IRTypeError(f"gather: indices must be integers, got {indices.short()}")
-    if operand.shape[axis] == 0 and indices.size > 0:
+    if is_symbolic(operand.shape[axis], indices.size):
+        if indices.size != 0:
+            require_at_least(operand.shape[axis], 1, f"gather from axis {axis} of "
+                             f"{operand.short()} with indices {indices.short()}")
+    elif operand.shape[axis] == 0 and indices.size > 0:
         raise IRTypeError(f"gather: cannot take elements from empty axis {axis} of "
                           f"{operand.short()}")
     shape = operand.shape[:axis] + indices.shape + operand.shape[axis + 1:]
@@ -235,6 +292,7 @@ def _op(name: str, arity: int, rule, reference, summary: str, attrs: tuple[Attr,
 
 
 INTS = AttrKind.INTS
+DIMS = AttrKind.DIMS
 BROADCAST_IN_DIM = _op(
     "broadcast_in_dim", 1, _broadcast_rule, _broadcast_reference,
     "operand dimension i becomes result dimension dims[i] (size 1 expands); other result "
@@ -246,7 +304,7 @@ TRANSPOSE = _op("transpose", 1, _transpose_rule, _transpose_reference,
                 (Attr("permutation", INTS),))
 SLICE = _op("slice", 1, _slice_rule, _slice_reference,
             "operand[start:limit:stride] per dimension",
-            (Attr("start", INTS), Attr("limit", INTS), Attr("stride", INTS, ())))
+            (Attr("start", DIMS), Attr("limit", DIMS), Attr("stride", INTS, ())))
 PAD = _op("pad", 2, _pad_rule, _pad_reference,
           "surround (negative: crop) each dimension with low/high copies of the scalar value and "
           "put interior copies between elements",
@@ -258,7 +316,7 @@ REVERSE = _op("reverse", 1, _reverse_rule, _reverse_reference,
 DYNAMIC_SLICE = _op(
     "dynamic_slice", VARIADIC, _dynamic_slice_rule, _dynamic_slice_reference,
     "a `sizes` block starting at run-time scalar indices, clamped so the block fits",
-    (Attr("sizes", INTS),))
+    (Attr("sizes", DIMS),))
 DYNAMIC_UPDATE_SLICE = _op(
     "dynamic_update_slice", VARIADIC, _dynamic_update_slice_rule,
     _dynamic_update_slice_reference,

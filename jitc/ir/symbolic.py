@@ -1,0 +1,569 @@
+"""Symbolic dimensions: extents known only when the program is called (see
+docs/dynamic-shapes.md).
+
+A static dimension stays a plain `int`. A symbolic one is a `Dim`: a polynomial with integer
+coefficients whose variables ("atoms") are symbols (`n`) and floor divisions of a polynomial
+by a positive constant (`(n+1)//2`). Arithmetic between ints and Dims gives an int whenever the
+result no longer depends on a symbol, so shape rules can be written once for both.
+
+A `Constraint` is a fact about symbols (`n == m`, `n >= 2`, `n % 8 == 0`) that a shape rule
+needed and could not prove; the call checks it. Rules ask for facts through `require`, which
+answers from the active scope: `recording()` adds what is missing, `checking(known)` accepts
+only what `known` implies.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import re
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from fractions import Fraction
+
+
+class ConstraintError(ValueError):
+    """A shape rule needs a fact about symbols that the active scope does not grant."""
+
+
+class UnknownDimensionError(TypeError):
+    """Python code asked for the value of a symbolic dimension (`if n > 1`, `int(n)`), which
+    only the call decides."""
+
+
+@dataclass(frozen=True, slots=True)
+class FloorDiv:
+    """`numerator // divisor` as one variable of a polynomial (divisor > 1)."""
+
+    numerator: Dim
+    divisor: int
+
+    def __str__(self) -> str:
+        text = str(self.numerator)
+        if not _is_symbol(self.numerator):
+            text = f"({text})"
+        return f"{text}//{self.divisor}"
+
+
+Atom = str | FloorDiv
+Monomial = tuple[Atom, ...]
+Terms = dict[Monomial, int]
+
+
+def _atom_key(atom: Atom) -> tuple[int, str]:
+    return (0, atom) if isinstance(atom, str) else (1, str(atom))
+
+
+def _term_key(item: tuple[Monomial, int]) -> tuple:
+    monomial = item[0]
+    return (-len(monomial), [_atom_key(a) for a in monomial])
+
+
+@dataclass(frozen=True, slots=True)
+class Dim:
+    """A symbolic extent; `terms` are (monomial, coefficient) pairs in canonical order, at
+    least one of them non-constant. Build with `symbol`, `parse_dim` or arithmetic."""
+
+    terms: tuple[tuple[Monomial, int], ...]
+
+    # Arithmetic: int or Dim in, int or Dim out.
+    def __add__(self, other: object) -> int | Dim:
+        return _combine(self, other, 1) if _is_dim_like(other) else NotImplemented
+
+    def __radd__(self, other: object) -> int | Dim:
+        return _combine(self, other, 1) if _is_dim_like(other) else NotImplemented
+
+    def __sub__(self, other: object) -> int | Dim:
+        return _combine(self, other, -1) if _is_dim_like(other) else NotImplemented
+
+    def __rsub__(self, other: object) -> int | Dim:
+        return _combine(-self, other, 1) if _is_dim_like(other) else NotImplemented
+
+    def __neg__(self) -> Dim:
+        return Dim(tuple((m, -c) for m, c in self.terms))
+
+    def __mul__(self, other: object) -> int | Dim:
+        return _multiply(self, other) if _is_dim_like(other) else NotImplemented
+
+    __rmul__ = __mul__
+
+    def __floordiv__(self, divisor: object) -> int | Dim:
+        if not isinstance(divisor, int) or isinstance(divisor, bool):
+            return NotImplemented
+        return floor_divide(self, divisor)
+
+    def __mod__(self, divisor: object) -> int:
+        """The remainder when every non-constant coefficient is a multiple of `divisor`
+        (`(784*n) % 28` is 0); otherwise it depends on the call, and TypeError says so."""
+        if not isinstance(divisor, int) or isinstance(divisor, bool) or divisor < 1:
+            return NotImplemented
+        terms = _terms(self)
+        if any(c % divisor for m, c in terms.items() if m):
+            raise UnknownDimensionError(f"{self} % {divisor} depends on the value of the "
+                                        "symbolic dimension, which is not known until the call")
+        return terms.get((), 0) % divisor
+
+    def __bool__(self) -> bool:
+        raise UnknownDimensionError(f"whether the symbolic dimension {self} is zero is not "
+                                    "known until the call")
+
+    def _unknown_order(self, other: object) -> bool:
+        raise UnknownDimensionError(f"how the symbolic dimension {self} compares with {other} "
+                                    "is not known until the call")
+
+    __lt__ = __le__ = __gt__ = __ge__ = _unknown_order
+
+    def _unknown_value(self) -> int:
+        raise UnknownDimensionError(f"the symbolic dimension {self} has no value until the "
+                                    "call, so it cannot be used as a Python number")
+
+    __int__ = __index__ = __float__ = _unknown_value  # type: ignore[assignment]
+
+    def _unknown_quotient(self, other: object) -> int:
+        raise UnknownDimensionError(f"the symbolic dimension {self} has no value until the "
+                                    "call, so it cannot be divided as a Python number (// by "
+                                    "an integer keeps it symbolic)")
+
+    __truediv__ = __rtruediv__ = _unknown_quotient
+
+    def __str__(self) -> str:
+        text = ""
+        for monomial, coefficient in self.terms:
+            term = _term_text(monomial, coefficient)
+            text += term if not text or term.startswith("-") else "+" + term
+        return text
+
+    def __repr__(self) -> str:
+        return f"Dim({self})"
+
+
+DimLike = int | Dim
+
+
+def _is_dim_like(value: object) -> bool:
+    return isinstance(value, Dim) or (isinstance(value, int) and not isinstance(value, bool))
+
+
+def _is_symbol(dim: object) -> bool:
+    return isinstance(dim, Dim) and len(dim.terms) == 1 and dim.terms[0][1] == 1 \
+        and len(dim.terms[0][0]) == 1 and isinstance(dim.terms[0][0][0], str)
+
+
+def symbol_name(dim: object) -> str | None:
+    """The name when `dim` is one bare symbol (`n`), else None."""
+    return dim.terms[0][0][0] if _is_symbol(dim) else None  # type: ignore[union-attr,return-value]
+
+
+def _term_text(monomial: Monomial, coefficient: int) -> str:
+    if not monomial:
+        return str(coefficient)
+    factors = [str(a) if isinstance(a, str) or (len(monomial) == 1 and coefficient == 1)
+               else f"({a})" for a in monomial]
+    text = "*".join(factors)
+    if coefficient == 1:
+        return text
+    if coefficient == -1:
+        return "-" + text
+    return f"{coefficient}*{text}"
+
+
+def _terms(value: DimLike) -> Terms:
+    if isinstance(value, Dim):
+        return dict(value.terms)
+    return {(): value} if value else {}
+
+
+def _make(terms: Terms) -> DimLike:
+    items = [(m, c) for m, c in terms.items() if c]
+    if all(not m for m, _ in items):
+        return sum((c for _, c in items), 0)
+    return Dim(tuple(sorted(items, key=_term_key)))
+
+
+def _combine(a: DimLike, b: object, sign: int) -> DimLike:
+    terms = _terms(a)
+    for monomial, coefficient in _terms(b).items():  # type: ignore[arg-type]
+        terms[monomial] = terms.get(monomial, 0) + sign * coefficient
+    return _make(terms)
+
+
+def _multiply(a: DimLike, b: object) -> DimLike:
+    terms: Terms = {}
+    for ma, ca in _terms(a).items():
+        for mb, cb in _terms(b).items():  # type: ignore[arg-type]
+            monomial = tuple(sorted(ma + mb, key=_atom_key))
+            terms[monomial] = terms.get(monomial, 0) + ca * cb
+    return _make(terms)
+
+
+def floor_divide(value: DimLike, divisor: int) -> DimLike:
+    """`value // divisor` for a positive divisor; the multiples of `divisor` in each
+    coefficient come out of the division, so `(8*n+3)//8` is `n`."""
+    if divisor < 1:
+        raise ValueError(f"a symbolic dimension can only be divided by a positive integer, "
+                         f"not {divisor}")
+    if divisor == 1:
+        return value
+    if isinstance(value, int):
+        return value // divisor
+    whole: Terms = {}
+    rest: Terms = {}
+    for monomial, coefficient in value.terms:
+        quotient, remainder = divmod(coefficient, divisor)
+        whole[monomial] = quotient
+        rest[monomial] = remainder
+    remainder_dim = _make(rest)
+    if isinstance(remainder_dim, int):
+        return _make(whole) + remainder_dim // divisor
+    return _combine(_make(whole), Dim((((FloorDiv(remainder_dim, divisor),), 1),)), 1)
+
+
+def ceil_divide(value: DimLike, divisor: int) -> DimLike:
+    return floor_divide(value + (divisor - 1), divisor)
+
+
+def symbol(name: str) -> Dim:
+    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+        raise ValueError(f"a symbol is an identifier, not {name!r}")
+    return Dim((((name,), 1),))
+
+
+def is_static(dim: object) -> bool:
+    return not isinstance(dim, Dim)
+
+
+def symbols_of(value: object) -> set[str]:
+    """Every symbol in a dimension, or in a (nested) tuple of dimensions."""
+    found: set[str] = set()
+    if isinstance(value, Dim):
+        for monomial, _ in value.terms:
+            for atom in monomial:
+                found |= {atom} if isinstance(atom, str) else symbols_of(atom.numerator)
+    elif isinstance(value, (tuple, list)):
+        for item in value:
+            if not isinstance(item, int):  # the common case, a static extent, has none
+                found |= symbols_of(item)
+    return found
+
+
+def evaluate(value: DimLike, env: Mapping[str, int]) -> int:
+    """The integer a dimension has once its symbols are bound (KeyError for an unbound one)."""
+    if isinstance(value, int):
+        return value
+    total = 0
+    for monomial, coefficient in value.terms:
+        product = coefficient
+        for atom in monomial:
+            product *= env[atom] if isinstance(atom, str) else \
+                evaluate(atom.numerator, env) // atom.divisor
+        total += product
+    return total
+
+
+def substitute(value: object, env: Mapping[str, int]) -> object:
+    """`value` with every Dim inside it (it may be a nested tuple) evaluated."""
+    if isinstance(value, Dim):
+        return evaluate(value, env)
+    if isinstance(value, tuple):
+        return tuple(substitute(v, env) for v in value)
+    return value
+
+
+# -- text form --------------------------------------------------------------------------------
+_DIM_TOKEN = re.compile(r"\s*(?:(\d+)|([A-Za-z_][A-Za-z0-9_]*)|(//|[-+*()]))")
+
+
+def parse_dim(text: str) -> DimLike:
+    """`n`, `2*n+1`, `n*s`, `(n+1)//2`, `768`: the dimension a printed expression denotes."""
+    tokens: list[str] = []
+    pos = 0
+    while pos < len(text.rstrip()):
+        match = _DIM_TOKEN.match(text, pos)
+        if not match:
+            raise ValueError(f"unexpected {text[pos:].strip()[:1]!r} in dimension {text!r}")
+        tokens.append(match.group().strip())
+        pos = match.end()
+    reader = _DimReader(tokens, text)
+    value = reader.expression()
+    if reader.pos != len(tokens):
+        raise ValueError(f"unexpected {tokens[reader.pos]!r} in dimension {text!r}")
+    return value
+
+
+class _DimReader:
+    def __init__(self, tokens: list[str], text: str) -> None:
+        self.tokens, self.text, self.pos = tokens, text, 0
+
+    def peek(self) -> str:
+        return self.tokens[self.pos] if self.pos < len(self.tokens) else ""
+
+    def take(self) -> str:
+        token = self.peek()
+        if not token:
+            raise ValueError(f"dimension {self.text!r} ends too early")
+        self.pos += 1
+        return token
+
+    def expression(self) -> DimLike:
+        sign = -1 if self.peek() == "-" else 1
+        if self.peek() in "+-" and self.peek():
+            self.take()
+        value = sign * self.term()
+        while self.peek() in ("+", "-"):
+            sign = 1 if self.take() == "+" else -1
+            value = value + sign * self.term()
+        return value
+
+    def term(self) -> DimLike:
+        value = self.factor()
+        while self.peek() == "*":
+            self.take()
+            value = value * self.factor()
+        return value
+
+    def factor(self) -> DimLike:
+        value = self.primary()
+        while self.peek() == "//":
+            self.take()
+            divisor = self.take()
+            if not divisor.isdigit() or int(divisor) < 1:
+                raise ValueError(f"dimension {self.text!r}: // needs a positive integer")
+            value = floor_divide(value, int(divisor))
+        return value
+
+    def primary(self) -> DimLike:
+        token = self.take()
+        if token.isdigit():
+            return int(token)
+        if token == "(":
+            value = self.expression()
+            if self.take() != ")":
+                raise ValueError(f"dimension {self.text!r}: expected ')'")
+            return value
+        if token[0].isalpha() or token[0] == "_":
+            return symbol(token)
+        raise ValueError(f"unexpected {token!r} in dimension {self.text!r}")
+
+
+# -- constraints ------------------------------------------------------------------------------
+RELATIONS = ("==", ">=", "%")
+
+
+@dataclass(frozen=True, slots=True)
+class Constraint:
+    """`lhs == rhs`, `lhs >= rhs`, or `lhs % rhs == 0` (relation "%", rhs a positive int)."""
+
+    relation: str
+    lhs: DimLike
+    rhs: DimLike
+
+    def __str__(self) -> str:
+        if self.relation == "%":
+            return f"{self.lhs} % {self.rhs} == 0"
+        return f"{self.lhs} {self.relation} {self.rhs}"
+
+    @property
+    def symbols(self) -> set[str]:
+        return symbols_of((self.lhs, self.rhs))
+
+    def holds(self, env: Mapping[str, int]) -> bool:
+        lhs, rhs = evaluate(self.lhs, env), evaluate(self.rhs, env)
+        if self.relation == "==":
+            return lhs == rhs
+        if self.relation == ">=":
+            return lhs >= rhs
+        return lhs % rhs == 0
+
+
+def equal(a: DimLike, b: DimLike) -> Constraint:
+    """`a == b`, written with a symbolic side first and otherwise in text order."""
+    if isinstance(a, int) or (isinstance(b, Dim) and str(b) < str(a)):
+        a, b = b, a
+    return Constraint("==", a, b)
+
+
+def at_least(a: DimLike, b: DimLike) -> Constraint:
+    return Constraint(">=", a, b)
+
+
+def divisible(a: DimLike, k: int) -> Constraint:
+    return Constraint("%", a, k)
+
+
+def parse_constraint(text: str) -> Constraint:
+    """The constraint a printed `n >= 2`, `m == n` or `n % 8 == 0` denotes."""
+    match = re.fullmatch(r"\s*(.+?)\s*%\s*(\d+)\s*==\s*0\s*", text)
+    if match:
+        return divisible(parse_dim(match[1]), int(match[2]))
+    match = re.fullmatch(r"(.+?)(==|>=)(.+)", text)
+    if not match:
+        raise ValueError(f"a constraint is `a == b`, `a >= b` or `a % k == 0`, not {text!r}")
+    lhs, rhs = parse_dim(match[1]), parse_dim(match[3])
+    return equal(lhs, rhs) if match[2] == "==" else at_least(lhs, rhs)
+
+
+def _rational(value: DimLike, known: Iterable[Constraint]) -> dict[Monomial, Fraction]:
+    """`value` as a polynomial with rational coefficients in which each `e//k` known to
+    divide exactly (a declared `e % k == 0`) is replaced by `e/k`."""
+    exact = {(c.lhs, c.rhs) for c in known if c.relation == "%"}
+    result: dict[Monomial, Fraction] = {}
+    for monomial, coefficient in _terms(value).items():
+        product: dict[Monomial, Fraction] = {(): Fraction(coefficient)}
+        for atom in monomial:
+            if isinstance(atom, FloorDiv) and (atom.numerator, atom.divisor) in exact:
+                factor = {m: Fraction(c, atom.divisor) for m, c in _terms(atom.numerator).items()}
+            else:
+                factor = {(atom,): Fraction(1)}
+            product = {tuple(sorted(ma + mb, key=_atom_key)): ca * cb
+                       for ma, ca in product.items() for mb, cb in factor.items()}
+        for m, c in product.items():
+            result[m] = result.get(m, Fraction(0)) + c
+    return {m: c for m, c in result.items() if c}
+
+
+def _rewrite(value: DimLike, known: Iterable[Constraint]) -> DimLike:
+    """`value` with each symbol that a known `symbol == expression` names replaced."""
+    rules = {symbol_name(c.lhs): c.rhs for c in known
+             if c.relation == "==" and symbol_name(c.lhs) is not None}
+    for _ in range(len(rules)):
+        if isinstance(value, int):
+            break
+        replaced: DimLike = 0
+        for monomial, coefficient in value.terms:
+            product: DimLike = coefficient
+            for atom in monomial:
+                product = product * (rules.get(atom, symbol(atom)) if isinstance(atom, str)
+                                     else Dim((((atom,), 1),)))
+            replaced = replaced + product
+        if replaced == value:
+            break
+        value = replaced
+    return value
+
+
+def _lower_bound(value: DimLike, known: Iterable[Constraint]) -> Fraction | None:
+    """A lower bound of `value` over every binding that satisfies `known` (symbols are never
+    negative), or None when its terms do not all grow with the symbols."""
+    known = tuple(known)
+    bounds = {symbol_name(c.lhs): c.rhs for c in known if c.relation == ">="
+              and symbol_name(c.lhs) is not None and isinstance(c.rhs, int)}
+    total = Fraction(0)
+    for monomial, coefficient in _rational(value, known).items():
+        if monomial and coefficient < 0:
+            return None
+        product = coefficient
+        for atom in monomial:
+            if isinstance(atom, str):
+                product *= max(bounds.get(atom, 0), 0)
+                continue
+            # A floor division is at least the floor of its numerator's bound; a product's
+            # bound is the product of its factors' bounds only while none is negative.
+            inner = _lower_bound(atom.numerator, known)
+            if inner is None or inner < 0:
+                return None
+            product *= inner // atom.divisor
+        total += product
+    return total
+
+
+def implied(constraint: Constraint, known: Iterable[Constraint]) -> bool:
+    """Whether `known` proves `constraint` for every binding of the symbols."""
+    known = tuple(known)
+    if constraint in known:
+        return True
+    lhs, rhs = _rewrite(constraint.lhs, known), _rewrite(constraint.rhs, known)
+    if constraint.relation == "%":
+        return all(c % rhs == 0 for _, c in _terms(lhs).items())  # type: ignore[operator]
+    difference = lhs - rhs
+    if constraint.relation == "==":
+        return not _rational(difference, known)
+    bound = _lower_bound(difference, known)
+    return bound is not None and bound >= 0
+
+
+def _floor_divisions(value: DimLike) -> set[FloorDiv]:
+    return {a for m, _ in _terms(value).items() for a in m if isinstance(a, FloorDiv)}
+
+
+def divisibility_needed(a: DimLike, b: DimLike,
+                        known: Iterable[Constraint]) -> list[Constraint]:
+    """The `e % k == 0` facts about the pieces `e//k` of `a` and `b` that make `a == b` hold
+    when it does not hold without them (reshaping `n` into `[n//8, 8]`); else []."""
+    known = tuple(known)
+    if implied(equal(a, b), known):
+        return []
+    pieces = sorted(_floor_divisions(a) | _floor_divisions(b), key=str)
+    needed = [divisible(p.numerator, p.divisor) for p in pieces]
+    return needed if needed and implied(equal(a, b), known + tuple(needed)) else []
+
+
+def refuted(constraint: Constraint) -> bool:
+    """Whether `constraint` fails for every binding (a constant that breaks it)."""
+    if constraint.relation == "%":
+        return isinstance(constraint.lhs, int) and constraint.lhs % constraint.rhs != 0
+    difference = constraint.lhs - constraint.rhs
+    if not isinstance(difference, int):
+        return False
+    return difference != 0 if constraint.relation == "==" else difference < 0
+
+
+class Assumptions:
+    """The constraints in force while shape rules run; `record` says whether a rule may add
+    one that is not implied."""
+
+    def __init__(self, known: Iterable[Constraint] = (), record: bool = False) -> None:
+        self.constraints: list[Constraint] = list(dict.fromkeys(known))
+        self.record = record
+
+    def require(self, constraint: Constraint, why: str) -> None:
+        if implied(constraint, self.constraints):
+            return
+        if refuted(constraint):
+            raise ConstraintError(f"{why}: {constraint} never holds")
+        if self.record:
+            self.constraints.append(constraint)
+            return
+        raise ConstraintError(f"{why} needs `constraint {constraint}`, which the module does "
+                              "not declare")
+
+
+_ACTIVE: contextvars.ContextVar[Assumptions | None] = contextvars.ContextVar(
+    "jitc_symbolic_assumptions", default=None)
+
+
+@contextlib.contextmanager
+def _scope(assumptions: Assumptions) -> Iterator[Assumptions]:
+    token = _ACTIVE.set(assumptions)
+    try:
+        yield assumptions
+    finally:
+        _ACTIVE.reset(token)
+
+
+def recording(known: Iterable[Constraint] = ()) -> contextlib.AbstractContextManager:
+    """Rules run inside add the constraints they need; `.constraints` lists them after."""
+    return _scope(Assumptions(known, record=True))
+
+
+def checking(known: Iterable[Constraint]) -> contextlib.AbstractContextManager:
+    """Rules run inside accept only what `known` implies."""
+    return _scope(Assumptions(known, record=False))
+
+
+def require(constraint: Constraint, why: str) -> None:
+    """Grant `constraint` from the active scope or raise ConstraintError saying why not."""
+    active = _ACTIVE.get()
+    if active is not None:
+        active.require(constraint, why)
+        return
+    if implied(constraint, ()):
+        return
+    if refuted(constraint):
+        raise ConstraintError(f"{why}: {constraint} never holds")
+    raise ConstraintError(f"{why} needs `constraint {constraint}`; build symbolic IR inside "
+                          "jitc.ir.symbolic.recording()")
+
+
+def known_constraints() -> tuple[Constraint, ...]:
+    active = _ACTIVE.get()
+    return tuple(active.constraints) if active is not None else ()
