@@ -77,6 +77,22 @@ def unsupported(name: str, hint: str = "") -> TraceError:
         "listed in docs/jit.md."))
 
 
+def refuse_complex_order(x: Any, name: str) -> None:
+    """Sorts and extrema of complex values: numpy orders them by real part, then imaginary
+    part (nan parts last), an order jitc's sort and max/min ops do not have."""
+    if x.dtype.kind == "c":
+        raise unsupported(f"numpy.{name} of complex values ({x.dtype})",
+                          "numpy orders complex values by real part, then imaginary part; jitc "
+                          "does not trace that order yet. Take np.real(x) or np.abs(x) first "
+                          "if that is what is meant (docs/dtypes.md).")
+
+
+def refuse_complex_quantile(x: Any, name: str) -> None:
+    """numpy's quantile and percentile refuse complex values with this TypeError."""
+    if x.dtype.kind == "c":
+        raise TypeError(located(f"numpy.{name}: a must be an array of real numbers"))
+
+
 # -- dtypes ----------------------------------------------------------------------------------
 
 def is_python_scalar(x: object) -> bool:

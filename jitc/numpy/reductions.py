@@ -16,6 +16,7 @@ from jitc.numpy._core import (
     lift,
     normalize_axes,
     normalize_axis,
+    refuse_complex_order,
     unsupported,
 )
 from jitc.numpy.shapes import broadcast_to
@@ -105,6 +106,7 @@ def prod(a, axis=None, dtype=None, out=None, keepdims=False, initial=None, where
 def _extremum(name: str, kind: str, a, axis, out, keepdims, initial, where):
     _check_unsupported(name, {"out": out})
     x = lift(a)
+    refuse_complex_order(x, name)
     axes = normalize_axes(axis, x.ndim)
     if where is not True:
         if initial is None:
@@ -198,6 +200,7 @@ def std(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, where=True, 
 def _arg(name: str, op, a, axis, out, keepdims):
     _check_unsupported(name, {"out": out})
     x = lift(a)
+    refuse_complex_order(x, name)
     if axis is not None:
         axis_ = normalize_axis(axis, x.ndim)
     if axis is None or x.ndim == 0:

@@ -72,6 +72,13 @@ PROMOTIONS = [
     (lambda x, c: x * 2j, np.int32, np.complex64),
     (lambda x, c: c / x, np.int8, np.complex64),
     (lambda x, c: c * np.float16(2) + x, np.float16, np.complex128),
+    # The other integer widths: int16/uint16 fit complex64's floats, uint32/uint64 need
+    # complex128's (numpy's promotion through float64).
+    (lambda x, c: x + c, np.int16, np.complex64),
+    (lambda x, c: c * x, np.uint16, np.complex64),
+    (lambda x, c: x - c, np.uint32, np.complex64),
+    (lambda x, c: c / x, np.uint64, np.complex64),
+    (lambda x, c: x * 2j + c, np.uint64, np.complex128),
 ]
 
 
@@ -212,3 +219,57 @@ def test_repeated_calls_in_place_writes_and_views(backend):
         assert np.asarray(total).dtype == np.complex64
         np.testing.assert_allclose(every_other, want[::2] * 2, rtol=1e-6)
         np.testing.assert_allclose(view(strided), strided.conj() * 1j, rtol=1e-12)
+
+
+# Sorts and extrema: numpy orders complex values by real part, then imaginary part, which
+# jitc's sort and max/min do not; each refuses by name at the user's line.
+UNORDERED = {
+    "sort": np.sort, "argsort": np.argsort, "partition": lambda z: np.partition(z, 1),
+    "argpartition": lambda z: np.argpartition(z, 1), "median": np.median, "max": np.max,
+    "min": lambda z: z.min(axis=0), "argmax": np.argmax, "argmin": np.argmin,
+    "nanmax": np.nanmax, "nanmin": np.nanmin, "nanargmax": np.nanargmax,
+    "nanargmin": np.nanargmin, "nanmedian": np.nanmedian, "ptp": np.ptp}
+
+
+@pytest.mark.parametrize("name", sorted(UNORDERED))
+def test_orders_of_complex_values_are_refused_by_name(name):
+    z = random((2, 3), np.complex64)
+    UNORDERED[name](z)  # numpy has an answer: jitc must not give another one
+    with pytest.raises(TraceError, match=rf"numpy\.{name} of complex values \(complex64\)"
+                       ) as info:
+        jitc.jit(UNORDERED[name])(z)
+    assert str(info.value).startswith(__file__)  # the user's line, in this file
+
+
+@pytest.mark.parametrize("call", [lambda z: np.quantile(z, 0.5), lambda z: np.percentile(z, 50),
+                                  lambda z: np.nanquantile(z, 0.5),
+                                  lambda z: np.nanpercentile(z, [10, 90])])
+def test_quantiles_of_complex_values_raise_numpys_type_error(call):
+    z = random((4,), np.complex128)
+    with pytest.raises(TypeError, match="a must be an array of real numbers"):
+        call(z)
+    with pytest.raises(TypeError, match="a must be an array of real numbers"):
+        jitc.jit(call)(z)
+
+
+@pytest.mark.parametrize("call", [np.linalg.inv, np.linalg.det, np.linalg.cholesky,
+                                  np.linalg.qr, np.linalg.eigvalsh, np.linalg.svd,
+                                  np.linalg.pinv, lambda z: np.linalg.lstsq(z, z[:, 0])])
+def test_linalg_solvers_refuse_complex_matrices_by_name(call):
+    z = random((3, 3), np.complex128) + 4 * np.eye(3)
+    with pytest.raises(TraceError, match="solvers and decompositions of complex matrices"):
+        jitc.jit(call)(z)
+
+
+@pytest.mark.parametrize("backend", ["interpreter", "cpu"])
+def test_correlations_and_vecdot_conjugate_as_numpy(backend):
+    """numpy.correlate and numpy.linalg.vecdot conjugate their complex argument (the first
+    for vecdot, the second for correlate); convolve does not."""
+    a, v = random((6,), np.complex128, seed=5), random((4,), np.complex64, seed=6)
+    x = random((3,), np.float64, seed=7)
+
+    def fn(a, v, x):
+        return (np.correlate(a, v, "full"), np.correlate(v, a, "same"), np.convolve(a, v),
+                np.convolve(v, a, "valid"), np.correlate(x, v), np.linalg.vecdot(a[:4], v),
+                np.linalg.vecdot(v, a[2:]))
+    check_jit(fn, a, v, x, backend=backend)
