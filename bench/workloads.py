@@ -253,6 +253,23 @@ def method_form(wrap, xp):
     return call
 
 
+def fft(xp, x):
+    return xp.fft.fft(x)
+
+
+def rfft(xp, x):
+    return xp.fft.rfft(x)
+
+
+def _signal(complex_values: bool):
+    """2**20 points (2**12 quick), complex128 or float64: numpy's FFT computes in double."""
+    def make(rng, quick):
+        n = 2**12 if quick else 2**20
+        x = rng.standard_normal(n)
+        return (x + 1j * rng.standard_normal(n) if complex_values else x,)
+    return make
+
+
 def _normal(rng, *shape, scale=1.0):
     return (rng.standard_normal(shape) * scale).astype(np.float32)
 
@@ -402,6 +419,8 @@ WORKLOADS = [
     Workload("GPT-2 12 layers", gpt2_forward, _gpt2_stack_inputs(12), "model"),
     Workload("GPT-2 12 layers, c backend", gpt2_forward, _gpt2_stack_inputs(12), "model",
              backend="c"),
+    Workload("fft complex128 2^20", fft, _signal(True), "fft"),
+    Workload("rfft float64 2^20", rfft, _signal(False), "fft"),
     # Python loops that tracing unrolls: the first call (compile time) is the figure here.
     Workload("compile fill 2000 rows", fill_rows, _fill_inputs, "compile"),
     Workload("compile RNN 1000 steps", rnn, _long_rnn_inputs, "compile"),

@@ -25,7 +25,7 @@ import numpy as np
 from jitc import compile_cache, dispatch, profiling, progress
 from jitc import dynamic as dynamic_policy
 from jitc.arguments import check_python_ints, python_int_bounds
-from jitc.backends import get_backend
+from jitc.backends import complex_pairs, get_backend
 from jitc.backends.base import Executable
 from jitc.ir import analysis, dtypes
 from jitc.ir.core import Module, transform_module
@@ -33,6 +33,7 @@ from jitc.ir.dot import module_to_dot
 from jitc.ir.printer import print_module
 from jitc.ir.verifier import verify
 from jitc.options import Options
+from jitc.passes.complex_split import ComplexBoundary
 from jitc.passes.pipeline import PassRecord, Pipeline
 from jitc.passes.reroll import reroll
 from jitc.tracing import capture, effects, pytree
@@ -288,9 +289,23 @@ class Lowered:
                         verify=self.options.verify, dump_dir=dump,
                         disabled=self.options.disabled_passes)
 
+    @functools.cached_property
+    def _backend_module(self) -> tuple[Module, ComplexBoundary | None]:
+        """The module the backend compiles: complex values split into pairs of floats unless
+        the backend computes with them (jitc/backends/complex_pairs.py)."""
+        return complex_pairs.module_for(get_backend(self.options.backend), self.module)
+
+    @property
+    def complex_boundary(self) -> ComplexBoundary | None:
+        """How the optimized module takes and gives complex values (as float pairs), or None
+        when it has them as they are (jitc/passes/complex_split.py)."""
+        return self._backend_module[1]
+
     def optimize(self) -> Module:
+        """The module after the backend's pipeline (with complex values as float pairs for
+        backends other than the interpreter: see `complex_boundary`)."""
         with profiling.span("optimize", "compile"):
-            return self.pipeline().run(self.module)
+            return self.pipeline().run(self._backend_module[0])
 
     def as_text(self, optimized: bool = False) -> str:
         """The IR as traced, or after the backend's optimizer pipeline."""
@@ -320,7 +335,8 @@ class Lowered:
                                backend=backend.name) as span:
             # The persistent cache (compile_cache.py): a hit skips the optimizer and backend.
             progress.stage("the persistent cache")
-            key = compile_cache.key(self.module, self.options, backend)
+            module, boundary = self._backend_module
+            key = compile_cache.key(module, self.options, backend)
             executable = compile_cache.load(
                 key, backend,
                 lambda: backend.compile(self.optimize(), self.options.with_(disk_cache=False)))
@@ -330,10 +346,11 @@ class Lowered:
             if executable is not None:
                 stats = CompileStats(self.trace_seconds, 0.0, time.perf_counter() - start,
                                      cached=True)
-                return Compiled(self, self.optimize, executable, stats)
+                return Compiled(self, self.optimize, complex_pairs.wrap(executable, boundary),
+                                stats)
             pipeline = self.pipeline()
             with profiling.span("optimize", "compile"):
-                optimized = pipeline.run(self.module)
+                optimized = pipeline.run(module)
             middle = time.perf_counter()
             progress.stage(f"codegen ({backend.name} backend)")
             with profiling.span("codegen", "compile", backend=backend.name):
@@ -342,7 +359,7 @@ class Lowered:
         end = time.perf_counter()
         stats = CompileStats(self.trace_seconds, middle - start, end - middle,
                              tuple(pipeline.records))
-        return Compiled(self, optimized, executable, stats)
+        return Compiled(self, optimized, complex_pairs.wrap(executable, boundary), stats)
 
 
 def _structure(key: tuple) -> tuple:

@@ -49,7 +49,7 @@ except ImportError:  # the extension is not built: no fast paths
 
 MISS = object()  # a fast path's answer when the call is not its form: take the general path
 _NO_SELF = capture._MISSING
-_WEAK_PYTHON_TYPES = {"bool": bool, "i64": int, "f64": float}
+_WEAK_PYTHON_TYPES = {"bool": bool, "i64": int, "f64": float, "c128": complex}
 
 
 def _result_kind(out: pytree.TreeDef) -> int:

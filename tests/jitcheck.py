@@ -22,11 +22,13 @@ TOLERANCES = {
     np.dtype(np.float16): (2e-3, 2e-3),
     np.dtype(np.float32): (1e-5, 1e-6),
     np.dtype(np.float64): (1e-12, 1e-13),
+    np.dtype(np.complex64): (1e-5, 1e-6),
+    np.dtype(np.complex128): (1e-12, 1e-13),
 }
 
 
 def _is_leaf(x: object) -> bool:
-    return isinstance(x, (np.ndarray, np.generic, bool, int, float))
+    return isinstance(x, (np.ndarray, np.generic, bool, int, float, complex))
 
 
 def assert_trees_close(got: Any, want: Any, rtol: float | None = None,
@@ -69,9 +71,13 @@ def check_jit(fn: Callable, *args: Any, backend: str = "interpreter", rtol: floa
 
 def random(shape: tuple[int, ...], dtype: Any = np.float32, seed: int = 0, low: float = -3.0,
            high: float = 3.0) -> np.ndarray:
-    """Deterministic test data: uniform floats, integers or booleans in [low, high]."""
+    """Deterministic test data: uniform floats, integers or booleans in [low, high] (for a
+    complex dtype, each part)."""
     rng = np.random.default_rng(seed)
     dtype = np.dtype(dtype)
+    if dtype.kind == "c":
+        return (rng.uniform(low, high, shape) + 1j * rng.uniform(low, high, shape)
+                ).astype(dtype)
     if dtype.kind == "b":
         return rng.random(shape) < 0.5
     if dtype.kind in "iu":

@@ -91,6 +91,9 @@ def padded(nbytes: int) -> int:
 class Argument:
     name: str          # the C parameter name
     type: TensorType
+    # A complex array passed as interleaved (real, imaginary) float pairs: its dtype name
+    # (`c64`); `type` is then the float array with a last dimension of 2.
+    complex_dtype: str = ""
 
 
 @dataclass(frozen=True)
@@ -130,7 +133,11 @@ class FunctionABI:
 
     def manifest(self) -> dict[str, object]:
         def describe(a: Argument) -> dict[str, object]:
-            return {"name": a.name, "dtype": a.type.dtype.name, "shape": list(a.type.shape)}
+            described = {"name": a.name, "dtype": a.type.dtype.name,
+                         "shape": list(a.type.shape)}
+            if a.complex_dtype:
+                described["complex_dtype"] = a.complex_dtype
+            return described
         return {"name": self.c_name, "python_name": self.python_name,
                 "args": [describe(a) for a in self.args],
                 "results": [describe(a) for a in self.results],

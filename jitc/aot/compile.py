@@ -37,6 +37,7 @@ from jitc.aot.export import AotError, Exported, describe_failure, one_line
 from jitc.api import Lowered
 from jitc.backends.cpu.codegen import ExternalConstants, Linkage, lower_module
 from jitc.backends.llvm import target
+from jitc.ir import dtypes
 from jitc.ir.core import Module
 from jitc.options import Options
 from jitc.tracing import pytree
@@ -206,18 +207,27 @@ def _c_names(exports: Sequence[Exported], config: BuildConfig, source: Path) -> 
     return names
 
 
+def _complex_name(dtype: np.dtype | None) -> str:
+    return "" if dtype is None else dtypes.from_numpy(dtype).name
+
+
 def _describe(e: Exported, c_name: str, lowered: Lowered, optimized: Module,
               workspace: int) -> FunctionABI:
     fn = optimized.entry
     taken = {f"res{i}" for i in range(len(fn.outputs))} | {"workspace"}
+    pairs = lowered.complex_boundary
+    complex_params = {} if pairs is None else pairs.params
+    complex_outputs = {} if pairs is None else pairs.outputs
     args = []
     for i, (name, param) in enumerate(zip(e.arg_names, fn.parameters)):
         usable = _is_c_identifier(name) and name not in taken
         taken.add(name)
-        args.append(Argument(name if usable else f"arg{i}", param.type))
+        args.append(Argument(name if usable else f"arg{i}", param.type,
+                             _complex_name(complex_params.get(i))))
     written = lowered.side_effects.written
     count = len(fn.outputs) - len(written)  # the written arguments' values come last
-    results = tuple(Argument(f"res{i}", v.type) for i, v in enumerate(fn.outputs[:count]))
+    results = tuple(Argument(f"res{i}", v.type, _complex_name(complex_outputs.get(i)))
+                    for i, v in enumerate(fn.outputs[:count]))
     for a in (*args, *results):
         if not a.type.is_row_major:
             raise AotError(f"{e.source[0]}:{e.source[1]}: {e.name}: internal error: "

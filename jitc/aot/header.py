@@ -70,7 +70,10 @@ def declared_names(lib: LibraryABI) -> Iterator[tuple[str, str]]:
 
 def type_text(a: Argument) -> str:
     t = a.type
-    return f"{t.dtype.name}[{','.join(str(d) for d in t.shape)}]"
+    text = f"{t.dtype.name}[{','.join(str(d) for d in t.shape)}]"
+    if a.complex_dtype:  # interleaved pairs, numpy's own layout of a complex array
+        return f"{a.complex_dtype}[{','.join(str(d) for d in t.shape[:-1])}] as {text}"
+    return text
 
 
 def _prototype(fn: FunctionABI, name: str, workspace: bool) -> str:

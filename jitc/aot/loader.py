@@ -26,16 +26,22 @@ class AotCallError(RuntimeError):
         self.status = status
 
 
+def _visible(buffer: dict[str, Any]) -> ShapeDtype:
+    """The array Python passes for a buffer: a complex one for interleaved float pairs (the
+    same bytes)."""
+    if buffer.get("complex_dtype"):
+        return ShapeDtype(buffer["shape"][:-1], dtypes.by_name(buffer["complex_dtype"]).numpy)
+    return ShapeDtype(buffer["shape"], dtypes.by_name(buffer["dtype"]).numpy)
+
+
 class AotFunction:
     """One export: `f(*arrays)` returns a new array, or a tuple of them."""
 
     def __init__(self, library: Library, manifest: dict[str, Any]) -> None:
         self.library = library
         self.name: str = manifest["name"]
-        self.args = [ShapeDtype(a["shape"], dtypes.by_name(a["dtype"]).numpy)
-                     for a in manifest["args"]]
-        self.results = [ShapeDtype(r["shape"], dtypes.by_name(r["dtype"]).numpy)
-                        for r in manifest["results"]]
+        self.args = [_visible(a) for a in manifest["args"]]
+        self.results = [_visible(r) for r in manifest["results"]]
         self.single_result: bool = manifest["single_result"]
         self.workspace_bytes: int = manifest["workspace_bytes"]
         self.written: tuple[int, ...] = tuple(manifest.get("written", ()))

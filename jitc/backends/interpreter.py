@@ -28,6 +28,7 @@ class InterpretedExecutable:
 class InterpreterBackend:
     name = "interpreter"
     symbolic_extents = True  # run_function binds the symbols from each call's shapes
+    complex_values = True  # numpy computes complex values; nothing is split into pairs
 
     def passes(self, options: Options) -> Sequence[Pass]:
         return DEFAULT_PASSES

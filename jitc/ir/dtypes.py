@@ -12,6 +12,7 @@ class Kind(enum.Enum):
     SIGNED = "signed"
     UNSIGNED = "unsigned"
     FLOAT = "float"
+    COMPLEX = "complex"  # a pair (real, imaginary) of floats
 
 
 class DType:
@@ -28,6 +29,10 @@ class DType:
     @property
     def is_float(self) -> bool:
         return self.kind is Kind.FLOAT
+
+    @property
+    def is_complex(self) -> bool:
+        return self.kind is Kind.COMPLEX
 
     @property
     def is_int(self) -> bool:
@@ -61,12 +66,27 @@ float16 = DType("f16", "float16", Kind.FLOAT, 16)
 float32 = DType("f32", "float32", Kind.FLOAT, 32)
 float64 = DType("f64", "float64", Kind.FLOAT, 64)
 
+# Complex dtypes: `bits` is the width of the whole pair, as numpy names them.
+complex64 = DType("c64", "complex64", Kind.COMPLEX, 64)
+complex128 = DType("c128", "complex128", Kind.COMPLEX, 128)
+
 INTS: tuple[DType, ...] = (int8, int16, int32, int64, uint8, uint16, uint32, uint64)
+COMPLEXES: tuple[DType, ...] = (complex64, complex128)
 FLOATS: tuple[DType, ...] = (float16, float32, float64)
-ALL: tuple[DType, ...] = (bool_, *INTS, *FLOATS)
+ALL: tuple[DType, ...] = (bool_, *INTS, *FLOATS, *COMPLEXES)
 
 _BY_NAME = {d.name: d for d in ALL}
 _BY_NUMPY = {d.numpy: d for d in ALL}
+
+
+def real_part(dtype: DType) -> DType:
+    """The float dtype of each half of a complex dtype; any other dtype itself."""
+    return {complex64: float32, complex128: float64}.get(dtype, dtype)
+
+
+def complex_of(dtype: DType) -> DType:
+    """The complex dtype whose halves are the float `dtype` (float16 widens, as in numpy)."""
+    return complex128 if dtype is float64 else complex64
 
 
 def by_name(name: str) -> DType:

@@ -35,6 +35,8 @@ def format_scalar(value: object, dtype: np.dtype) -> str:
 def _inline_literal_ok(array: np.ndarray) -> bool:
     if array.size > INLINE_LITERAL_ELEMENTS:
         return False
+    if array.dtype.kind == "c":  # written as bytes: no scalar syntax for a pair
+        return False
     if array.dtype.kind != "f":
         return True
     nans = array[np.isnan(array)]

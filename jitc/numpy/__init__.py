@@ -10,9 +10,20 @@ via `__array_function__`.
 import numpy as _np
 
 # Imported for their registrations in the ufunc table.
+from jitc.numpy import fft
 from jitc.numpy import float_bits as _float_bits
 from jitc.numpy import integer_math as _integer_math
 from jitc.numpy._core import HANDLED
+from jitc.numpy.complexes import (
+    angle,
+    conj,
+    imag,
+    iscomplex,
+    iscomplexobj,
+    isreal,
+    isrealobj,
+    real,
+)
 from jitc.numpy.creation import (
     arange,
     array,
@@ -32,7 +43,6 @@ from jitc.numpy.creation import (
 from jitc.numpy.decompositions import eigh, eigvalsh, qr, svd
 from jitc.numpy.dispatch import (
     apply_function,
-    conj,
     nonzero,
     round,
 )
@@ -160,6 +170,7 @@ from jitc.numpy.ufuncs import UFUNCS, apply_operator, apply_ufunc, nan_to_num
 for _ufunc in UFUNCS:
     globals()[_ufunc.__name__] = _ufunc
 abs = _np.absolute
+conjugate = conj
 divide = _np.true_divide
 pow = _np.power
 amax, amin = max, min
@@ -171,6 +182,7 @@ bool_ = _np.bool_
 int8, int16, int32, int64 = _np.int8, _np.int16, _np.int32, _np.int64
 uint8, uint16, uint32, uint64 = _np.uint8, _np.uint16, _np.uint32, _np.uint64
 float16, float32, float64 = _np.float16, _np.float32, _np.float64
+complex64, complex128 = _np.complex64, _np.complex128
 pi, e, inf, nan, newaxis = _np.pi, _np.e, _np.inf, _np.nan, None
 ndarray = _np.ndarray
 

@@ -77,20 +77,38 @@ def unsupported(name: str, hint: str = "") -> TraceError:
         "listed in docs/jit.md."))
 
 
+def refuse_complex_order(x: Any, name: str) -> None:
+    """Sorts and extrema of complex values: numpy orders them by real part, then imaginary
+    part (nan parts last), an order jitc's sort and max/min ops do not have."""
+    if x.dtype.kind == "c":
+        raise unsupported(f"numpy.{name} of complex values ({x.dtype})",
+                          "numpy orders complex values by real part, then imaginary part; jitc "
+                          "does not trace that order yet. Take np.real(x) or np.abs(x) first "
+                          "if that is what is meant (docs/dtypes.md).")
+
+
+def refuse_complex_quantile(x: Any, name: str) -> None:
+    """numpy's quantile and percentile refuse complex values with this TypeError."""
+    if x.dtype.kind == "c":
+        raise TypeError(located(f"numpy.{name}: a must be an array of real numbers"))
+
+
 # -- dtypes ----------------------------------------------------------------------------------
 
 def is_python_scalar(x: object) -> bool:
-    """A Python bool, int or float; numpy scalars (np.float64 subclasses float) are not."""
-    return isinstance(x, (bool, int, float)) and not isinstance(x, np.generic)
+    """A Python bool, int, float or complex; numpy scalars (np.float64 subclasses float) are
+    not."""
+    return isinstance(x, (bool, int, float, complex)) and not isinstance(x, np.generic)
 
 
 def dtype_key(x: object) -> object:
     """What numpy's promotion sees: a dtype, or a Python scalar type for weak values.
 
-    Under NEP 50 Python ints and floats are weak; a Python bool is simply numpy's bool."""
+    Under NEP 50 Python ints, floats and complexes are weak; a Python bool is simply numpy's
+    bool."""
     if isinstance(x, Tracer):
         if x.weak and x.dtype.kind != "b":
-            return {"i": int, "u": int, "f": float}[x.dtype.kind]
+            return {"i": int, "u": int, "f": float, "c": complex}[x.dtype.kind]
         return x.dtype
     if isinstance(x, bool):
         return np.dtype(np.bool_)
@@ -98,12 +116,10 @@ def dtype_key(x: object) -> object:
         return type(x)
     if isinstance(x, (np.dtype, type, str)):  # np.result_type(x, np.float64) passes dtypes
         return np.dtype(x)
-    if isinstance(x, complex):
-        raise TraceError(located("complex numbers are not supported by jitc"))
     return np.asarray(x).dtype
 
 
-_WEAK_SAMPLE = {int: 0, float: 0.0}
+_WEAK_SAMPLE = {int: 0, float: 0.0, complex: 0j}
 
 
 def result_type(*xs: object) -> np.dtype:
@@ -119,10 +135,18 @@ def ir_dtype(dtype: object) -> dtypes.DType:
         raise TraceError(located(str(exc))) from None
 
 
-def convert(x: Tracer, dtype: object) -> Tracer:
+def convert(x: Tracer, dtype: object, discard_imaginary: bool = False) -> Tracer:
+    """x converted to `dtype`. A complex x becomes real only when the caller says so
+    (`astype`): anywhere else that would drop the imaginary parts, and jitc refuses."""
     target = ir_dtype(dtype)
     if x.value.type.dtype is target:
         return x
+    if x.dtype.kind == "c" and not (target.is_complex or target.is_bool or discard_imaginary):
+        raise TraceError(located(
+            f"this computation would convert complex values ({x.dtype}) to {target.numpy}, "
+            "dropping their imaginary parts: it is not traced for complex values yet. Take "
+            "np.real(x) or np.abs(x) first if that is what is meant (docs/dtypes.md lists what "
+            "is traced for complex values)."))
     return emit(ops.CONVERT, [x], {}, TensorType(target, x.shape))
 
 

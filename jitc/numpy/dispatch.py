@@ -58,15 +58,23 @@ WHY_NOT: dict[str, str] = _reasons([
      "The number of distinct values, its result's length, is known only when the compiled code "
      "runs. Keep the length: s = np.sort(x) and first = s[1:] != s[:-1] mark the distinct "
      "values (np.cumsum(first) numbers them)."),
-    ("fft.fft fft.ifft fft.fft2 fft.ifft2 fft.fftn fft.ifftn fft.rfft fft.irfft fft.rfft2 "
-     "fft.irfft2 fft.rfftn fft.irfftn fft.hfft fft.ihfft angle real_if_close sort_complex",
-     "jitc has no complex dtypes."),
+    ("fft.fft2 fft.ifft2 fft.fftn fft.ifftn fft.rfft2 fft.irfft2 fft.rfftn fft.irfftn "
+     "fft.hfft fft.ihfft",
+     "Of numpy.fft, the one-dimensional fft, ifft, rfft and irfft are traced (docs/dtypes.md); "
+     "apply them along each axis in turn."),
+    ("sort_complex",
+     "Not traced yet: its results are complex where the input is real (docs/dtypes.md lists "
+     "what is traced for complex values)."),
     ("linalg.eig linalg.eigvals",
-     "Its results are complex in general, and jitc has no complex dtypes. For a symmetric "
-     "matrix use np.linalg.eigh or np.linalg.eigvalsh, whose results are real."),
+     "Not traced yet: the eigenvalues of a nonsymmetric matrix are complex in general. For a "
+     "symmetric matrix use np.linalg.eigh or np.linalg.eigvalsh, whose results are real."),
     ("roots",
-     "Its results are complex in general, and jitc has no complex dtypes. Call np.roots on "
-     "the jitted function's result, or write the formula for a degree-2 polynomial."),
+     "Its roots are the eigenvalues of a companion matrix (np.linalg.eigvals), which jitc "
+     "does not trace. Call np.roots on the jitted function's result, or write the formula for "
+     "a degree-2 polynomial."),
+    ("real_if_close",
+     "Its result's dtype depends on the values (complex, or real when every imaginary part is "
+     "small); use np.real(x) where the values are known to be real."),
     ("save savez savez_compressed savetxt array2string array_repr array_str",
      "It writes or formats values, which exist only when the compiled code runs; call it on "
      "the jitted function's result."),
@@ -95,6 +103,9 @@ def round(a, decimals=0, out=None):
         raise unsupported("numpy.round(..., out=...)")
     x = lift(a)
     decimals = check_static_int(decimals, "numpy.round's decimals")
+    if x.dtype.kind == "c":  # numpy rounds each part
+        from jitc.numpy.complexes import make, parts
+        return make(*(round(part, decimals) for part in parts(x)))
     if x.dtype.kind == "b":
         if decimals != 0:
             raise TraceError(located("numpy.round of a bool array with decimals != 0: numpy "
@@ -111,10 +122,6 @@ def round(a, decimals=0, out=None):
         return np.rint(x)
     scale = np.asarray(10.0 ** decimals, dtype=x.dtype)
     return np.true_divide(np.rint(np.multiply(x, scale)), scale)
-
-
-def conj(a):
-    return lift(a)
 
 
 def _not_yet(name: str, hint: str = "") -> Callable:

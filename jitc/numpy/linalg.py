@@ -79,7 +79,7 @@ def dot(a, b, out=None):
 @implements(np.vdot)
 def vdot(a, b):
     x, y = lift_all([a, b])
-    return dot(reshape(x, (-1,)), reshape(y, (-1,)))
+    return dot(reshape(np.conj(x), (-1,)), reshape(y, (-1,)))  # conjugates its first argument
 
 
 @implements(np.inner)

@@ -257,7 +257,7 @@ def linalg_outer(x1, x2, /):
 @_linalg_alias("vecdot")
 def linalg_vecdot(x1, x2, /, *, axis=-1):
     a, b = lift(x1), lift(x2)
-    return np.sum(a * b, axis=axis)
+    return np.sum(np.conj(a) * b, axis=axis)  # numpy conjugates the first (complex values)
 
 
 @_linalg_alias("matrix_norm")

@@ -13,7 +13,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from jitc.numpy._core import convert, implements, lift, normalize_axes, unsupported
+from jitc.numpy._core import (
+    convert,
+    implements,
+    lift,
+    normalize_axes,
+    refuse_complex_order,
+    refuse_complex_quantile,
+    unsupported,
+)
 from jitc.numpy.indexing import take_along_axis
 from jitc.numpy.reductions import argmax, argmin, max, mean, min, prod, std, sum, var
 from jitc.numpy.shapes import expand_dims, squeeze, stack
@@ -84,6 +92,7 @@ def nancumprod(a, axis=None, dtype=None, out=None):
 
 def _nan_extremum(largest: bool, a, axis, keepdims, initial) -> Tracer:
     x = lift(a)
+    refuse_complex_order(x, "nanmax" if largest else "nanmin")
     reducer = max if largest else min
     mask = _nan_mask(x)
     if mask is None:
@@ -113,6 +122,7 @@ def _nan_arg(largest: bool, a, axis, out, keepdims) -> Tracer:
     """numpy's nanargmax: nans replaced by -inf (nanargmin: inf). numpy raises ValueError on
     an all-nan slice; the compiled code cannot raise, and gives -1 there instead."""
     x = lift(a)
+    refuse_complex_order(x, "nanargmax" if largest else "nanargmin")
     mask = _nan_mask(x)
     arg = argmax if largest else argmin
     if mask is None:
@@ -206,6 +216,7 @@ def nanmedian(a, axis=None, out=None, overwrite_input=False, keepdims=False):
     if out is not None:
         raise unsupported("numpy.nanmedian(..., out=...)", "Use the returned value.")
     x = lift(a)
+    refuse_complex_order(x, "nanmedian")
     if _nan_mask(x) is None or x.size == 0:
         return median(x, axis=axis, keepdims=keepdims)
     rows, keep_shape = reduced_last(x, axis)
@@ -235,6 +246,7 @@ def _nan_quantile(name: str, a, q, weak: bool, axis, method: str, keepdims: bool
         raise unsupported(f"numpy.{name}(..., method={method!r})",
                           "jitc computes the default method='linear'.")
     x = lift(a)
+    refuse_complex_quantile(x, name)
     if _nan_mask(x) is None:
         return quantile(x, q, axis=axis, keepdims=keepdims)
     if q.ndim > 1:

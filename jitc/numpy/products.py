@@ -61,7 +61,13 @@ def cross(a, b, axisa=-1, axisb=-1, axisc=-1, axis=None):
 
 
 def _correlate_full(a: Tracer, v: Tracer) -> Tracer:
-    """Every overlap of v slid along a (len(a) >= len(v)): numpy's mode 'full'."""
+    """Every overlap of v slid along a (len(a) >= len(v)): numpy's mode 'full'. Complex
+    values are correlated part by part (the convolution op takes real values)."""
+    if a.dtype.kind == "c":
+        from jitc.numpy.complexes import make, parts
+        (ar, ai), (vr, vi) = parts(a), parts(v)
+        return make(np.subtract(_correlate_full(ar, vr), _correlate_full(ai, vi)),
+                    np.add(_correlate_full(ar, vi), _correlate_full(ai, vr)))
     n, m = a.shape[0], v.shape[0]
     lhs = reshape(a, (1, 1, n))
     rhs = reshape(v, (1, 1, m))
@@ -71,7 +77,9 @@ def _correlate_full(a: Tracer, v: Tracer) -> Tracer:
     return reshape(out, (n + m - 1,))
 
 
-def _correlate(a, v, mode: str, name: str) -> Tracer:
+def _correlate(a, v, mode: str, name: str, conjugate: bool = False) -> Tracer:
+    """numpy's correlation of 1-d a and v; `conjugate` (numpy.correlate) takes v's complex
+    conjugate first, as numpy does before it orders the operands."""
     a, v = lift(a), lift(v)
     if a.ndim != 1 or v.ndim != 1:
         raise ValueError(located(f"numpy.{name}: object too deep for desired array (both "
@@ -83,6 +91,8 @@ def _correlate(a, v, mode: str, name: str) -> Tracer:
         raise ValueError(located(f"numpy.{name}: mode must be one of 'valid', 'same', or "
                                  f"'full' (got {mode!r})"))
     a, v = lift_all([a, v])
+    if conjugate:
+        v = np.conj(v)
     boolean = a.dtype == np.bool_
     if boolean:  # numpy's bool correlation is an or of ands: a sum that is not zero
         a, v = convert(a, np.int64), convert(v, np.int64)
@@ -103,7 +113,7 @@ def _correlate(a, v, mode: str, name: str) -> Tracer:
 
 @implements(np.correlate)
 def correlate(a, v, mode="valid"):
-    return _correlate(a, v, mode, "correlate")
+    return _correlate(a, v, mode, "correlate", conjugate=True)
 
 
 @implements(np.convolve)

@@ -17,6 +17,7 @@ from jitc.numpy._core import (
     lift,
     normalize_axes,
     normalize_axis,
+    refuse_complex_order,
     unsupported,
 )
 from jitc.numpy.shapes import broadcast_to
@@ -106,6 +107,7 @@ def prod(a, axis=None, dtype=None, out=None, keepdims=False, initial=None, where
 def _extremum(name: str, kind: str, a, axis, out, keepdims, initial, where):
     _check_unsupported(name, {"out": out})
     x = lift(a)
+    refuse_complex_order(x, name)
     axes = normalize_axes(axis, x.ndim)
     if where is not True:
         if initial is None:
@@ -139,7 +141,7 @@ def min(a, axis=None, out=None, keepdims=False, initial=None, where=True):
 def _mean_dtype(x: Tracer, dtype: object) -> np.dtype:
     if dtype is not None:
         return ir_dtype(dtype).numpy
-    return x.dtype if x.dtype.kind == "f" else np.dtype(np.float64)
+    return x.dtype if x.dtype.kind in "fc" else np.dtype(np.float64)
 
 
 def _count(x: Tracer, axes: tuple[int, ...]) -> int:
@@ -179,7 +181,13 @@ def var(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, where=True, 
     acc_dtype = np.dtype(np.float32) if result_dtype == np.float16 else result_dtype
     xc = convert(x, acc_dtype)
     centered = np.subtract(xc, _mean_keepdims(xc, axes))
-    total = reduce(np.multiply(centered, centered), axes, "sum", keepdims)
+    if centered.dtype.kind == "c":  # |x - mean|^2: real, as numpy's var of complex values
+        centered = np.real(centered), np.imag(centered)
+        squares = np.add(*(np.multiply(part, part) for part in centered))
+        acc_dtype = result_dtype = squares.dtype
+    else:
+        squares = np.multiply(centered, centered)
+    total = reduce(squares, axes, "sum", keepdims)
     divisor = lift(np.asarray(_count(x, axes) - ddof, dtype=acc_dtype))
     return convert(emit(ops.DIV, [total, divisor]), result_dtype)
 
@@ -199,6 +207,7 @@ def std(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, where=True, 
 def _arg(name: str, op, a, axis, out, keepdims):
     _check_unsupported(name, {"out": out})
     x = lift(a)
+    refuse_complex_order(x, name)
     if axis is not None:
         axis_ = normalize_axis(axis, x.ndim)
     if axis is None or x.ndim == 0:

@@ -156,7 +156,10 @@ def copy(a, order="K", subok=False):
 
 def astype(a, dtype, order="K", casting="unsafe", subok=True, copy=True):
     x = lift(a)
-    result = convert(x, dtype)
+    if x.dtype.kind == "c" and np.dtype(dtype).kind not in "cb":
+        from jitc.numpy.complexes import warn_discarded_imaginary
+        warn_discarded_imaginary()
+    result = convert(x, dtype, discard_imaginary=True)
     return result.copy_tracer() if result is x and copy else result
 
 

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from jitc.numpy import blocked
-from jitc.numpy._core import convert, implements, lift, result_type
+from jitc.numpy._core import convert, implements, lift, result_type, unsupported
 from jitc.numpy.shapes import broadcast_to, reshape
 from jitc.tracing.errors import located
 from jitc.tracing.tracer import Tracer
@@ -33,6 +33,10 @@ def _floating(x: Tracer, *others: Tracer) -> Tracer:
     """x in the dtype numpy's linalg computes in: float32 or float64 (integers and bools are
     computed in float64; numpy refuses float16)."""
     dtype = result_type(x, *others)
+    if dtype.kind == "c":
+        raise unsupported(f"numpy.linalg's solvers and decompositions of complex matrices "
+                          f"({dtype})", "They are computed for real matrices only; "
+                          "docs/dtypes.md lists what is traced for complex values.")
     if dtype == np.float16:
         raise TypeError(located("array type float16 is unsupported in linalg"))
     return convert(x, dtype if dtype.kind == "f" else np.float64)

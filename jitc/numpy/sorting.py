@@ -15,7 +15,15 @@ from typing import Any
 import numpy as np
 
 from jitc.ir import ops
-from jitc.numpy._core import convert, implements, lift, normalize_axis, unsupported
+from jitc.numpy._core import (
+    convert,
+    implements,
+    lift,
+    normalize_axis,
+    refuse_complex_order,
+    refuse_complex_quantile,
+    unsupported,
+)
 from jitc.numpy.shapes import reshape, slice_axis, squeeze, stack
 from jitc.numpy.ufuncs import select
 from jitc.tracing.errors import TraceError, located
@@ -40,6 +48,7 @@ def _check_kind(name: str, kind: object, order: object, stable: object = None) -
 
 def _axis_of(x: Tracer, axis: object, name: str) -> tuple[Tracer, int]:
     """The array and the non-negative axis numpy sorts along (axis=None: the flat array)."""
+    refuse_complex_order(x, name)
     if axis is None:
         return reshape(x, (-1,)), 0
     if x.ndim == 0:
@@ -179,6 +188,7 @@ def _at(s: Tracer, position: int) -> Tracer:
 def median(a, axis=None, out=None, overwrite_input=False, keepdims=False):
     if out is not None:
         raise unsupported("numpy.median(..., out=...)", "Use the returned value.")
+    refuse_complex_order(lift(a), "median")
     x, keep_shape = reduced_last(lift(a), axis)
     n = x.shape[-1]
     result_dtype = np.result_type(x.dtype, np.float64) if x.dtype.kind in "biu" else x.dtype
@@ -239,6 +249,7 @@ def _quantile(name: str, a, q: np.ndarray, weak: bool, axis, method: str,
                           "jitc computes the default method='linear'.")
     if q.ndim > 1:
         raise ValueError(located("q must be a scalar or 1d"))
+    refuse_complex_quantile(lift(a), name)
     x, keep_shape = reduced_last(lift(a), axis)
     n = x.shape[-1]
     if n == 0:

@@ -8,7 +8,7 @@ import warnings
 
 import numpy as np
 
-from jitc.numpy._core import implements, lift, normalize_axes, unsupported
+from jitc.numpy._core import implements, lift, normalize_axes, refuse_complex_order, unsupported
 from jitc.numpy.histograms import known, numpy_checks, sorted_position, stand_in
 from jitc.numpy.linalg import dot
 from jitc.numpy.matrices import diagonal
@@ -56,7 +56,7 @@ def cov(m, y=None, rowvar=True, bias=False, ddof=None, fweights=None, aweights=N
     # numpy warns "Degrees of freedom <= 0" on each call and divides by zero.
     fact = max(x.shape[1] - int(ddof), 0.0)
     centered = np.subtract(x, reshape(mean(x, axis=1), (-1, 1)))
-    c = dot(centered, transpose(centered))
+    c = dot(centered, np.conj(transpose(centered)))  # numpy conjugates (complex values)
     with np.errstate(divide="ignore"):
         scale = float(np.true_divide(1, fact))
     return squeeze(np.multiply(c, scale))
@@ -142,6 +142,7 @@ def ptp(a, axis=None, out=None, keepdims=False):
     if out is not None:
         raise unsupported("numpy.ptp(..., out=...)", "Use the returned value.")
     x = lift(a)
+    refuse_complex_order(x, "ptp")
     return np.subtract(np.max(x, axis=axis, keepdims=keepdims),
                        np.min(x, axis=axis, keepdims=keepdims))
 

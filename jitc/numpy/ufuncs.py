@@ -416,6 +416,9 @@ UFUNCS[np.conjugate] = _positive  # real dtypes only
 @implements(np.nan_to_num)
 def nan_to_num(a, copy=True, nan=0.0, posinf=None, neginf=None):
     x = lift(a)
+    if x.dtype.kind == "c":  # each part on its own, as numpy
+        from jitc.numpy.complexes import make, parts
+        return make(*(nan_to_num(part, copy, nan, posinf, neginf) for part in parts(x)))
     if x.dtype.kind != "f":
         return x
     info = np.finfo(x.dtype)
@@ -487,7 +490,8 @@ def call_ufunc(ufunc: np.ufunc, impl: UfuncImpl, inputs: tuple, dtype: object = 
     if all(isinstance(k, type) for k in keys):
         # Python scalars alone: numpy makes each an array of its default dtype (int64,
         # float64); resolving the weak types alone would pick object loops for comparisons.
-        keys = tuple(np.dtype(np.int64) if k is int else np.dtype(np.float64) for k in keys)
+        defaults = {int: np.int64, float: np.float64, complex: np.complex128}
+        keys = tuple(np.dtype(defaults[k]) for k in keys)
     try:
         if dtype is None:
             loop = ufunc.resolve_dtypes(keys + (None,) * ufunc.nout)
@@ -499,6 +503,8 @@ def call_ufunc(ufunc: np.ufunc, impl: UfuncImpl, inputs: tuple, dtype: object = 
         raise TraceError(located(f"numpy.{ufunc.__name__} does not accept ({listed}): "
                                  f"{exc}")) from None
     state = trace_of(*inputs)
+    if any(d.kind == "c" for d in loop):
+        return _call_complex(ufunc, impl, inputs, loop, state)
     special = _scalar_exponent(ufunc, inputs, loop)
     if special is not None:
         return special
@@ -515,6 +521,22 @@ def call_ufunc(ufunc: np.ufunc, impl: UfuncImpl, inputs: tuple, dtype: object = 
         return tuple(convert(r, d) for r, d in zip(impl(*operands), loop[ufunc.nin:],
                                                    strict=True))
     return convert(impl(*operands), loop[ufunc.nin])
+
+
+def _call_complex(ufunc: np.ufunc, impl: UfuncImpl, inputs: tuple, loop: tuple,
+                  state: Any) -> Tracer:
+    """A ufunc's complex loop: numpy's complex formulas, or a clear refusal naming it."""
+    from jitc.numpy import complexes
+    if ufunc is np.power:
+        return complexes.power(lift(inputs[0], loop[0], state), inputs[1])
+    special = complexes.COMPLEX_UFUNCS.get(ufunc)
+    if special is None and ufunc not in complexes.COMPLEX_AS_IS:
+        listed = ", ".join(str(d) for d in loop[:ufunc.nin])
+        raise unsupported(f"numpy.{ufunc.__name__} of complex values ({listed})",
+                          "jitc traces complex values through + - * /, abs, exp, log, sqrt, "
+                          "sin, cos, tanh, integer powers, == and != (docs/dtypes.md).")
+    operands = [lift(x, loop[i], state) for i, x in enumerate(inputs)]
+    return convert((special or impl)(*operands), loop[ufunc.nin])
 
 
 def apply_operator(ufunc: np.ufunc, inputs: tuple) -> Tracer:

@@ -41,7 +41,9 @@ NEVER_FOLDED: frozenset[OpDef] = frozenset({ops.PARAMETER, ops.CONSTANT, ops.BRO
 
 
 def _bits(array: np.ndarray) -> np.ndarray:
-    return array.view(f"u{array.dtype.itemsize}")
+    # complex128 has no unsigned integer of its width: its bytes compare as a void type
+    size = array.dtype.itemsize
+    return array.view(f"u{size}" if size <= 8 else f"V{size}")
 
 
 def splat_value(value: Value) -> np.ndarray | None:

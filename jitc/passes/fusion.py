@@ -32,8 +32,10 @@ from jitc.passes.pipeline import module_pass
 from jitc.passes.rewrite import copy_instruction, users_of
 
 # Ops a backend can compute element by element (the elemental emitter has a rule for each).
+# real, imag and complex never reach a backend (jitc/passes/complex_split.py).
 ELEMENTAL: frozenset[OpDef] = frozenset(
-    op for op in ops.OPS.values() if op.has(Trait.ELEMENTWISE)) | frozenset({
+    op for op in ops.OPS.values() if op.has(Trait.ELEMENTWISE)) - frozenset({
+        ops.REAL, ops.IMAG, ops.COMPLEX}) | frozenset({
         ops.BROADCAST_IN_DIM, ops.RESHAPE, ops.TRANSPOSE, ops.SLICE, ops.PAD,
         ops.CONCATENATE, ops.REVERSE, ops.IOTA, ops.DYNAMIC_SLICE, ops.DYNAMIC_UPDATE_SLICE,
         ops.GATHER})

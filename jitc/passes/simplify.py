@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from jitc.ir import ops
+from jitc.ir import dtypes, ops
 from jitc.ir.core import Builder, Function, Instruction, Module, Value
 from jitc.ir.dtypes import DType, Kind
 from jitc.ir.opdef import IRTypeError, OpDef
@@ -177,6 +177,9 @@ def exact_widening(source: DType, target: DType) -> bool:
         return True
     if target.is_bool:
         return False
+    if source.is_complex or target.is_complex:  # part by part; complex to real is not exact
+        return source.is_complex <= target.is_complex and \
+            exact_widening(dtypes.real_part(source), dtypes.real_part(target))
     if source.is_float:
         return target.is_float and target.bits > source.bits
     if target.is_float:

@@ -80,7 +80,8 @@ class AbstractArray:
 
 
 _NO_SELF = capture._MISSING  # no bound instance: a plain function call
-_WEAK_TYPES = {bool: dtypes.bool_, int: dtypes.int64, float: dtypes.float64}
+_WEAK_TYPES = {bool: dtypes.bool_, int: dtypes.int64, float: dtypes.float64,
+               complex: dtypes.complex128}
 
 
 def abstractify(leaf: object, where: str) -> ArgSpec:

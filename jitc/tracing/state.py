@@ -6,7 +6,6 @@ records the user's source line; shape errors come back with that line attached.
 
 from __future__ import annotations
 
-import math
 import threading
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -58,8 +57,7 @@ class TraceState:
             key: object = ("array", id(value), dtype)
             self._keep_alive.append(value)
         else:
-            key = ("scalar", type(value), value, dtype,  # -0.0 and 0.0 are two constants
-                   math.copysign(1.0, value) < 0 if isinstance(value, float) else None)
+            key = ("scalar", type(value), value, dtype, _zero_signs(value))
         cached = self._constants.get(key)
         if cached is None:
             refuse_symbolic_value(value)
@@ -73,6 +71,15 @@ class TraceState:
             cached = Tracer(self, value_, weak)
             self._constants[key] = cached
         return cached
+
+
+def _zero_signs(value: object) -> object:
+    """What tells 0.0 from -0.0 (which compare equal) in a constant's cache key."""
+    if isinstance(value, float):
+        return np.signbit(value)
+    if isinstance(value, complex):
+        return np.signbit(value.real), np.signbit(value.imag)
+    return None
 
 
 def refuse_symbolic_value(value: object) -> None:

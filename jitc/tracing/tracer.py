@@ -235,7 +235,11 @@ class Tracer:
 
     @property
     def real(self):
-        return self
+        return _numpy().real(self)
+
+    @property
+    def imag(self):
+        return _numpy().imag(self)
 
     def __hash__(self) -> int:
         return id(self)
@@ -331,7 +335,7 @@ def _method(name: str):
 for _name in ("sum", "mean", "max", "min", "prod", "var", "std", "argmax", "argmin", "any",
               "all", "clip", "dot", "swapaxes", "squeeze", "ravel", "astype", "take",
               "repeat", "cumsum", "cumprod", "round", "nonzero", "flatten", "copy", "conj",
-              "diagonal", "argsort", "argpartition", "searchsorted"):
+              "conjugate", "diagonal", "argsort", "argpartition", "searchsorted"):
     setattr(Tracer, _name, _method(_name))
 
 

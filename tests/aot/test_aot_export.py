@@ -41,7 +41,7 @@ def test_an_export_is_still_a_jit_function():
 @pytest.mark.parametrize("signature,problem", [
     (("f32[8]", "f32[8]"), r"2 signature\(s\) for 1 parameter\(s\)"),
     (("bf16[8]",), "unknown dtype 'bf16'"),
-    ((np.zeros(3, np.complex64),), "not supported by jitc"),
+    ((np.zeros(3, np.longdouble),), "not supported by jitc"),
     ((object(),), "expected a type string"),
 ])
 def test_bad_export_raises_at_decoration(signature, problem):
@@ -66,7 +66,8 @@ def test_abi_header_matches_python_tables():
         assert re.search(rf"\b{enumerator} = {code}\b", header), enumerator
     for enumerator, code, _ in abi.DTYPES.values():
         assert re.search(rf"\b{enumerator} = {code}\b", header), enumerator
-    assert set(abi.DTYPES) == set(dtypes.ALL)
+    # Complex buffers are float pairs in the C interface: no dtype code of their own.
+    assert set(abi.DTYPES) == {d for d in dtypes.ALL if not d.is_complex}
     assert f"#define JITC_WORKSPACE_ALIGNMENT {abi.WORKSPACE_ALIGNMENT}\n" in header
     assert f"#define JITC_AOT_ABI_VERSION {abi.ABI_VERSION}\n" in header
 

@@ -44,7 +44,11 @@ PASSES_ERRORS = {ops.NEG, ops.ABS, ops.MAX, ops.MIN, ops.SELECT, ops.CLAMP, ops.
 # Ops the generator never emits itself: parameters are drawn as needed, fusions are made by
 # the backends' pipelines from the rest; control flow (regions) has its own differential
 # tests (tests/test_lax_control.py).
-NOT_DRAWN = {"parameter", "fusion", "while", "conditional"}
+# real, imag and complex never reach a code generator: complex values are split into float
+# pairs first (jitc/passes/complex_split.py), which tests/ops and tests/numpy check.
+NOT_DRAWN = {"parameter", "fusion", "while", "conditional", "real", "imag", "complex"}
+# The dtypes programs compute in: those a code generator sees (no complex, as above).
+DTYPES = [d for d in dtypes.ALL if not d.is_complex]
 
 
 def float_values(dtype: np.dtype, rng: np.random.Generator, shape: tuple[int, ...]
@@ -199,7 +203,7 @@ MAKERS: dict[str, Maker] = {}
 def _kinds(op: OpDef) -> list[DType]:
     """The dtypes an elementwise op accepts, asked of its own rule."""
     accepted = []
-    for dtype in dtypes.ALL:
+    for dtype in DTYPES:
         with contextlib.suppress(IRTypeError):
             op.result_types([TensorType(dtype, ())] * op.num_operands, _default_attrs(op),
                             None if not op.has(Trait.TYPED_RESULT) else
@@ -230,7 +234,7 @@ def _passing(p: Program, op: OpDef) -> None:
 
 
 def _select(p: Program, op: OpDef) -> None:
-    x = p.operand(list(dtypes.ALL), exact=False)
+    x = p.operand(list(DTYPES), exact=False)
     pred = p.broadcast_partner(x, dtypes.bool_)
     p.emit(op, [pred, x, p.broadcast_partner(x, exact=False)])
 
@@ -241,23 +245,23 @@ def _clamp(p: Program, op: OpDef) -> None:
 
 
 def _convert(p: Program, op: OpDef) -> None:
-    target = p.draw(st.sampled_from(dtypes.ALL))
+    target = p.draw(st.sampled_from(DTYPES))
     # Only a float result may come from an approximate value (a rounding boundary moves an
     # integer result by one).
-    x = p.operand(list(dtypes.ALL), exact=not target.is_float)
+    x = p.operand(list(DTYPES), exact=not target.is_float)
     if p.is_approximate(x) and not target.is_float:
         return
     p.emit(op, [x], {}, TensorType(target, x.type.shape))
 
 
 def _bitcast(p: Program, op: OpDef) -> None:
-    x = p.operand([d for d in dtypes.ALL if not d.is_bool])
-    same_width = [d for d in dtypes.ALL if d.bits == x.type.dtype.bits and not d.is_bool]
+    x = p.operand([d for d in DTYPES if not d.is_bool])
+    same_width = [d for d in DTYPES if d.bits == x.type.dtype.bits and not d.is_bool]
     p.emit(op, [x], {}, TensorType(p.draw(st.sampled_from(same_width)), x.type.shape))
 
 
 def _constant(p: Program, op: OpDef) -> None:
-    dtype = p.draw(st.sampled_from(dtypes.ALL))
+    dtype = p.draw(st.sampled_from(DTYPES))
     shape = p.shape(p.draw(st.integers(0, 2)))
     p.emit(op, [], {"value": Literal(random_values(dtype, shape, p.rng), dtype)})
 
@@ -270,7 +274,7 @@ def _iota(p: Program, op: OpDef) -> None:
 
 
 def _broadcast_in_dim(p: Program, op: OpDef) -> None:
-    x = p.operand(list(dtypes.ALL), exact=False)
+    x = p.operand(list(DTYPES), exact=False)
     extra = p.draw(st.integers(0, 2))
     positions = sorted(p.draw(st.permutations(range(x.type.rank + extra)))[:x.type.rank])
     shape = [p.draw(st.sampled_from(SIZES)) for _ in range(x.type.rank + extra)]
@@ -281,7 +285,7 @@ def _broadcast_in_dim(p: Program, op: OpDef) -> None:
 
 
 def _reshape(p: Program, op: OpDef) -> None:
-    x = p.operand(list(dtypes.ALL), exact=False)
+    x = p.operand(list(DTYPES), exact=False)
     shape, size = x.type.shape, x.type.size
     choices = [(size,), (1, *shape), shape[::-1], (*shape, 1), ()]
     if size and size % 2 == 0:
@@ -290,12 +294,12 @@ def _reshape(p: Program, op: OpDef) -> None:
 
 
 def _transpose(p: Program, op: OpDef) -> None:
-    x = p.operand(list(dtypes.ALL), exact=False)
+    x = p.operand(list(DTYPES), exact=False)
     p.emit(op, [x], {"permutation": p.draw(st.permutations(range(x.type.rank)))})
 
 
 def _slice(p: Program, op: OpDef) -> None:
-    x = p.operand(list(dtypes.ALL), exact=False)
+    x = p.operand(list(DTYPES), exact=False)
     start = [p.draw(st.integers(0, d)) for d in x.type.shape]
     limit = [p.draw(st.integers(s, d)) for s, d in zip(start, x.type.shape)]
     stride = [p.draw(st.integers(1, 3)) for _ in x.type.shape]
@@ -303,7 +307,7 @@ def _slice(p: Program, op: OpDef) -> None:
 
 
 def _pad(p: Program, op: OpDef) -> None:
-    x = p.operand(list(dtypes.ALL), exact=False)
+    x = p.operand(list(DTYPES), exact=False)
     value = p.operand([x.type.dtype], exact=False, shape=())
     rank = x.type.rank
     p.emit(op, [x, value], {"low": [p.draw(st.integers(-1, 2)) for _ in range(rank)],
@@ -312,7 +316,7 @@ def _pad(p: Program, op: OpDef) -> None:
 
 
 def _concatenate(p: Program, op: OpDef) -> None:
-    x = p.operand(list(dtypes.ALL), exact=False)
+    x = p.operand(list(DTYPES), exact=False)
     if x.type.rank == 0:
         return
     axis = p.draw(st.integers(0, x.type.rank - 1))
@@ -325,27 +329,27 @@ def _concatenate(p: Program, op: OpDef) -> None:
 
 
 def _reverse(p: Program, op: OpDef) -> None:
-    x = p.operand(list(dtypes.ALL), exact=False)
+    x = p.operand(list(DTYPES), exact=False)
     dims = sorted(p.draw(st.sets(st.sampled_from(range(x.type.rank)))) if x.type.rank else [])
     p.emit(op, [x], {"dims": dims})
 
 
 def _dynamic_slice(p: Program, op: OpDef) -> None:
-    x = p.operand(list(dtypes.ALL), exact=False)
+    x = p.operand(list(DTYPES), exact=False)
     sizes = [p.draw(st.integers(0, d)) for d in x.type.shape]
     starts = [p.index_scalar() for _ in x.type.shape]
     p.emit(op, [x, *starts], {"sizes": sizes})
 
 
 def _dynamic_update_slice(p: Program, op: OpDef) -> None:
-    x = p.operand(list(dtypes.ALL), exact=False)
+    x = p.operand(list(DTYPES), exact=False)
     shape = tuple(p.draw(st.integers(0, d)) for d in x.type.shape)
     update = p.operand([x.type.dtype], exact=False, shape=shape)
     p.emit(op, [x, update, *(p.index_scalar() for _ in x.type.shape)])
 
 
 def _gather(p: Program, op: OpDef) -> None:
-    x = p.operand(list(dtypes.ALL), exact=False)
+    x = p.operand(list(DTYPES), exact=False)
     if x.type.rank == 0:
         return
     axis = p.draw(st.integers(0, x.type.rank - 1))
@@ -358,7 +362,7 @@ def _gather(p: Program, op: OpDef) -> None:
 
 def _reduce(p: Program, op: OpDef) -> None:
     kind = p.draw(st.sampled_from(sorted(ops.reduce.REDUCE_KINDS)))
-    kinds = [d for d in dtypes.ALL if d.kind in ops.reduce.REDUCE_KINDS[kind]]
+    kinds = [d for d in DTYPES if d.kind in ops.reduce.REDUCE_KINDS[kind]]
     x = p.operand(kinds)
     operands = [x] + [p.operand(kinds, shape=x.type.shape)
                       for _ in range(p.draw(st.integers(0, 1)))]
@@ -367,7 +371,7 @@ def _reduce(p: Program, op: OpDef) -> None:
 
 
 def _arg(p: Program, op: OpDef) -> None:
-    x = p.operand([d for d in dtypes.ALL])
+    x = p.operand([d for d in DTYPES])
     if x.type.rank == 0 or 0 in x.type.shape:
         return
     p.emit(op, [x], {"axis": p.draw(st.integers(0, x.type.rank - 1)),

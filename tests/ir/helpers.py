@@ -20,6 +20,7 @@ from jitc.ir.verifier import verify
 f16, f32, f64 = dtypes.float16, dtypes.float32, dtypes.float64
 i8, u8, i32, i64 = dtypes.int8, dtypes.uint8, dtypes.int32, dtypes.int64
 BOOL = dtypes.bool_
+c64 = dtypes.complex64
 
 
 def tt(dtype: DType, shape: tuple[int, ...], layout: tuple[int, ...] = ()) -> TensorType:
@@ -75,7 +76,7 @@ def _elementwise_cases() -> dict[str, Callable[[], Module]]:
         if not op.has(Trait.ELEMENTWISE) or op.has(Trait.TYPED_RESULT) or op.name in (
                 "compare", "select", "clamp"):
             continue
-        for dtype in (f32, i32, BOOL):
+        for dtype in (f32, i32, BOOL, c64):
             # Implicit broadcasting (a [3] operand against [2,3]) is part of every binary case.
             types = [tt(dtype, s) for s in [(2, 3), (3,), (2, 1)][:op.num_operands]]
             try:

@@ -306,6 +306,12 @@ def test_symbolic_op_text_round_trips_and_runs_like_numpy(name: str) -> None:
             np.testing.assert_allclose(g, e.astype(g.dtype), rtol=1e-5, atol=1e-5)
 
 
+CASES["sort_values_and_indices"] = Case(
+    _function("f32[n,3]{1,0}", "%0 = sort(%p0) axis=0 : f32[n,3]{1,0}\n"
+              "%1 = sort(%p0) axis=1 output=indices : i64[n,3]{1,0}", "%0, %1"),
+    lambda s: [_floats(s, 3)],
+    lambda x: (np.sort(x, axis=0, kind="stable"), np.argsort(x, axis=1, kind="stable")))
+
 CASES["argmin_bitcast_and_fusion"] = Case(
     """func @f {
   %x = parameter() index=0 : f32[n,2]{1,0}
@@ -332,7 +338,7 @@ def _elementwise_module(op: OpDef) -> Module:
     dtype it accepts."""
     shapes = [(n, 3), (3,), (n, 1)]
     attrs = {a.name: a.choices[0] for a in op.attrs if a.kind is AttrKind.ENUM}
-    for dtype in (f32, dtypes.int32, dtypes.bool_):
+    for dtype in (f32, dtypes.int32, dtypes.bool_, dtypes.complex64):
         fn = Function("f")
         builder = Builder(fn)
         kinds = [dtypes.bool_ if op is ops.SELECT and i == 0 else dtype
@@ -344,7 +350,7 @@ def _elementwise_module(op: OpDef) -> Module:
         except IRTypeError:
             continue
         return verify(Module([fn], "f"))
-    raise AssertionError(f"{op.name} takes none of f32, i32, bool")
+    raise AssertionError(f"{op.name} takes none of f32, i32, bool, c64")
 
 
 @pytest.mark.parametrize("name", BROADCASTING)

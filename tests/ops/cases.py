@@ -30,6 +30,7 @@ from .values import (
     ANY_SHIFT,
     EXPONENT,
     FACTORS,
+    FINITE,
     MODERATE,
     NEGATIVE_EXPONENT,
     NONZERO,
@@ -55,6 +56,9 @@ FLOATS = ("float16", "float32", "float64")
 ALL = ("bool", "int8", "uint8", "int32", "int64") + FLOATS + OTHER_WIDTHS
 NUMERIC = ALL[1:]
 LOGICAL = ("bool",) + INTS
+COMPLEX = ("complex64", "complex128")
+# Data movement and selection: every dtype, complex included.
+MOVABLE = ALL + COMPLEX
 
 
 @dataclass(frozen=True)
@@ -337,10 +341,24 @@ def _unary_cases() -> list[OpCase]:
                 ("ceil", np.ceil, EXACT), ("round", np.rint, EXACT)]
     cases += [OpCase(f"np.{ufunc.__name__}", (op,), ufunc, unary(), FLOATS, tol=tol,
                      signed_zeros=True) for op, ufunc, tol in rounding]
+    # Complex arguments with finite parts: numpy's special-value rules for infinite parts
+    # (C99 Annex G) are not reproduced by these (docs/dtypes.md).
+    cases += [OpCase(f"np.{ufunc.__name__}_complex", (op,), ufunc, unary(FINITE), COMPLEX)
+              for op, ufunc in [("exp", np.exp), ("log", np.log), ("sqrt", np.sqrt),
+                                ("sin", np.sin), ("cos", np.cos), ("tanh", np.tanh)]]
     return cases + [
-        OpCase("negative", ("neg",), lambda x: -x, unary(), NUMERIC, tol=EXACT,
+        OpCase("negative", ("neg",), lambda x: -x, unary(), NUMERIC + COMPLEX, tol=EXACT,
                signed_zeros=True),
         OpCase("np.abs", ("abs",), np.abs, unary(), NUMERIC, tol=EXACT, signed_zeros=True),
+        # |complex| over infinities, nan, huge and subnormal parts: no overflow nor underflow.
+        OpCase("np.abs_complex", ("abs",), np.abs, unary(), COMPLEX),
+        OpCase("np.conjugate", ("imag", "neg", "complex"), np.conjugate, unary(), COMPLEX,
+               tol=EXACT),
+        OpCase("real_imag", ("real", "imag"), lambda x: (x.real, np.imag(x)), unary(), COMPLEX,
+               tol=EXACT, signed_zeros=True),
+        OpCase("np.angle", ("atan2",), np.angle, unary(), COMPLEX),
+        OpCase("power_complex_int", ("mul", "div"), lambda x: (x ** 3, x ** -2, x ** 0),
+               unary(FINITE), COMPLEX),
         OpCase("np.sign", ("sign",), np.sign, unary(), NUMERIC, tol=EXACT),
         OpCase("np.isfinite", ("is_finite",), np.isfinite, unary(), FLOATS),
         OpCase("invert", ("not",), lambda x: ~x, unary(), LOGICAL),
@@ -357,12 +375,14 @@ def _binary_cases() -> list[OpCase]:
         return OpCase(name, ops, fn, binary(x, y), dtypes, **kw)
 
     cases = [
-        case("add", ("add",), lambda x, y: x + y, NUMERIC),
+        case("add", ("add",), lambda x, y: x + y, NUMERIC + COMPLEX),
         case("add_bool", ("or",), np.add, ("bool",)),
-        case("subtract", ("sub",), lambda x, y: x - y, NUMERIC),
-        case("multiply", ("mul",), lambda x, y: x * y, NUMERIC, signed_zeros=True),
+        case("subtract", ("sub",), lambda x, y: x - y, NUMERIC + COMPLEX),
+        case("multiply", ("mul",), lambda x, y: x * y, NUMERIC + COMPLEX, signed_zeros=True),
         case("multiply_bool", ("and",), np.multiply, ("bool",)),
         case("true_divide", ("div",), lambda x, y: x / y, FLOATS, signed_zeros=True),
+        # numpy's complex division (Smith's, with its branches) over every pair of edge parts.
+        case("true_divide_complex", ("div",), lambda x, y: x / y, COMPLEX),
         # Integers divide as float64 (numpy's loop): zero divisors give inf and nan.
         case("true_divide_int", ("convert", "div"), np.true_divide, ("bool",) + INTS),
         case("np.fmod", ("rem",), np.fmod, FLOATS, tol=EXACT, signed_zeros=True),
@@ -401,7 +421,8 @@ def _binary_cases() -> list[OpCase]:
         case("lax.rem_int", ("rem",), lax.rem, INTS, expected=_integer_division(True)),
     ]
     for fn in [np.equal, np.not_equal, np.less, np.less_equal, np.greater, np.greater_equal]:
-        cases.append(OpCase(f"np.{fn.__name__}", ("compare",), fn, binary()[:4], ALL))
+        kinds = ALL + COMPLEX if fn in (np.equal, np.not_equal) else ALL
+        cases.append(OpCase(f"np.{fn.__name__}", ("compare",), fn, binary()[:4], kinds))
     return cases
 
 
@@ -427,7 +448,8 @@ def _ternary_cases() -> list[OpCase]:
              variant("layouts", Arg((3, 4), layout="F"), Arg((3, 4), layout="N"),
                      Arg((3, 4), layout="S")))
     return [
-        OpCase("np.where", ("select",), np.where, where, ALL, tol=EXACT, signed_zeros=True),
+        OpCase("np.where", ("select",), np.where, where, MOVABLE, tol=EXACT,
+               signed_zeros=True),
         OpCase("lax.clamp", ("clamp",), lax.clamp, clamp, NUMERIC, tol=EXACT,
                expected=lambda lo, x, hi: np.minimum(np.maximum(x, lo), hi)),
     ]
@@ -435,9 +457,9 @@ def _ternary_cases() -> list[OpCase]:
 
 def _conversion_cases() -> list[OpCase]:
     cases = []
-    for target in ALL:
+    for target in MOVABLE:
         values = in_range_of(target) if target in INTS else ANY
-        sources = tuple(d for d in ALL if d != target)
+        sources = tuple(d for d in MOVABLE if d != target)
         cases.append(OpCase(f"astype_{target}", ("convert",), _astype(target),
                             unary(values)[:4], sources, signed_zeros=target in FLOATS))
     for target in INTS:
@@ -489,54 +511,54 @@ def _shape_cases() -> list[OpCase]:
              pair("2x3_S", (2, 3), (2, 3), "S"))
     return [
         OpCase("np.broadcast_to", ("broadcast_in_dim",), lambda x: np.broadcast_to(x, (3, 4)),
-               shaped((), (4,), (1, 4), (3, 1), (1, 1)), ALL, **exact),
+               shaped((), (4,), (1, 4), (3, 1), (1, 1)), MOVABLE, **exact),
         OpCase("np.broadcast_to_leading", ("broadcast_in_dim",),
                lambda x: np.broadcast_to(x, (2, *x.shape)), shaped((), (0,), (3, 1), (2, 3)),
-               ALL, **exact),
-        OpCase("reshape_flat", ("reshape",), lambda x: x.reshape(-1), cube, ALL, **exact),
+               MOVABLE, **exact),
+        OpCase("reshape_flat", ("reshape",), lambda x: x.reshape(-1), cube, MOVABLE, **exact),
         OpCase("reshape_split", ("reshape",), lambda x: np.reshape(x, (2, -1, 3)),
-               shaped((6,), (12,), (0,), (3, 4), (2, 3, 2)), ALL, **exact),
+               shaped((6,), (12,), (0,), (3, 4), (2, 3, 2)), MOVABLE, **exact),
         OpCase("reshape_to_0d", ("reshape",), lambda x: x.reshape(()),
-               shaped((1,), (1, 1), (1, 1, 1)), ALL, **exact),
+               shaped((1,), (1, 1), (1, 1, 1)), MOVABLE, **exact),
         OpCase("transpose_T", ("transpose",), lambda x: x.T,
-               shaped((0, 2), (1, 4), (2, 3), (0, 2, 3), (1, 1, 1), (3, 1, 2)), ALL,
+               shaped((0, 2), (1, 4), (2, 3), (0, 2, 3), (1, 1, 1), (3, 1, 2)), MOVABLE,
                **exact),
         OpCase("np.transpose_axes", ("transpose",), lambda x: np.transpose(x, (1, 2, 0)),
-               cube, ALL, **exact),
-        OpCase("np.moveaxis", ("transpose",), lambda x: np.moveaxis(x, 0, -1), cube, ALL,
+               cube, MOVABLE, **exact),
+        OpCase("np.moveaxis", ("transpose",), lambda x: np.moveaxis(x, 0, -1), cube, MOVABLE,
                **exact),
         OpCase("index_slices_newaxis", ("slice", "reshape"), lambda x: x[::2, None, 1:],
-               shaped((5, 4), (3, 1), (0, 3), (2, 5, 3)), ALL, **exact),
+               shaped((5, 4), (3, 1), (0, 3), (2, 5, 3)), MOVABLE, **exact),
         OpCase("index_int_ellipsis", ("slice", "reshape"), lambda x: x[-1, ..., 1:3],
-               shaped((2, 4), (1, 1), (3, 0, 5), (2, 3, 4)), ALL, **exact),
+               shaped((2, 4), (1, 1), (3, 0, 5), (2, 3, 4)), MOVABLE, **exact),
         OpCase("index_negative_steps", ("reverse",), lambda x: x[::-1, ::-2],
-               shaped((5, 4), (1, 3), (0, 3), (4, 5, 2)), ALL, **exact),
-        OpCase("np.flip", ("reverse",), lambda x: np.flip(x, axis=(0, 2)), cube, ALL,
+               shaped((5, 4), (1, 3), (0, 3), (4, 5, 2)), MOVABLE, **exact),
+        OpCase("np.flip", ("reverse",), lambda x: np.flip(x, axis=(0, 2)), cube, MOVABLE,
                **exact),
         OpCase("np.pad", ("pad",), lambda x: np.pad(x, ((1, 2), (0, 3))),
-               shaped((2, 3), (0, 2), (1, 1), (3, 4)), ALL, **exact),
+               shaped((2, 3), (0, 2), (1, 1), (3, 4)), MOVABLE, **exact),
         OpCase("np.pad_value", ("pad",), lambda x: np.pad(x, 2, constant_values=1),
-               shaped((3,), (0,), (2, 2, 1)), ALL, **exact),
+               shaped((3,), (0,), (2, 2, 1)), MOVABLE, **exact),
         OpCase("lax.pad_interior_negative", ("pad",),
                lambda x, v: lax.pad(x, v, (1, -2), (-1, 2), (2, 1)),
                tuple(variant(v.label, v.args[0], Arg(())) for v in
-                     shaped((3, 4), (1, 3), (4, 2), (2, 5))), ALL,
+                     shaped((3, 4), (1, 3), (4, 2), (2, 5))), MOVABLE,
                expected=_pad((1, -2), (-1, 2), (2, 1)), **exact),
         OpCase("np.concatenate", ("concatenate",), lambda x, y: np.concatenate([x, y, x], 1),
-               concat, ALL, **exact),
+               concat, MOVABLE, **exact),
         OpCase("np.stack", ("concatenate", "reshape"), lambda x, y: np.stack([x, y], -1),
-               stack, ALL, **exact),
+               stack, MOVABLE, **exact),
         # A strided block is padded into place and selected; a contiguous one is written at
         # constant starts (dynamic_update_slice), which the simplifier can join.
         OpCase("setitem_block", ("pad", "select"), _set_block,
-               shaped((4, 5), (3, 6)), ALL, **exact),
+               shaped((4, 5), (3, 6)), MOVABLE, **exact),
         OpCase("setitem_rows", ("dynamic_update_slice",), _set_rows,
-               shaped((4, 5), (3, 1), (5, 0)), ALL, **exact),
+               shaped((4, 5), (3, 1), (5, 0)), MOVABLE, **exact),
         OpCase("setitem_reversed_column", ("dynamic_update_slice", "reverse"),
                _set_reversed_column,
                (pair("4x3_4", (4, 3), (4,)), pair("1x2_1", (1, 2), (1,)),
                 pair("0x2_0", (0, 2), (0,)), pair("3x3_3_N", (3, 3), (3,), "N"),
-                variant("python_scalar", Arg((2, 2)), Arg(python=True))), ALL, **exact),
+                variant("python_scalar", Arg((2, 2)), Arg(python=True))), MOVABLE, **exact),
     ]
 
 
@@ -566,33 +588,33 @@ def _dynamic_cases() -> list[OpCase]:
                        Arg((4,), indices(5), dtype="int64", layout="N")))
     return [
         OpCase("lax.dynamic_slice", ("dynamic_slice",),
-               lambda x, i, j: lax.dynamic_slice(x, [i, j], sizes), slices, ALL,
+               lambda x, i, j: lax.dynamic_slice(x, [i, j], sizes), slices, MOVABLE,
                expected=_dynamic_slice(sizes), tol=EXACT),
         OpCase("lax.dynamic_slice_empty", ("dynamic_slice",),
-               lambda x, i, j: lax.dynamic_slice(x, [i, j], (0, 1)), slices[:2], ALL,
+               lambda x, i, j: lax.dynamic_slice(x, [i, j], (0, 1)), slices[:2], MOVABLE,
                expected=_dynamic_slice((0, 1)), tol=EXACT),
         OpCase("lax.dynamic_update_slice", ("dynamic_update_slice",),
-               lambda x, u, i, j: lax.dynamic_update_slice(x, u, [i, j]), updates, ALL,
+               lambda x, u, i, j: lax.dynamic_update_slice(x, u, [i, j]), updates, MOVABLE,
                expected=_dynamic_update_slice, tol=EXACT, signed_zeros=True),
-        OpCase("index_array_traced", ("gather",), lambda x, i: x[i], gathers, ALL,
+        OpCase("index_array_traced", ("gather",), lambda x, i: x[i], gathers, MOVABLE,
                tol=EXACT, signed_zeros=True),
         OpCase("np.take_axis1", ("gather",), lambda x, i: np.take(x, i, axis=1),
                (variant("3x5", Arg((3, 5)), Arg((2, 2), indices(5), dtype="int64")),
                 variant("1x5_F", Arg((1, 5), layout="F"),
-                        Arg((3,), indices(5), dtype="int32"))), ALL, tol=EXACT),
+                        Arg((3,), indices(5), dtype="int32"))), MOVABLE, tol=EXACT),
         OpCase("index_array_constant", ("gather",), lambda x: x[[0, -1, 2, 2]],
-               shaped((3,), (5, 0), (4, 2)), ALL, tol=EXACT),
+               shaped((3,), (5, 0), (4, 2)), MOVABLE, tol=EXACT),
         OpCase("index_two_arrays", ("gather",), lambda x, i, j: x[i, :, j],
                (variant("4x3x5", Arg((4, 3, 5)), Arg((2,), indices(4), dtype="int64"),
                         Arg((2,), indices(5), dtype="int64")),
                 variant("bcast_index", Arg((4, 2, 5), layout="F"),
                         Arg((3, 1), indices(4), dtype="int32"),
-                        Arg((2,), indices(5), dtype="int64"))), ALL, tol=EXACT),
+                        Arg((2,), indices(5), dtype="int64"))), MOVABLE, tol=EXACT),
         # The IR clamps gather indices into range (numpy raises on them).
         OpCase("lax.gather_clamped", ("gather",), lambda x, i: lax.gather(x, i, 1),
                (variant("3x4", Arg((3, 4)), Arg((5,), integers(-6, 9), dtype="int64")),
                 variant("2x3x2", Arg((2, 3, 2)), Arg((2, 2), integers(-2, 5), dtype="int32"))),
-               ALL, tol=EXACT,
+               MOVABLE, tol=EXACT,
                expected=lambda x, i: np.take(x, np.clip(i, 0, x.shape[1] - 1), axis=1)),
     ]
 
@@ -640,14 +662,15 @@ def _reduction_cases() -> list[OpCase]:
     exact = {"tol": EXACT}
     return [
         OpCase("np.sum_axes_keepdims", ("reduce",),
-               lambda x: np.sum(x, axis=(0, 2), keepdims=True), cube, ALL),
-        OpCase("np.sum_all", ("reduce",), np.sum, flat, ALL),
+               lambda x: np.sum(x, axis=(0, 2), keepdims=True), cube, ALL + COMPLEX),
+        OpCase("np.sum_all", ("reduce",), np.sum, flat, ALL + COMPLEX),
         OpCase("np.sum_dtype_int64", ("convert", "reduce"),
                lambda x: np.sum(x, axis=-1, dtype=np.int64), flat[:2] + flat[3:],
                ("bool", "int8", "uint8", "int16", "uint16", "int32", "uint32")),
         OpCase("np.sum_dtype_bool", ("reduce",), lambda x: x.sum(axis=0, dtype=bool),
                cube[:4], ALL),
-        OpCase("np.prod_axis1", ("reduce",), lambda x: np.prod(x, axis=1), products, ALL),
+        OpCase("np.prod_axis1", ("reduce",), lambda x: np.prod(x, axis=1), products,
+               ALL + COMPLEX),
         OpCase("np.prod_dtype_float64", ("reduce",),
                lambda x: np.prod(x, axis=(0, 1), dtype=np.float64), products, ALL),
         OpCase("np.max_axis0", ("reduce",), lambda x: np.max(x, axis=0), extremes, ALL,
@@ -666,7 +689,8 @@ def _reduction_cases() -> list[OpCase]:
                extremes, ALL, **exact),
         OpCase("np.argsort_axis1", ("sort",), lambda x: np.argsort(x, axis=1, kind="stable"),
                extremes, ALL),
-        OpCase("np.mean", ("reduce", "div"), lambda x: np.mean(x, axis=1), cube, ALL),
+        OpCase("np.mean", ("reduce", "div"), lambda x: np.mean(x, axis=1), cube,
+               ALL + COMPLEX),
         OpCase("lax.reduce_sum_two", ("reduce",), multi("sum"), multi_variants(SMALL),
                NUMERIC, multi_expected("sum")),
         OpCase("lax.reduce_max_two", ("reduce",), multi("max"), multi_variants(ANY), ALL,
@@ -720,26 +744,26 @@ def _contraction_cases() -> list[OpCase]:
         ("empty_output", _conv(), (pair("1x2x2x2", (1, 2, 2, 2), (3, 2, 3, 3)),)),
     ]
     cases = [
-        OpCase("matmul", ("dot_general",), lambda x, y: x @ y, matmul, NUMERIC),
+        OpCase("matmul", ("dot_general",), lambda x, y: x @ y, matmul, NUMERIC + COMPLEX),
         OpCase("np.einsum_batch", ("dot_general",),
                lambda x, y: np.einsum("bij,bjk->bik", x, y),
                (pair("2x3x4_2x4x5", (2, 3, 4), (2, 4, 5)),
                 pair("1x0x2_1x2x3", (1, 0, 2), (1, 2, 3)),
-                pair("3x2x2_3x2x1_F", (3, 2, 2), (3, 2, 1), "FN")), NUMERIC),
+                pair("3x2x2_3x2x1_F", (3, 2, 2), (3, 2, 1), "FN")), NUMERIC + COMPLEX),
         OpCase("np.einsum_outer", ("dot_general",), lambda x, y: np.einsum("i,j->ij", x, y),
-               (pair("3_4", (3,), (4,)), pair("0_2", (0,), (2,))), NUMERIC),
+               (pair("3_4", (3,), (4,)), pair("0_2", (0,), (2,))), NUMERIC + COMPLEX),
         OpCase("np.tensordot", ("dot_general",),
                lambda x, y: np.tensordot(x, y, axes=([1, 0], [0, 2])),
                (pair("3x4x2_4x5x3", (3, 4, 2), (4, 5, 3)),
-                pair("1x2x3_2x2x1_T", (1, 2, 3), (2, 2, 1), "TF")), NUMERIC),
+                pair("1x2x3_2x2x1_T", (1, 2, 3), (2, 2, 1), "TF")), NUMERIC + COMPLEX),
         OpCase("np.dot_nd", ("dot_general",), np.dot,
                (pair("2x3x4_5x4x2", (2, 3, 4), (5, 4, 2)),
-                pair("3x2_2x2x1_S", (3, 2), (2, 2, 1), "SN")), NUMERIC),
+                pair("3x2_2x2x1_S", (3, 2), (2, 2, 1), "SN")), NUMERIC + COMPLEX),
         OpCase("lax.dot_general_batch", ("dot_general",),
                lambda x, y: lax.dot_general(x, y, ([2], [0]), ([1], [1])),
                (pair("3x2x4_4x2x5", (3, 2, 4), (4, 2, 5)),
                 pair("1x3x0_0x3x2", (1, 3, 0), (0, 3, 2)),
-                pair("2x2x3_3x2x2_FT", (2, 2, 3), (3, 2, 2), "FT")), NUMERIC,
+                pair("2x2x3_3x2x2_FT", (2, 2, 3), (3, 2, 2), "FT")), NUMERIC + COMPLEX,
                lambda x, y: np.einsum("abc,cbd->bad", x, y)),
     ]
     for name, (traced, expected), variants in convolutions:

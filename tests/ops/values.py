@@ -88,6 +88,16 @@ class Values:
 
     def array(self, dtype: np.dtype, shape: tuple[int, ...], rng: np.random.Generator
               ) -> np.ndarray:
+        if dtype.kind == "c":
+            # Each part drawn from the set for the float dtype of the parts: edge values
+            # (inf, nan, signed zeros) meet each other in the two parts.
+            part = np.dtype(np.float32 if dtype == np.complex64 else np.float64)
+            out = np.empty(tuple(len(self.edges(part)) if d == -1 else d for d in shape),
+                           dtype)
+            out.real = self.array(part, shape, rng)
+            imag = self.array(part, shape, rng)
+            out.imag = imag[::-1] if -1 in shape else imag
+            return out
         edges = list(self.edges(dtype))
         if -1 in shape:
             sized = tuple(len(edges) if d == -1 else d for d in shape)
@@ -105,6 +115,9 @@ class Values:
 
     def scalar(self, dtype: np.dtype, rng: np.random.Generator) -> object:
         """A Python scalar of the dtype's kind (weakly typed under NEP 50), from the filler."""
+        if dtype.kind == "c":
+            part = np.dtype(np.float32 if dtype == np.complex64 else np.float64)
+            return complex(self.scalar(part, rng), self.scalar(part, rng))
         value = np.asarray(self.fill(dtype, rng, 1))
         if self.avoid:
             value = np.where(np.isin(value, self.avoid), self.instead, value)
@@ -116,6 +129,8 @@ ANY = Values("any", _any_edges, uniform(-50, 50))
 # As ANY without the largest floats (trigonometry of 1e308 is not what these cases test).
 MODERATE = Values("moderate", lambda d: _float_edges(d, huge=False) if d.kind == "f"
                   else _any_edges(d), uniform(-10, 10))
+# Finite values of moderate size (the parts of complex arguments of exp, log, sin...).
+FINITE = Values("finite", _small([0, 1, -1, 2, -3], [0.5, -2.5, 1e-3]), uniform(-4, 4))
 # Small integers (integral floats): sums and products are exact in every dtype and order.
 SMALL = Values("small", _small([0, 1, -1, 2, -2, 3, -3]), uniform(-3, 3, integral=True))
 SMALL_SPECIAL = Values("small_special", _small([0, 1, -1, 2, -3], [INF, -INF, NAN]),

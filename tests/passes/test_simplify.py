@@ -650,8 +650,12 @@ def test_exact_widening_keeps_every_value() -> None:
     assert exact_widening(d.int8, d.float16) and exact_widening(d.int32, d.float64)
     assert exact_widening(d.uint8, d.int32) and exact_widening(d.bool_, d.float16)
     for source, target in [(d.int64, d.float64), (d.int32, d.float32), (d.int8, d.uint8),
-                           (d.float64, d.float32), (d.float16, d.int64), (d.int8, d.bool_)]:
+                           (d.float64, d.float32), (d.float16, d.int64), (d.int8, d.bool_),
+                           (d.int64, d.complex64), (d.int32, d.complex64),
+                           (d.complex64, d.float64), (d.complex128, d.complex64)]:
         assert not exact_widening(source, target), (source, target)
+    assert exact_widening(d.float32, d.complex64) and exact_widening(d.complex64, d.complex128)
+    assert exact_widening(d.int32, d.complex128) and exact_widening(d.bool_, d.complex64)
 
 
 @pytest.mark.parametrize("dtype", dtypes.FLOATS, ids=str)

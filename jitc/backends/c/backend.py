@@ -85,12 +85,16 @@ class CExecutable:
         else:
             self._call = self._call_with_ctypes
 
-    def _dispatcher(self, result_kind: int, writes: Sequence[int] | None = None) -> Callable:
+    def _dispatcher(self, result_kind: int, writes: Sequence[int] | None = None,
+                    types: tuple[list, list] | None = None) -> Callable:
         """A C-level callable for exactly this signature; returns None on any mismatch.
-        `writes`: the arguments the last len(writes) results are copied into after a call."""
+        `writes`: the arguments the last len(writes) results are copied into after a call.
+        `types`: the (shape, dtype) callers use where they differ from the code's but have its
+        bytes (complex arrays for float pairs)."""
         from jitc._runtime import Dispatcher
-        specs = [(np.dtype(d).num, s) for s, d in self.arg_types]
-        outs = [(np.dtype(d).num, s) for s, d in self.out_types]
+        arg_types, out_types = types or (self.arg_types, self.out_types)
+        specs = [(np.dtype(d).num, s) for s, d in arg_types]
+        outs = [(np.dtype(d).num, s) for s, d in out_types]
         return Dispatcher(self.address, specs, outs, self.constants, self.workspace_bytes,
                           result_kind, int(self.release_gil), self._donations, self.library,
                           self.module.entry.name, writes)

@@ -92,12 +92,16 @@ class CpuExecutable:
             self._rebuilt_executable = self._rebuild()
         return self._rebuilt_executable
 
-    def dispatcher(self, result_kind: int, writes: Sequence[int] | None = None) -> Callable:
+    def dispatcher(self, result_kind: int, writes: Sequence[int] | None = None,
+                   types: tuple[list, list] | None = None) -> Callable:
         """A C-level callable for exactly this signature; returns None on any mismatch.
-        `writes`: the arguments the last len(writes) results are copied into after a call."""
+        `writes`: the arguments the last len(writes) results are copied into after a call.
+        `types`: the (shape, dtype) of the arguments and results callers pass and get, when
+        they differ from the code's but have its bytes (complex arrays for float pairs)."""
         from jitc._runtime import Dispatcher
-        specs = [(d.num, s) for s, d in self.arg_types]
-        outs = [(d.num, s) for s, d in self.out_types]
+        arg_types, out_types = types or (self.arg_types, self.out_types)
+        specs = [(d.num, s) for s, d in arg_types]
+        outs = [(d.num, s) for s, d in out_types]
         donations = [self.entry.donations.get(n, -1) for n in range(len(self.out_types))]
         return Dispatcher(self.address, specs, outs, self.constants, self.workspace_bytes,
                           result_kind, int(self.release_gil), donations, self.engine,

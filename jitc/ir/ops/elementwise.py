@@ -11,12 +11,14 @@ from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 
-from jitc.ir.dtypes import DType, Kind
+from jitc.ir.dtypes import DType, Kind, real_part
 from jitc.ir.opdef import Attr, AttrKind, IRTypeError, OpDef, Trait, register
 from jitc.ir.ops.rules import (
     ANY,
+    ARITHMETIC,
     BOOL,
     FLOAT,
+    INEXACT,
     INTEGER,
     LOGICAL,
     NUMERIC,
@@ -39,6 +41,21 @@ def _elementwise_rule(name: str, kinds: Kinds, result_dtype: DType | None):
         check_kind(name, dtype, kinds)
         return [tensor(result_dtype or dtype, broadcast_shapes([t.shape for t in types]))]
     return rule
+
+
+def _abs_rule(types: Sequence[TensorType], attrs: Mapping[str, object],
+              declared: Sequence[TensorType] | None) -> list[TensorType]:
+    (operand,) = types
+    check_kind("abs", operand.dtype, ARITHMETIC)
+    return [tensor(real_part(operand.dtype), operand.shape)]  # |complex| is real
+
+
+def _compare_rule(types: Sequence[TensorType], attrs: Mapping[str, object],
+                  declared: Sequence[TensorType] | None) -> list[TensorType]:
+    if types[0].dtype.is_complex and attrs["direction"] not in ("eq", "ne"):
+        raise IRTypeError(f"compare direction={attrs['direction']} is not defined for "
+                          f"{types[0].dtype.name}; only eq and ne are")
+    return _elementwise_rule("compare", ANY, BOOL)(types, attrs, declared)
 
 
 def _reference(fn: Callable[..., np.ndarray]):
@@ -86,7 +103,7 @@ def _int_divide(x: np.ndarray, y: np.ndarray) -> np.ndarray:
 
 
 def _div(x: np.ndarray, y: np.ndarray) -> np.ndarray:
-    return np.true_divide(x, y) if x.dtype.kind == "f" else _int_divide(x, y)
+    return np.true_divide(x, y) if x.dtype.kind in "fc" else _int_divide(x, y)
 
 
 def _rem(x: np.ndarray, y: np.ndarray) -> np.ndarray:
@@ -97,7 +114,7 @@ def _rem(x: np.ndarray, y: np.ndarray) -> np.ndarray:
 
 
 def _pow(x: np.ndarray, y: np.ndarray) -> np.ndarray:
-    if x.dtype.kind == "f":
+    if x.dtype.kind in "fc":
         return np.power(x, y)
     # Integer powers wrap on overflow; a negative exponent gives 1/x**-y truncated toward zero.
     x, y = np.broadcast_arrays(x, y)
@@ -149,20 +166,22 @@ def _clamp(lo: np.ndarray, x: np.ndarray, hi: np.ndarray) -> np.ndarray:
 # --- unary ------------------------------------------------------------------------------------
 
 T = Trait.TRANSCENDENTAL
-NEG = _define("neg", 1, np.negative, NUMERIC, "-x (integers wrap)")
-ABS = _define("abs", 1, np.abs, NUMERIC, "|x| (abs of the most negative integer wraps)")
+NEG = _define("neg", 1, np.negative, ARITHMETIC, "-x (integers wrap)")
+ABS = register(OpDef("abs", 1, _abs_rule, _reference(np.abs),
+                     "|x| (abs of the most negative integer wraps; of a complex, its real "
+                     "magnitude)", traits=ELEMENTWISE))
 SIGN = _define("sign", 1, np.sign, NUMERIC, "-1, 0 or 1 by the sign of x; nan for nan")
-EXP = _define("exp", 1, np.exp, FLOAT, "e**x", traits=frozenset({T}))
+EXP = _define("exp", 1, np.exp, INEXACT, "e**x", traits=frozenset({T}))
 EXPM1 = _define("expm1", 1, np.expm1, FLOAT, "e**x - 1, accurate near 0", traits=frozenset({T}))
-LOG = _define("log", 1, np.log, FLOAT, "natural logarithm", traits=frozenset({T}))
+LOG = _define("log", 1, np.log, INEXACT, "natural logarithm", traits=frozenset({T}))
 LOG1P = _define("log1p", 1, np.log1p, FLOAT, "log(1 + x), accurate near 0",
                 traits=frozenset({T}))
-SQRT = _define("sqrt", 1, np.sqrt, FLOAT, "square root")
+SQRT = _define("sqrt", 1, np.sqrt, INEXACT, "square root")
 RSQRT = _define("rsqrt", 1, _rsqrt, FLOAT, "1 / sqrt(x)")
-TANH = _define("tanh", 1, np.tanh, FLOAT, "hyperbolic tangent", traits=frozenset({T}))
+TANH = _define("tanh", 1, np.tanh, INEXACT, "hyperbolic tangent", traits=frozenset({T}))
 LOGISTIC = _define("logistic", 1, _logistic, FLOAT, "1 / (1 + e**-x)", traits=frozenset({T}))
-SIN = _define("sin", 1, np.sin, FLOAT, "sine (radians)", traits=frozenset({T}))
-COS = _define("cos", 1, np.cos, FLOAT, "cosine (radians)", traits=frozenset({T}))
+SIN = _define("sin", 1, np.sin, INEXACT, "sine (radians)", traits=frozenset({T}))
+COS = _define("cos", 1, np.cos, INEXACT, "cosine (radians)", traits=frozenset({T}))
 FLOOR = _define("floor", 1, np.floor, FLOAT, "largest integer value not above x")
 CEIL = _define("ceil", 1, np.ceil, FLOAT, "smallest integer value not below x")
 ROUND = _define("round", 1, np.rint, FLOAT, "nearest integer value, ties to even (np.rint)")
@@ -173,14 +192,14 @@ IS_FINITE = _define("is_finite", 1, np.isfinite, FLOAT, "true where x is neither
 # --- binary -----------------------------------------------------------------------------------
 
 C = Trait.COMMUTATIVE
-ADD = _define("add", 2, np.add, NUMERIC, "x + y (integers wrap)", traits=frozenset({C}))
-SUB = _define("sub", 2, np.subtract, NUMERIC, "x - y (integers wrap)")
-MUL = _define("mul", 2, np.multiply, NUMERIC, "x * y (integers wrap)", traits=frozenset({C}))
-DIV = _define("div", 2, _div, NUMERIC,
+ADD = _define("add", 2, np.add, ARITHMETIC, "x + y (integers wrap)", traits=frozenset({C}))
+SUB = _define("sub", 2, np.subtract, ARITHMETIC, "x - y (integers wrap)")
+MUL = _define("mul", 2, np.multiply, ARITHMETIC, "x * y (integers wrap)", traits=frozenset({C}))
+DIV = _define("div", 2, _div, ARITHMETIC,
               "x / y; integers truncate toward zero, x / 0 is 0 and MIN / -1 is MIN")
 REM = _define("rem", 2, _rem, NUMERIC,
               "remainder of div, with the sign of x (C fmod); integer x rem 0 is 0")
-POW = _define("pow", 2, _pow, NUMERIC, "x ** y (C pow for floats)", traits=frozenset({T}))
+POW = _define("pow", 2, _pow, ARITHMETIC, "x ** y (C pow for floats)", traits=frozenset({T}))
 MAX = _define("max", 2, np.maximum, NUMERIC | {Kind.BOOL}, "larger of x and y; nan if either is",
               traits=frozenset({C}))
 MIN = _define("min", 2, np.minimum, NUMERIC | {Kind.BOOL}, "smaller of x and y; nan if either is",
@@ -198,9 +217,10 @@ SHIFT_RIGHT_ARITHMETIC = _define(
 SHIFT_RIGHT_LOGICAL = _define(
     "shift_right_logical", 2, _shift_right_logical, INTEGER,
     "x >> y filling with zeros; 0 when y is out of range")
-COMPARE = _define("compare", 2, _compare, ANY, "x <direction> y as bool; nan compares unequal",
-                  result_dtype=BOOL,
-                  attrs=(Attr("direction", AttrKind.ENUM, choices=tuple(COMPARE_FUNCTIONS)),))
+COMPARE = register(OpDef(
+    "compare", 2, _compare_rule, _reference(_compare),
+    "x <direction> y as bool; nan compares unequal (complex: eq and ne only)",
+    (Attr("direction", AttrKind.ENUM, choices=tuple(COMPARE_FUNCTIONS)),), ELEMENTWISE))
 
 
 # --- select and clamp -------------------------------------------------------------------------
@@ -241,8 +261,12 @@ def convert_array(x: np.ndarray, dtype: np.dtype) -> np.ndarray:
     """Element type conversion with defined results for every input.
 
     Float to integer truncates toward zero and saturates at the integer range; nan becomes 0.
-    Anything to bool is `x != 0`. Integer to integer wraps, as numpy's astype does.
+    Anything to bool is `x != 0`. Integer to integer wraps, as numpy's astype does. Complex to
+    a real dtype converts the real part (numpy's astype, without its ComplexWarning: tracing
+    gives that warning where the user's code converts).
     """
+    if x.dtype.kind == "c" and dtype.kind not in "cb":
+        x = x.real
     if x.dtype.kind == "f" and dtype.kind in "iu":
         info = np.iinfo(dtype)
         wide = np.trunc(x.astype(np.float64))
@@ -271,6 +295,8 @@ def _bitcast_rule(types: Sequence[TensorType], attrs: Mapping[str, object],
                           f"{operand.short()} -> {result.short()}")
     if result.dtype.is_bool or operand.dtype.is_bool:
         raise IRTypeError("bitcast_convert does not apply to bool")
+    if result.dtype.is_complex or operand.dtype.is_complex:
+        raise IRTypeError("bitcast_convert does not apply to complex dtypes")
     return [tensor(result.dtype, result.shape)]
 
 

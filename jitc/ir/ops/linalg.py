@@ -13,6 +13,7 @@ from jitc.ir import dtypes
 from jitc.ir.dtypes import DType
 from jitc.ir.opdef import Attr, AttrKind, IRTypeError, OpDef, Trait, register
 from jitc.ir.ops.rules import (
+    ARITHMETIC,
     NUMERIC,
     check_axes,
     check_kind,
@@ -28,7 +29,8 @@ Attrs = Mapping[str, object]
 
 def _wide(dtype: np.dtype) -> np.dtype:
     """Accumulation type of the reference: exact for integers (then wrapped), float64 else."""
-    return np.dtype(np.float64) if dtype.kind == "f" else np.dtype(np.int64)
+    wide = {"f": np.float64, "c": np.complex128}.get(dtype.kind, np.int64)
+    return np.dtype(wide)
 
 
 # --- dot_general ------------------------------------------------------------------------------
@@ -42,7 +44,7 @@ def _dot_dtype(types: Sequence[TensorType], attrs: Attrs) -> DType:
     result = attrs.get("result", "")
     if not result:
         dtype = same_dtype("dot_general", types)
-        check_kind("dot_general", dtype, NUMERIC)
+        check_kind("dot_general", dtype, ARITHMETIC)
         return dtype
     for t in types:
         if t.dtype not in NARROW_INTEGERS:

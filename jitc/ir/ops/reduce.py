@@ -10,6 +10,7 @@ from jitc.ir import dtypes
 from jitc.ir.dtypes import Kind
 from jitc.ir.opdef import VARIADIC, Attr, AttrKind, IRTypeError, OpDef, register
 from jitc.ir.ops.rules import (
+    ARITHMETIC,
     NUMERIC,
     check_axes,
     check_kind,
@@ -23,7 +24,8 @@ from jitc.ir.types import TensorType
 Attrs = Mapping[str, object]
 
 REDUCE_KINDS = {
-    "sum": NUMERIC, "prod": NUMERIC, "max": NUMERIC | {Kind.BOOL}, "min": NUMERIC | {Kind.BOOL},
+    "sum": ARITHMETIC, "prod": ARITHMETIC,
+    "max": NUMERIC | {Kind.BOOL}, "min": NUMERIC | {Kind.BOOL},
     "and": frozenset({Kind.BOOL}), "or": frozenset({Kind.BOOL}),
 }
 
@@ -67,9 +69,10 @@ def _reduce_reference(args: Sequence[np.ndarray], attrs: Attrs, results):
         dtype = x.dtype
         if kind in ("max", "min"):
             out = _NUMPY_REDUCERS[kind](x, axis=dims, initial=reduce_identity(kind, dtype))
-        elif kind in ("sum", "prod") and dtype.kind == "f":
+        elif kind in ("sum", "prod") and dtype.kind in "fc":
             # Accumulate in float64 so the oracle is at least as accurate as any backend.
-            out = _NUMPY_REDUCERS[kind](x.astype(np.float64), axis=dims)
+            wide = np.complex128 if dtype.kind == "c" else np.float64
+            out = _NUMPY_REDUCERS[kind](x.astype(wide), axis=dims)
         else:
             out = _NUMPY_REDUCERS[kind](x, axis=dims)
         outs.append(np.asarray(out).astype(result.dtype.numpy))

@@ -15,9 +15,13 @@ INTEGER = frozenset({Kind.SIGNED, Kind.UNSIGNED})
 FLOAT = frozenset({Kind.FLOAT})
 LOGICAL = frozenset({Kind.BOOL, Kind.SIGNED, Kind.UNSIGNED})
 ANY = frozenset(Kind)
+# The ops whose numpy meaning extends to complex values (jitc/passes/complex_split.py).
+ARITHMETIC = NUMERIC | {Kind.COMPLEX}
+INEXACT = FLOAT | {Kind.COMPLEX}
 
 KIND_WORDS = {NUMERIC: "a numeric", INTEGER: "an integer", FLOAT: "a floating-point",
-              LOGICAL: "a bool or integer", ANY: "any"}
+              LOGICAL: "a bool or integer", ANY: "any", ARITHMETIC: "a numeric or complex",
+              INEXACT: "a floating-point or complex"}
 
 
 def broadcast_shapes(shapes: Sequence[tuple[DimLike, ...]]) -> tuple[DimLike, ...]:
