@@ -84,14 +84,7 @@ from jitc.numpy.nanfunctions import (
     nanvar,
 )
 from jitc.numpy.piecewise import select, sinc
-from jitc.numpy.predicates import (
-    iscomplex,
-    iscomplexobj,
-    isneginf,
-    isposinf,
-    isreal,
-    isrealobj,
-)
+from jitc.numpy.predicates import isneginf, isposinf
 from jitc.numpy.products import convolve, correlate, cross, kron
 from jitc.numpy.ranges import geomspace, linspace, logspace, meshgrid
 from jitc.numpy.reductions import (

@@ -69,9 +69,9 @@ WHY_NOT: dict[str, str] = _reasons([
      "Not traced yet: the eigenvalues of a nonsymmetric matrix are complex in general. For a "
      "symmetric matrix use np.linalg.eigh or np.linalg.eigvalsh, whose results are real."),
     ("roots",
-     "Its roots are the eigenvalues of a companion matrix (np.linalg.eigvals), which jitc "
-     "does not trace. Call np.roots on the jitted function's result, or write the formula for "
-     "a degree-2 polynomial."),
+     "Its roots, complex in general, are the eigenvalues of a companion matrix "
+     "(np.linalg.eigvals), which jitc does not trace. Call np.roots on the jitted function's "
+     "result, or write the formula for a degree-2 polynomial."),
     ("real_if_close",
      "Its result's dtype depends on the values (complex, or real when every imaginary part is "
      "small); use np.real(x) where the values are known to be real."),

@@ -1,5 +1,5 @@
-"""Tests of values and of types: isposinf, isneginf, iscomplex, isreal, iscomplexobj and
-isrealobj, composed from numpy's ufuncs as numpy composes them."""
+"""isposinf and isneginf, composed from numpy's ufuncs as numpy composes them (iscomplex,
+isreal and their `obj` forms are with the complex functions, jitc/numpy/complexes.py)."""
 
 from __future__ import annotations
 
@@ -32,35 +32,4 @@ def isneginf(x, out=None):
     return _infinite_with_sign(x, True, "isneginf", out)
 
 
-def _constant_flags(x: Tracer, value: bool) -> Tracer:
-    return lift(np.full(x.shape, value), trace=x.trace)
-
-
-@implements(np.iscomplex)
-def iscomplex(x):
-    t = lift(x)
-    if t.dtype.kind == "c":
-        return np.not_equal(np.imag(t), 0)
-    return _constant_flags(t, False)
-
-
-@implements(np.isreal)
-def isreal(x):
-    t = lift(x)
-    if t.dtype.kind == "c":
-        return np.equal(np.imag(t), 0)
-    return _constant_flags(t, True)
-
-
-# The answer depends on the dtype alone, which tracing knows: a Python bool, as in numpy.
-@implements(np.iscomplexobj)
-def iscomplexobj(x):
-    return bool(lift(x).dtype.kind == "c")
-
-
-@implements(np.isrealobj)
-def isrealobj(x):
-    return not iscomplexobj(x)
-
-
-__all__ = ["iscomplex", "iscomplexobj", "isneginf", "isposinf", "isreal", "isrealobj"]
+__all__ = ["isneginf", "isposinf"]
