@@ -34,12 +34,12 @@ from llvmlite import ir
 from jitc.aot import abi, header, objdata, wrapper
 from jitc.aot.abi import Argument, FunctionABI, LibraryABI
 from jitc.aot.export import AotError, Exported, describe_failure, one_line
-from jitc.api import Lowered
 from jitc.backends.cpu.codegen import ExternalConstants, Linkage, lower_module
 from jitc.backends.llvm import target
 from jitc.ir import dtypes
 from jitc.ir.core import Module
 from jitc.options import Options
+from jitc.stages import Lowered
 from jitc.tracing import pytree
 
 OUTPUT_KINDS = (".so", ".a", ".o")
