@@ -353,12 +353,15 @@ class Jitted(_FastCall):
                 return None, f"{why}: exact compilation"
         if plan is None:
             return None, reason
-        if structure in self._refused:
-            return None, plan.refused(self._refused[structure])
+        # Read once: `clear_cache` on another thread may empty the map at any moment.
+        refused = self._refused.get(structure)
+        if refused is not None:
+            return None, plan.refused(refused)
         backend = get_backend(self.options.backend)
         if not getattr(backend, "symbolic_extents", False):
-            self._refused[structure] = f"the {backend.name} backend takes static extents only"
-            return None, plan.refused(self._refused[structure])
+            refused = self._refused[structure] = \
+                f"the {backend.name} backend takes static extents only"
+            return None, plan.refused(refused)
         signature = ", ".join(str(s) for s in plan.specs)
         try:
             with collector_paused(), progress.watch(self.name, signature):
@@ -373,9 +376,9 @@ class Jitted(_FastCall):
             # A construct that needs a concrete extent (`if x.shape[0] > 1`, an extent used
             # as a float): exact compilations, which work wherever the symbolic one does not.
             text = str(exc)
-            self._refused[structure] = text if isinstance(exc, JitcError) else \
+            refused = self._refused[structure] = text if isinstance(exc, JitcError) else \
                 f"{type(exc).__name__}: {text}"
-            return None, plan.refused(self._refused[structure])
+            return None, plan.refused(refused)
         compiled.reason = plan.reason
         symbolic_key = (key[0], key[1], plan.specs, *key[3:])
         self._store(symbolic_key, compiled)
