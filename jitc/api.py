@@ -103,6 +103,10 @@ class Jitted(_FastCall):
             raise ValueError(f"cache_limit must be at least 1, got {cache_limit}")
         self.cache_limit = cache_limit
         self._cache: OrderedDict[tuple, Compiled] = OrderedDict()
+        # Held for every change of `_cache` and `_symbolic` and every copy of their items: the
+        # keys hash and compare in Python, so another thread can run (`clear_cache`, a store)
+        # in the middle of an iteration, which an OrderedDict answers with KeyError.
+        self._cache_lock = threading.Lock()
         # The symbolic compilations (also in `_cache`), newest last, by the key that compiled
         # them; a call whose exact key is not cached tries each (jitc/dynamic.py).
         self._symbolic: dict[tuple, Compiled] = {}
@@ -273,8 +277,7 @@ class Jitted(_FastCall):
             compiled = self._compile_once(key, dynamic, static, treedef, specs, captured,
                                           instance)
         else:
-            with contextlib.suppress(KeyError):  # another thread may have just evicted it
-                self._cache.move_to_end(key)
+            self._touch(key)
         if profiling.active() is not None:  # calls under a profile time their kernels
             compiled = profiling.kernels_timed(compiled)
         if not _is_symbolic(compiled):  # the fast paths check exact shapes (jitc.dispatch)
@@ -315,20 +318,31 @@ class Jitted(_FastCall):
             with self._lock:
                 self._compiling.pop(key, None)
 
-    def _store(self, key: tuple, compiled: Compiled) -> None:
-        self._cache[key] = compiled
-        while len(self._cache) > self.cache_limit:
-            old_key, _ = self._cache.popitem(last=False)
-            self._symbolic.pop(old_key, None)
+    def _store(self, key: tuple, compiled: Compiled, symbolic: bool = False) -> None:
+        with self._cache_lock:
+            self._cache[key] = compiled
+            if symbolic:
+                self._symbolic[key] = compiled
+            while len(self._cache) > self.cache_limit:
+                old_key, _ = self._cache.popitem(last=False)
+                self._symbolic.pop(old_key, None)
+
+    def _touch(self, key: tuple) -> None:
+        """`key` is the most recently used: evicted last."""
+        with self._cache_lock, contextlib.suppress(KeyError):  # evicted by another thread
+            self._cache.move_to_end(key)
+
+    def _items(self, symbolic: bool = False) -> list[tuple[tuple, Compiled]]:
+        with self._cache_lock:
+            return list((self._symbolic if symbolic else self._cache).items())
 
     def _symbolic_serving(self, key: tuple) -> Compiled | None:
         """The newest symbolic compilation that serves a call with signature `key`."""
         structure = _structure(key)
-        for compiled_key, compiled in reversed(list(self._symbolic.items())):
+        for compiled_key, compiled in reversed(self._items(symbolic=True)):
             if _structure(compiled_key) == structure and dynamic_policy.served(
                     compiled.lowered.specs, key[2], compiled.lowered.module.constraints)[0]:
-                with contextlib.suppress(KeyError):  # the most recently used: evicted last
-                    self._cache.move_to_end(compiled_key)
+                self._touch(compiled_key)
                 return compiled
         return None
 
@@ -339,12 +353,11 @@ class Jitted(_FastCall):
         """The symbolic compilation the policy asks for this call when it serves the call, else
         None; and the reason an exact compilation gives."""
         structure = _structure(key)
-        # Copies: other threads may compile other signatures meanwhile.
-        earlier = [k[2] for k, c in list(self._cache.items())
+        earlier = [k[2] for k, c in self._items()
                    if _structure(k) == structure and not _is_symbolic(c)]
         leaves = _leaf_names(dynamic)
         plan, reason = dynamic_policy.plan(self.dynamic, leaves, specs, earlier)
-        for compiled_key, compiled in list(self._symbolic.items()):
+        for compiled_key, compiled in self._items(symbolic=True):
             if _structure(compiled_key) == structure:
                 # One symbolic compilation per structure; a call it does not serve (a failed
                 # guard or constraint) compiles exactly.
@@ -381,8 +394,7 @@ class Jitted(_FastCall):
             return None, plan.refused(refused)
         compiled.reason = plan.reason
         symbolic_key = (key[0], key[1], plan.specs, *key[3:])
-        self._store(symbolic_key, compiled)
-        self._symbolic[symbolic_key] = compiled
+        self._store(symbolic_key, compiled, symbolic=True)
         ok, why = dynamic_policy.served(plan.specs, specs, lowered.module.constraints)
         if not ok:
             return None, f"{why}: exact compilation"
@@ -416,7 +428,7 @@ class Jitted(_FastCall):
         that changed, a refused symbolic compilation), whether its dimensions are symbolic,
         trace, optimize and codegen seconds and each pass's time."""
         out = []
-        for compiled in list(self._cache.values()):
+        for _, compiled in self._items():
             s = compiled.stats
             out.append({"signature": ", ".join(str(a) for a in compiled.lowered.specs),
                         "reason": compiled.reason,
@@ -430,8 +442,9 @@ class Jitted(_FastCall):
         return out
 
     def clear_cache(self) -> None:
-        self._cache.clear()
-        self._symbolic.clear()
+        with self._cache_lock:
+            self._cache.clear()
+            self._symbolic.clear()
         self._refused.clear()
         self._fast = None
         self._forms = {}
