@@ -26,13 +26,11 @@ from jitc.numpy.indexing import take_along_axis
 from jitc.numpy.reductions import argmax, argmin, max, mean, min, prod, std, sum, var
 from jitc.numpy.shapes import expand_dims, squeeze, stack
 from jitc.numpy.sorting import (
-    check_q_range,
-    check_quantile_options,
     median,
     quantile,
+    quantile_arguments,
     reduced_last,
     sort_along,
-    static_q,
     with_kept_dims,
 )
 from jitc.numpy.ufunc_methods import cumprod, cumsum
@@ -284,18 +282,13 @@ def _nan_quantile(name: str, a, q, weak: bool, axis, method: str, keepdims: bool
 @implements(np.nanquantile)
 def nanquantile(a, q, axis=None, out=None, overwrite_input=False, method="linear",
                 keepdims=False, *, weights=None, interpolation=None):
-    check_quantile_options("nanquantile", out, weights, interpolation)
-    weak = type(q) in (int, float)
-    qs = static_q(q, "nanquantile")
-    check_q_range(qs, 1, "numpy.nanquantile")
+    qs, weak = quantile_arguments("nanquantile", q, out, weights, interpolation)
     return _nan_quantile("nanquantile", a, qs, weak, axis, method, keepdims)
 
 
 @implements(np.nanpercentile)
 def nanpercentile(a, q, axis=None, out=None, overwrite_input=False, method="linear",
                   keepdims=False, *, weights=None, interpolation=None):
-    check_quantile_options("nanpercentile", out, weights, interpolation)
-    weak = type(q) in (int, float)
-    qs = np.asanyarray(np.true_divide(static_q(q, "nanpercentile"), 100))
-    check_q_range(qs, 1, "numpy.nanpercentile")
+    qs, weak = quantile_arguments("nanpercentile", q, out, weights, interpolation,
+                                  percent=True)
     return _nan_quantile("nanpercentile", a, qs, weak, axis, method, keepdims)

@@ -279,21 +279,27 @@ def check_q_range(q: np.ndarray, top: float, name: str) -> None:
 @implements(np.quantile)
 def quantile(a, q, axis=None, out=None, overwrite_input=False, method="linear",
              keepdims=False, *, weights=None, interpolation=None):
-    check_quantile_options("quantile", out, weights, interpolation)
-    weak = type(q) in (int, float)
-    qs = static_q(q, "quantile")
-    check_q_range(qs, 1, "numpy.quantile")
+    qs, weak = quantile_arguments("quantile", q, out, weights, interpolation)
     return _quantile("quantile", a, qs, weak, axis, method, keepdims)
 
 
 @implements(np.percentile)
 def percentile(a, q, axis=None, out=None, overwrite_input=False, method="linear",
                keepdims=False, *, weights=None, interpolation=None):
-    check_quantile_options("percentile", out, weights, interpolation)
-    weak = type(q) in (int, float)
-    qs = np.true_divide(static_q(q, "percentile"), 100)
-    check_q_range(qs, 1, "numpy.percentile")
-    return _quantile("percentile", a, np.asanyarray(qs), weak, axis, method, keepdims)
+    qs, weak = quantile_arguments("percentile", q, out, weights, interpolation, percent=True)
+    return _quantile("percentile", a, qs, weak, axis, method, keepdims)
+
+
+def quantile_arguments(name: str, q: object, out: object, weights: object,
+                       interpolation: object, percent: bool = False) -> tuple[np.ndarray, bool]:
+    """numpy.`name`'s static q as fractions (from percents when `percent`), checked as numpy
+    checks it, and whether it was a weak Python scalar."""
+    check_quantile_options(name, out, weights, interpolation)
+    qs = static_q(q, name)
+    if percent:
+        qs = np.true_divide(qs, 100)
+    check_q_range(qs, 1, f"numpy.{name}")
+    return np.asanyarray(qs), type(q) in (int, float)
 
 
 def check_quantile_options(name: str, out: object, weights: object, interpolation: object) -> None:

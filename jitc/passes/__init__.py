@@ -18,8 +18,7 @@ SIMPLIFICATION = FixedPoint("simplification", [simplify, fold, cse, dce], max_it
 # What the reference interpreter runs: the traced program, simplified, broadcasts explicit.
 DEFAULT_PASSES = (hoist_steps, legalize_broadcast, SIMPLIFICATION, integer_dots, dce)
 # What code generators run: the same, then layouts chosen and ops grouped into fused kernels.
-KERNEL_PASSES = (hoist_steps, legalize_broadcast, SIMPLIFICATION, integer_dots, dce,
-                 split_reductions, dot_merger,
+KERNEL_PASSES = (*DEFAULT_PASSES, split_reductions, dot_merger,
                  layout_assignment(contractions_read_strided, features_minor),
                  fusion_keeping_views, dce)
 

@@ -19,15 +19,7 @@ from jitc.ir import ops
 from jitc.ir.core import Instruction, Module
 from jitc.ir.types import TensorType
 from jitc.options import Options
-from jitc.passes import (
-    SIMPLIFICATION,
-    dce,
-    fusion,
-    hoist_steps,
-    integer_dots,
-    layout_assignment,
-    legalize_broadcast,
-)
+from jitc.passes import DEFAULT_PASSES, dce, fusion, layout_assignment
 from jitc.passes.pipeline import Pass
 
 # Calls that touch fewer elements than this keep the GIL: releasing it costs more.
@@ -42,8 +34,7 @@ def reads_any_layout(inst: Instruction, index: int, layout: TensorType) -> bool:
     return inst.op in (ops.REDUCE, ops.DOT_GENERAL, ops.CONVOLUTION)
 
 
-C_PASSES: tuple[Pass, ...] = (hoist_steps, legalize_broadcast, SIMPLIFICATION, integer_dots, dce,
-                              layout_assignment(reads_any_layout), fusion, dce)
+C_PASSES: tuple[Pass, ...] = (*DEFAULT_PASSES, layout_assignment(reads_any_layout), fusion, dce)
 
 
 def _runtime() -> object | None:

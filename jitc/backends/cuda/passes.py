@@ -18,15 +18,7 @@ from jitc.ir import ops
 from jitc.ir.core import Builder, Function, Instruction, Module, Value
 from jitc.ir.opdef import Trait
 from jitc.ir.types import TensorType
-from jitc.passes import (
-    SIMPLIFICATION,
-    dce,
-    fusion,
-    hoist_steps,
-    integer_dots,
-    layout_assignment,
-    legalize_broadcast,
-)
+from jitc.passes import DEFAULT_PASSES, dce, fusion, layout_assignment
 from jitc.passes.pipeline import Pass, module_pass
 from jitc.passes.rewrite import copy_instruction, rebuild_function
 
@@ -152,5 +144,4 @@ def split_epilogues(module: Module) -> Module:
 
 
 GPU_PASSES: tuple[Pass, ...] = (
-    hoist_steps, legalize_broadcast, SIMPLIFICATION, integer_dots, dce,
-    layout_assignment(gpu_reads_strided), fusion, split_epilogues, dce)
+    *DEFAULT_PASSES, layout_assignment(gpu_reads_strided), fusion, split_epilogues, dce)
