@@ -270,10 +270,13 @@ def _quantile(name: str, a, q: np.ndarray, weak: bool, axis, method: str,
     return with_kept_dims(result, keep_shape, q.shape, keepdims)
 
 
-def check_q_range(q: np.ndarray, top: float, name: str) -> None:
-    if not (np.all(q >= 0) and np.all(q <= top)):
-        word = "Quantiles" if top == 1 else "Percentiles"
-        raise ValueError(located(f"{word} must be in the range [0, {top:g}] ({name})"))
+def check_q_range(q: np.ndarray, name: str, percent: bool = False) -> None:
+    """numpy checks q as fractions (after dividing percents by 100) but words the error in the
+    caller's units."""
+    if not (np.all(q >= 0) and np.all(q <= 1)):
+        bounds = "Percentiles must be in the range [0, 100]" if percent \
+            else "Quantiles must be in the range [0, 1]"
+        raise ValueError(located(f"{bounds} ({name})"))
 
 
 @implements(np.quantile)
@@ -298,7 +301,7 @@ def quantile_arguments(name: str, q: object, out: object, weights: object,
     qs = static_q(q, name)
     if percent:
         qs = np.true_divide(qs, 100)
-    check_q_range(qs, 1, f"numpy.{name}")
+    check_q_range(qs, f"numpy.{name}", percent)
     return np.asanyarray(qs), type(q) in (int, float)
 
 

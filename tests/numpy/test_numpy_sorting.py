@@ -127,6 +127,19 @@ def test_errors_name_the_construct(call, error, fragment):
         jitc.jit(call)(np.arange(5.0))
 
 
+@pytest.mark.parametrize("function", [np.percentile, np.nanpercentile, np.quantile,
+                                      np.nanquantile])
+@pytest.mark.parametrize("q", [150, -1, np.nan, [50, 101], 100.0000001])
+def test_q_out_of_range_raises_numpys_value_error(function, q):
+    """The message is numpy's, in the caller's units (percent or fraction)."""
+    x = np.arange(5.0)
+    with pytest.raises(ValueError) as numpys:
+        function(x, q)
+    with pytest.raises(ValueError) as ours:
+        jitc.jit(lambda x: function(x, q))(x)
+    assert str(numpys.value) in str(ours.value)
+
+
 _FLOATS = st.sampled_from([0.0, -0.0, 1.0, -1.0, 2.5, np.nan, np.inf, -np.inf, 1e-300])
 
 
