@@ -62,9 +62,6 @@ WHY_NOT: dict[str, str] = _reasons([
      "fft.hfft fft.ihfft",
      "Of numpy.fft, the one-dimensional fft, ifft, rfft and irfft are traced (docs/dtypes.md); "
      "apply them along each axis in turn."),
-    ("sort_complex",
-     "Not traced yet: its results are complex where the input is real (docs/dtypes.md lists "
-     "what is traced for complex values)."),
     ("linalg.eig linalg.eigvals",
      "Not traced yet: the eigenvalues of a nonsymmetric matrix are complex in general. For a "
      "symmetric matrix use np.linalg.eigh or np.linalg.eigvalsh, whose results are real."),

@@ -20,10 +20,10 @@ from jitc.numpy._core import (
     implements,
     lift,
     normalize_axis,
-    refuse_complex_order,
     refuse_complex_quantile,
     unsupported,
 )
+from jitc.numpy.indexing import take_along_axis
 from jitc.numpy.shapes import reshape, slice_axis, squeeze, stack
 from jitc.numpy.ufuncs import select
 from jitc.tracing.errors import TraceError, located
@@ -48,7 +48,6 @@ def _check_kind(name: str, kind: object, order: object, stable: object = None) -
 
 def _axis_of(x: Tracer, axis: object, name: str) -> tuple[Tracer, int]:
     """The array and the non-negative axis numpy sorts along (axis=None: the flat array)."""
-    refuse_complex_order(x, name)
     if axis is None:
         return reshape(x, (-1,)), 0
     if x.ndim == 0:
@@ -64,9 +63,29 @@ def sort_along(x: Tracer, axis: int, output: str = "values") -> Tracer:
         if output == "values":
             return x.copy_tracer()
         return lift(np.zeros(x.shape, np.int64)).copy_tracer()
+    if x.dtype.kind == "c":
+        order = _complex_order(x, axis)
+        return order if output == "indices" else take_along_axis(x, order, axis)
     keys = convert(x, np.uint8) if x.dtype == np.bool_ else x
     out = emit(ops.SORT, [keys], {"axis": axis, "output": output})
     return convert(out, np.bool_) if output == "values" and x.dtype == np.bool_ else out
+
+
+def _complex_order(x: Tracer, axis: int) -> Tracer:
+    """numpy's stable order of complex values: by real part, then imaginary part, with the
+    values that hold a nan after the others in groups: re+nan*j (by re), then nan+im*j (by
+    im), then nan+nan*j. Three stable sorts, least significant key first (an LSD sort), so
+    each backend's real sort gives it."""
+    from jitc.numpy.complexes import parts
+    re, im = parts(x)
+    nan_re, nan_im = np.isnan(re), np.isnan(im)
+    group = np.add(np.multiply(convert(nan_re, np.int8), np.int8(2)), convert(nan_im, np.int8))
+    within_group = select(nan_re, im, re)
+    order = sort_along(im, axis, "indices")
+    for key in (within_group, group):
+        reordered = take_along_axis(key, order, axis)
+        order = take_along_axis(order, sort_along(reordered, axis, "indices"), axis)
+    return order
 
 
 @implements(np.sort)
@@ -81,6 +100,16 @@ def argsort(a, axis=-1, kind=None, order=None, *, stable=None):
     _check_kind("argsort", kind, order, stable)
     x, axis_ = _axis_of(lift(a), axis, "argsort")
     return sort_along(x, axis_, "indices")
+
+
+@implements(np.sort_complex)
+def sort_complex(a):
+    """The flat-axis-last sort, as complex: complex64 from int8, uint8, int16 and uint16 (numpy's
+    'bhBH'), complex128 from every other real dtype."""
+    x = sort_along(*_axis_of(lift(a), -1, "sort_complex"))
+    if x.dtype.kind == "c":
+        return x
+    return convert(x, np.complex64 if x.dtype.char in "bhBH" else np.complex128)
 
 
 def sort_in_place(a: Any, axis: int = -1, kind: object = None, order: object = None, *,
@@ -174,8 +203,8 @@ def with_kept_dims(result: Tracer, keep_shape: tuple[int, ...], lead: tuple[int,
 
 
 def _has_nan_last(s: Tracer) -> Tracer | None:
-    """Where a row of the sorted `s` holds a nan (it sorts last); None for non-floats."""
-    if s.dtype.kind != "f":
+    """Where a row of the sorted `s` holds a nan (it sorts last); None for integers."""
+    if s.dtype.kind not in "fc":
         return None
     return np.isnan(squeeze(slice_axis(s, s.ndim - 1, s.shape[-1] - 1, s.shape[-1]), -1))
 
@@ -188,7 +217,6 @@ def _at(s: Tracer, position: int) -> Tracer:
 def median(a, axis=None, out=None, overwrite_input=False, keepdims=False):
     if out is not None:
         raise unsupported("numpy.median(..., out=...)", "Use the returned value.")
-    refuse_complex_order(lift(a), "median")
     x, keep_shape = reduced_last(lift(a), axis)
     n = x.shape[-1]
     result_dtype = np.result_type(x.dtype, np.float64) if x.dtype.kind in "biu" else x.dtype

@@ -222,7 +222,9 @@ def lower_module(module: Module, num_threads: int = 1, name: str = "jitc",
         values = fusion_buffers(inst, plan) if inst.op is FUSION else \
             kernels.buffers_used(inst, plan)
         key = kernel_key(inst, values, module)
-        if key in bodies:
+        # A body that takes slots of its own (a sort's scratch) after the buffers is not
+        # shared: the wrapper passes only the buffers' slots.
+        if key in bodies and len(bodies[key][0].args) == len(values) + 2:
             # The same computation on other buffers (an unrolled loop's steps): one body.
             body, first, shared = bodies[key]
             if not shared:
