@@ -319,7 +319,13 @@ def _arcsinh(x: Tracer) -> Tracer:
     inner = emit(ops.ADD, [a, emit(ops.DIV, [a2, emit(ops.ADD, [one, emit(
         ops.SQRT, [emit(ops.ADD, [one, a2])])])])])
     magnitude = emit(ops.LOG1P, [inner])
-    return select(compare(x, _const_like(x, 0), "lt"), emit(ops.NEG, [magnitude]), magnitude)
+    # Past 1/eps, sqrt(1 + a*a) is a (and a*a overflows, inf/inf would give nan): log(2a).
+    large = compare(a, _const_like(x, 1 / np.finfo(x.dtype).eps), "gt")
+    magnitude = select(large, emit(ops.ADD, [emit(ops.LOG, [a]), _const_like(x, math.log(2))]),
+                       magnitude)
+    zero = _const_like(x, 0)
+    signed = select(compare(x, zero, "lt"), emit(ops.NEG, [magnitude]), magnitude)
+    return select(compare(x, zero, "eq"), x, signed)  # arcsinh(-0.0) is -0.0
 
 
 @_register(np.arccosh)
@@ -332,8 +338,11 @@ def _arccosh(x: Tracer) -> Tracer:
     result = emit(ops.LOG1P, [emit(ops.ADD, [below, root])])
     # Past 1/eps, sqrt(x*x - 1) is x (and x*x may overflow): log(2x).
     large = compare(x, _const_like(x, 1 / np.finfo(x.dtype).eps), "gt")
-    return select(large, emit(ops.ADD, [emit(ops.LOG, [x]), _const_like(x, math.log(2))]),
-                  result)
+    result = select(large, emit(ops.ADD, [emit(ops.LOG, [x]), _const_like(x, math.log(2))]),
+                    result)
+    # Below 1 the value is nan; far below, (x - 1) + sqrt(x*x - 1) rounds to -1 and log1p
+    # would give -inf.
+    return select(compare(x, one, "lt"), _const_like(x, np.nan), result)
 
 
 @_register(np.hypot)

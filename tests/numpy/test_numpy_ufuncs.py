@@ -89,14 +89,16 @@ def test_ufunc_reduce(ufunc, backend):
     check_jit(lambda x: ufunc.reduce(x, axis=None), x, backend=backend)
 
 
-SPECIAL = np.array([0.0, -0.0, 1.5, -1.5, 2.0, -2.0, np.inf, -np.inf, np.nan, 1e-30, -7.0])
+SPECIAL = np.array([0.0, -0.0, 1.5, -1.5, 2.0, -2.0, np.inf, -np.inf, np.nan, 1e-30, -7.0, -1e9,
+                    1e9])
 
 # Ufuncs that jitc spells with several ops, where signed zeros, infinities and nan are easy to
 # get wrong; every pair of special values for the binary ones.
 SPECIAL_UFUNCS = [np.copysign, np.signbit, np.heaviside, np.isinf, np.isnan, np.isfinite,
                   np.fmax, np.fmin, np.maximum, np.minimum, np.floor_divide, np.remainder,
                   np.fmod, np.trunc, np.sign, np.absolute, np.logaddexp, np.logaddexp2,
-                  np.hypot, np.cbrt, np.arctan, np.sinh, np.cosh, np.tanh, np.exp2]
+                  np.hypot, np.cbrt, np.arctan, np.sinh, np.cosh, np.tanh, np.exp2, np.arccosh,
+                  np.arcsinh]
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -112,8 +114,8 @@ def test_special_values(ufunc, dtype, backend):
 @pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("dtype", [np.float16, np.float32, np.int32])
 def test_nan_to_num(dtype, backend):
-    x = SPECIAL.astype(dtype) if np.dtype(dtype).kind == "f" else random((5,), dtype)
-    with np.errstate(all="ignore"):
+    with np.errstate(all="ignore"):  # 1e9 is inf in float16
+        x = SPECIAL.astype(dtype) if np.dtype(dtype).kind == "f" else random((5,), dtype)
         check_jit(np.nan_to_num, x, backend=backend)
         check_jit(lambda x: np.nan_to_num(x, nan=-1.0, posinf=9.0, neginf=-9.0), x,
                   backend=backend)
