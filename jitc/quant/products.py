@@ -171,10 +171,15 @@ class Rewriter:
         self.uses[name] = occurrence + 1
         product = self.plan.product(name, occurrence, array)
         activation = operands[1 - side]
+        x_batch, x_contract = _dims(attrs, 1 - side)
+        x_free = _roles(activation.ndim, x_batch, x_contract)
+        product.quantized = self.plan.quantized_weight(weight_id, moves, side, attrs,
+                                                       len(x_free))
         if self.observe:
             self.observed.append((product.key, activation))
             return None
-        return (self._rewrite(product, weight_id, moves, side, activation, operands, attrs),)
+        return (self._rewrite(product, product.quantized, side, activation, operands,
+                              attrs),)
 
     def _weight(self, value: Value) -> tuple[int, list[Instruction]] | None:
         """(id of the weight array `value` is made of, the moves on the way), or None."""
@@ -197,16 +202,13 @@ class Rewriter:
                 return source, moves[::-1]
         return None
 
-    def _rewrite(self, product: Product, weight_id: int, moves: list[Instruction], side: int,
-                 x: Tracer, operands: Sequence[Tracer], attrs: Mapping[str, object]) -> Tracer:
-        out_type = operands[0].dtype if operands[0].dtype == operands[1].dtype else \
-            np.result_type(operands[0].dtype, operands[1].dtype)
+    def _rewrite(self, product: Product, weight: QuantizedWeight, side: int, x: Tracer,
+                 operands: Sequence[Tracer], attrs: Mapping[str, object]) -> Tracer:
+        out_type = np.result_type(operands[0].dtype, operands[1].dtype)
         x_batch, x_contract = _dims(attrs, 1 - side)
         w_batch, w_contract = _dims(attrs, side)
         x_free = _roles(x.ndim, x_batch, x_contract)
         w_free = len(_roles(operands[side].ndim, w_batch, w_contract))
-        weight = self.plan.quantized_weight(weight_id, moves, side, attrs, len(x_free))
-        product.quantized = weight
         if product.static:
             hi = UINT8_MAX if product.activation_dtype == np.uint8 else INT8_MAX
             lo = 0 if product.activation_dtype == np.uint8 else -INT8_MAX
