@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from jitc import lax
 from jitc.ir import ops
 from jitc.ir.core import Instruction, Value
 from jitc.ir.opdef import OpDef
@@ -34,6 +35,9 @@ from jitc.tracing.tracer import Tracer
 MOVES = frozenset({ops.RESHAPE, ops.TRANSPOSE, ops.BROADCAST_IN_DIM, ops.CONVERT})
 INT8_MAX = 127
 UINT8_MAX = 255
+ROUNDING_SHIFT = 1.5 * 2**23                 # see _to_bytes
+ROUNDING_SHIFT_BITS = 0x4B400000             # its float32 bits
+SMALLEST_PEAK = 1e-30                        # an all-zero row: any scale will do
 
 
 @dataclass
@@ -209,20 +213,19 @@ class Rewriter:
         w_batch, w_contract = _dims(attrs, side)
         x_free = _roles(x.ndim, x_batch, x_contract)
         w_free = len(_roles(operands[side].ndim, w_batch, w_contract))
+        x = x if x.dtype == np.float32 else x.astype(np.float32)
         if product.static:
-            hi = UINT8_MAX if product.activation_dtype == np.uint8 else INT8_MAX
-            lo = 0 if product.activation_dtype == np.uint8 else -INT8_MAX
-            inverse = 1.0 / product.activation_scale  # type: ignore[operator]
-            xq = np.clip(np.round(x * np.float32(inverse)), lo, hi).astype(
-                product.activation_dtype)
+            unsigned = product.activation_dtype == np.uint8
+            inverse = np.float32(1.0 / product.activation_scale)  # type: ignore[operator]
+            xq = _to_bytes(x * inverse, unsigned)
             scale = (weight.output_scales * np.float32(product.activation_scale)
                      ).astype(np.float32)
         else:
             peak = np.max(np.abs(x), axis=tuple(x_contract), keepdims=True) if x_contract \
                 else np.abs(x)
-            row_scale = np.maximum(peak, np.float32(np.finfo(np.float32).tiny)) \
-                * np.float32(1 / INT8_MAX)
-            xq = np.clip(np.round(x / row_scale), -INT8_MAX, INT8_MAX).astype(np.int8)
+            peak = np.maximum(peak, np.float32(SMALLEST_PEAK))
+            xq = _to_bytes(x * (np.float32(INT8_MAX) / peak), unsigned=False)
+            row_scale = peak * np.float32(1 / INT8_MAX)
             scale = weight.output_scales * _aligned(row_scale, x_batch, x_contract, x_free,
                                                     side, w_free)
         pair = [xq.astype(np.int32), _constant(weight.values).astype(np.int32)]
@@ -231,6 +234,17 @@ class Rewriter:
         acc = emit(ops.DOT_GENERAL, pair, attrs)
         result = acc.astype(np.float32) * scale
         return result if result.dtype == out_type else result.astype(out_type)
+
+
+def _to_bytes(scaled: Tracer, unsigned: bool) -> Tracer:
+    """`np.clip(np.round(scaled), lo, hi).astype(int8 or uint8)`, without a float to integer
+    conversion: adding 1.5 * 2**23 rounds a float32 of magnitude below 2**22 to an integer
+    (half to even, as np.round) held in the low bits of its mantissa. The CPU backend's
+    saturating conversion is scalar code, about 5x slower than this on 256x1024 values."""
+    lo, hi = (0, UINT8_MAX) if unsigned else (-INT8_MAX, INT8_MAX)
+    shifted = np.clip(scaled, lo, hi) + np.float32(ROUNDING_SHIFT)
+    integers = lax.bitcast_convert_type(shifted, np.int32) - np.int32(ROUNDING_SHIFT_BITS)
+    return integers.astype(np.uint8 if unsigned else np.int8)
 
 
 def _aligned(row_scale: Tracer, batch: list[int], contract: list[int], free: list[int],
