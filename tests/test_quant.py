@@ -157,3 +157,37 @@ def test_percentile_observer_ignores_outliers():
     ordinary = SAMPLES[1][0]
     assert np.abs(percentile(ordinary) - mlp(ordinary)).max() < \
         np.abs(minmax(ordinary) - mlp(ordinary)).max()
+
+
+def layer(x, w, b):
+    return np.maximum(x @ w + b, 0)
+
+
+def test_weights_taken_as_arguments():
+    samples = [(x, W1, B1) for (x,) in SAMPLES]
+    q = jitc.quant.quantize(layer, samples, weights=["w"])
+    assert [p.weight for p in q.products] == ["w"]
+    x = SAMPLES[0][0]
+    got, want = q(x, W1, B1), layer(x, W1, B1)
+    assert np.abs(got - want).max() < 0.03 * np.abs(want).max()
+    assert "result=i32" in optimized_text(q, x, W1, B1)
+    other = B1 + 1  # not a weight: it stays an ordinary argument
+    shifted = q(x, W1, other)
+    assert np.abs(shifted - layer(x, W1, other)).max() < 0.03 * np.abs(want).max()
+    assert not np.allclose(shifted, got)
+    with pytest.raises(ValueError, match=r"argument 'w' must be the array it was quantized "
+                                         r"with \(got another array, float32\[48, 64\]\)"):
+        q(x, W1.copy(), B1)
+
+    @jitc.jit
+    def outer(x):
+        return q(x, W1, B1)
+
+    with pytest.raises(ValueError, match="got a traced value"):
+        outer(x)
+    with pytest.raises(jitc.aot.ExportError, match="takes its weights \\(w\\) as arguments"):
+        jitc.export("f32[32,48]", "f32[48,64]", "f32[64]")(q)
+    with pytest.raises(ValueError, match="same array for the weight argument 'w'"):
+        jitc.quant.quantize(layer, [(x, W1, B1), (x, W1.copy(), B1)], weights=["w"])
+    with pytest.raises(ValueError, match="pass calibration samples that hold them"):
+        jitc.quant.quantize(layer, weights=["w"], activations="dynamic")

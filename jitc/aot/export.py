@@ -160,6 +160,11 @@ def export(*signature: object, name: str | None = None) -> Callable[[Callable], 
     def wrap(fun: Callable) -> Exported:
         quantized = fun if isinstance(fun, Quantized) else None
         if quantized is not None:  # its int8 function, whose trace bakes int8 weights
+            if quantized.argument_weights:
+                raise _fail(quantized.float_function, "a quantized function that takes its "
+                            f"weights ({', '.join(quantized.argument_weights)}) as arguments "
+                            "cannot be exported: the library bakes the weights in. Quantize "
+                            "a function that closes over them")
             fun = quantized.fun
         elif isinstance(fun, Jitted):
             raise _fail(fun.fun, "apply jitc.export to the plain function, not to a jitc.jit "
