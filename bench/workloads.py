@@ -6,6 +6,7 @@ compiles it with `xp` = numpy where its numpy support allows.
 
 from __future__ import annotations
 
+import inspect
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -71,6 +72,41 @@ def mlp(xp, x, w1, b1, w2, b2, w3, b3):
     h = xp.maximum(x @ w1 + b1, 0)
     h = xp.maximum(h @ w2 + b2, 0)
     return softmax(xp, h @ w3 + b3)
+
+
+def mlp_logits(xp, x, w1, b1, w2, b2, w3, b3):
+    """The MLP without its softmax (a classifier's logits): the float row of jitc.quant's."""
+    h = xp.maximum(x @ w1 + b1, 0)
+    h = xp.maximum(h @ w2 + b2, 0)
+    return h @ w3 + b3
+
+
+def quantized_form(model: Callable, weights: tuple[str, ...]) -> Callable:
+    """A call form whose jitc row is `jitc.quant.quantize(model)` with the named arguments as
+    weights, calibrated at the first call on 4 random batches shaped like its first argument;
+    numpy's row is the float model, the reference of the error column (jitc.quant only)."""
+    def form(wrap, xp):
+        if xp is not np:
+            raise TypeError("a jitc.quant row: numpy's float32 is its reference")
+        names = list(inspect.signature(model).parameters)[1:]
+        exec_namespace = {"model": model, "np": np}
+        exec(f"def {model.__name__}({', '.join(names)}):\n"
+             f"    return model(np, {', '.join(names)})\n", exec_namespace)
+        float_model = exec_namespace[model.__name__]
+        if getattr(wrap, "__module__", "") != "jitc.api":
+            return float_model
+        import jitc.quant
+        state: dict = {}
+
+        def call(x, *rest):
+            if "quantized" not in state:
+                rng = np.random.default_rng(1)
+                calibration = [(_normal(rng, *x.shape), *rest) for _ in range(4)]
+                state["quantized"] = jitc.quant.quantize(float_model, calibration,
+                                                         weights=list(weights))
+            return state["quantized"](x, *rest)
+        return call
+    return form
 
 
 def rnn(xp, xs, h, wx, wh, b):
@@ -311,6 +347,13 @@ def _mlp_inputs(rng, quick):
             _normal(rng, 10))
 
 
+def _big_mlp_inputs(rng, quick):
+    return (_normal(rng, 64 if quick else 256, 784), _normal(rng, 784, 1024, scale=0.05),
+            _normal(rng, 1024, scale=0.1), _normal(rng, 1024, 1024, scale=0.03),
+            _normal(rng, 1024, scale=0.1), _normal(rng, 1024, 10, scale=0.1),
+            _normal(rng, 10, scale=0.1))
+
+
 def _rnn_inputs(rng, quick):
     return (_normal(rng, 50, 32, 64), _normal(rng, 32, 128), _normal(rng, 64, 128, scale=0.1),
             _normal(rng, 128, 128, scale=0.1), _normal(rng, 128))
@@ -413,9 +456,16 @@ WORKLOADS = [
     Workload("solve 1000 (16 rhs)", solve, _positive_definite(1000, 128, rhs=16), "linalg"),
     Workload("eigvalsh 200", eigh, _positive_definite(200, 64), "linalg"),
     Workload("MLP 784-512-512-10", mlp, _mlp_inputs, "model"),
+    # jitc.quant beside the same model in float32: --only "MLP 784-1024" (bench/quant_speed.py
+    # measures the pair interleaved, with top-1 agreement).
+    Workload("MLP 784-1024-1024-10", mlp_logits, _big_mlp_inputs, "model"),
+    Workload("int8 MLP 784-1024-1024-10 (jitc.quant)", mlp_logits, _big_mlp_inputs, "model",
+             form=quantized_form(mlp_logits, ("w1", "w2", "w3"))),
     Workload("RNN 50 steps", rnn, _rnn_inputs, "model"),
     Workload("RNN scan 1000 steps", rnn_scan, _rnn_scan_inputs, "model"),
     Workload("GPT-2 block", gpt2_block, _gpt2_inputs, "model"),
+    Workload("int8 GPT-2 block (jitc.quant)", gpt2_block, _gpt2_inputs, "model",
+             form=quantized_form(gpt2_block, ("w_qkv", "w_o", "w_fc", "w_pr"))),
     Workload("GPT-2 12 layers", gpt2_forward, _gpt2_stack_inputs(12), "model"),
     Workload("GPT-2 12 layers, c backend", gpt2_forward, _gpt2_stack_inputs(12), "model",
              backend="c"),

@@ -160,3 +160,20 @@ def test_the_widening_tile_for_hosts_without_vnni(dtypes: tuple[type, type],
     assert "vpdpbusd" not in assembly
     if host_has("avx2"):  # the pairwise sums of int16 products, as x86 selects them
         assert "pmaddwd" in assembly
+
+
+SMALL_WEIGHTS = np.arange(-60, 60, dtype=np.int8).reshape(12, 10)
+SMALL_UNSIGNED = np.arange(200, 250, dtype=np.uint8).reshape(10, 5)
+
+
+@pytest.mark.parametrize("weights", [SMALL_WEIGHTS, SMALL_UNSIGNED], ids=["int8", "uint8"])
+def test_small_byte_constants_folded_to_int32_stay_byte_products(weights) -> None:
+    # Constant folding widens a small constant's `.astype(np.int32)` before integer_dots
+    # sees it: the int32 constant, whose values fit in bytes, is narrowed back.
+    def product(x):
+        return x.astype(np.int32) @ weights.astype(np.int32)
+
+    x = _bytes(np.random.default_rng(3), np.int8, (7, weights.shape[0]))
+    compiled = jitc.jit(product).lower(x).compile()
+    assert "result=i32" in print_module(compiled.optimized_module)
+    np.testing.assert_array_equal(compiled(x), product(x))

@@ -109,6 +109,7 @@ class FunctionABI:
     workspace_bytes: int       # all the caller provides: the entry's, then `scratch`
     written: tuple[int, ...] = ()  # arguments the function writes (in/out parameters)
     entry_workspace_bytes: int = -1  # the compiled entry's part (-1: all of it)
+    notes: tuple[str, ...] = ()  # more for the header's comment (jitc.quant's scales)
 
     @property
     def with_workspace(self) -> str:

@@ -235,7 +235,7 @@ def _describe(e: Exported, c_name: str, lowered: Lowered, optimized: Module,
     scratch = sum(abi.padded(args[i].type.nbytes) for i in written)
     return FunctionABI(c_name, e.name, e.source, tuple(args), results,
                        lowered.out_tree == pytree.LEAF, workspace + scratch, tuple(written),
-                       workspace)
+                       workspace, tuple(e.header_notes()))
 
 
 def _compile_export(e: Exported, c_name: str, lib_name: str, threads: int,

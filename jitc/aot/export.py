@@ -24,6 +24,7 @@ from jitc.ir import dtypes
 from jitc.ir.parser import ParseError, parse_type
 from jitc.ir.types import TensorType
 from jitc.options import Options
+from jitc.quant.quantize import Quantized
 from jitc.tracing import pytree
 from jitc.tracing.errors import JitcError
 from jitc.tracing.function import ArgSpec, trace_function
@@ -101,6 +102,15 @@ class Exported(Jitted):
         self.source = source_of(fun)
         params = list(inspect.signature(fun).parameters.values())
         self.arg_names = tuple(p.name for p in params[:len(self.arg_types)])
+        self.quantized: Quantized | None = None  # a jitc.quant function's export
+
+    def header_notes(self) -> list[str]:
+        """Lines the C header adds to the export's comment: the quantized products."""
+        if self.quantized is None:
+            return []
+        return ["Quantized by jitc.quant: int8 products with int32 sums; weights stored as "
+                "int8, scales as float32 (value = scale * (q - zero point)):",
+                *self.quantized.header_notes()]
 
     def lower_export(self, options: Options) -> Lowered:
         """Trace the function for its export signature, to be compiled with `options`."""
@@ -148,7 +158,15 @@ def export(*signature: object, name: str | None = None) -> Callable[[Callable], 
     Python name). The result is a normal `jitc.jit` function; `__wrapped__` is the original.
     """
     def wrap(fun: Callable) -> Exported:
-        if isinstance(fun, Jitted):
+        quantized = fun if isinstance(fun, Quantized) else None
+        if quantized is not None:  # its int8 function, whose trace bakes int8 weights
+            if quantized.argument_weights:
+                raise _fail(quantized.float_function, "a quantized function that takes its "
+                            f"weights ({', '.join(quantized.argument_weights)}) as arguments "
+                            "cannot be exported: the library bakes the weights in. Quantize "
+                            "a function that closes over them")
+            fun = quantized.fun
+        elif isinstance(fun, Jitted):
             raise _fail(fun.fun, "apply jitc.export to the plain function, not to a jitc.jit "
                                  "one (an export is already jitted)")
         types = []
@@ -162,7 +180,11 @@ def export(*signature: object, name: str | None = None) -> Callable[[Callable], 
         if not export_name.isidentifier():
             raise _fail(fun, f"{export_name!r} is not a valid C name; pass "
                              "jitc.export(..., name=...)")
-        return Exported(fun, types, export_name, Options())
+        exported = Exported(fun, types, export_name, Options())
+        if quantized is not None:
+            exported.quantized = quantized
+            exported.source = source_of(quantized.float_function)
+        return exported
     return wrap
 
 

@@ -119,6 +119,9 @@ def _export_section(fn: FunctionABI) -> str:
     comment = textwrap.fill(f"From {fn.python_name} in {Path(file).name}:{line}. {inout}"
                             f"{memory}",
                             width=96, initial_indent=" * ", subsequent_indent=" * ")
+    for note in fn.notes:
+        comment += "\n" + textwrap.fill(note, width=96, initial_indent=" *   ",
+                                        subsequent_indent=" *     ")
     return f"""
 /* {fn.c_name}({args}) -> ({results})
 {comment} */

@@ -34,21 +34,39 @@ from jitc.passes.rewrite import rebuild_module
 MOVES = frozenset({ops.RESHAPE, ops.TRANSPOSE, ops.BROADCAST_IN_DIM})
 
 
-def _widening(value: Value) -> tuple[Value, list[Instruction]] | None:
-    """(the int8/uint8 value that `value` is the int32 conversion of, the moves after the
-    conversion, first to last), or None."""
+def _widening(value: Value) -> tuple[Value | np.ndarray, list[Instruction]] | None:
+    """(the int8/uint8 value that `value` is the int32 conversion of, or the bytes of an int32
+    constant, the moves after the conversion, first to last), or None."""
     moves: list[Instruction] = []
     inst = value.producer
     while inst.op in MOVES:
         moves.append(inst)
         inst = inst.operands[0].producer
+    if inst.op is ops.CONSTANT:
+        narrow = _narrow_constant(inst.attrs["value"].array)  # type: ignore[union-attr]
+        return None if narrow is None else (narrow, moves[::-1])
     if inst.op is not ops.CONVERT or inst.operands[0].type.dtype not in NARROW_INTEGERS:
         return None
     return inst.operands[0], moves[::-1]
 
 
-def _moved(builder: Builder, source: Value, moves: list[Instruction]) -> Value:
+def _narrow_constant(array: np.ndarray) -> np.ndarray | None:
+    """An int32 constant as bytes, when every value fits: folding has already widened a
+    small byte constant (`w.astype(np.int32)` of an int8 array the function closes over)."""
+    if array.dtype != np.int32 or array.size == 0:
+        return None
+    low, high = int(array.min()), int(array.max())
+    for narrow in (np.int8, np.uint8):
+        info = np.iinfo(narrow)
+        if info.min <= low and high <= info.max:
+            return array.astype(narrow)
+    return None
+
+
+def _moved(builder: Builder, source: Value | np.ndarray, moves: list[Instruction]) -> Value:
     """`source` through `moves`, which then move bytes."""
+    if isinstance(source, np.ndarray):
+        source = builder.emit(ops.CONSTANT, [], {"value": Literal(source)})
     for move in moves:
         result = move.results[0].type.with_dtype(source.type.dtype)
         source = builder.emit(move.op, [source], move.attrs, result)
@@ -66,7 +84,8 @@ def _zero_point(value: Value) -> tuple[Value, Value] | None:
     return x, z.producer.operands[0]
 
 
-def _operand(value: Value) -> tuple[Value, list[Instruction], Value, Value | None] | None:
+def _operand(value: Value
+             ) -> tuple[Value | np.ndarray, list[Instruction], Value, Value | None] | None:
     """(byte source, moves, the widened value, zero point or None) of a product's operand."""
     split = _zero_point(value)
     if split is not None and _widening(split[0]) is not None:

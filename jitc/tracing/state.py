@@ -6,14 +6,15 @@ records the user's source line; shape errors come back with that line attached.
 
 from __future__ import annotations
 
+import contextlib
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from jitc.ir import dtypes, ops, symbolic
-from jitc.ir.core import Builder, Function, Literal
+from jitc.ir.core import Builder, Function, Literal, Value
 from jitc.ir.opdef import IRTypeError, OpDef, Trait
 from jitc.ir.types import TensorType
 from jitc.tracing.errors import JitcError, ShapeError, TraceError, located, user_location
@@ -73,6 +74,14 @@ class TraceState:
         return cached
 
 
+    def constant_source(self, value: Value) -> int | None:
+        """id() of the numpy array whose constant `value` is, if it is one of this trace."""
+        for key, tracer in self._constants.items():
+            if key[0] == "array" and tracer.value is value:
+                return key[1]  # type: ignore[return-value]
+        return None
+
+
 def _zero_signs(value: object) -> object:
     """What tells 0.0 from -0.0 (which compare equal) in a constant's cache key."""
     if isinstance(value, float):
@@ -114,10 +123,51 @@ def current_trace() -> TraceState | None:
     return stack[-1] if stack else None
 
 
+# An interceptor sees each op before it is emitted and may emit something else in its place:
+# `interceptor(op, operands, attrs)` returns the results, or None to let the op through.
+# jitc.quant rewrites products with weights this way, however the user spelled them.
+Interceptor = Callable[[OpDef, Sequence["Tracer"], Mapping[str, object]],
+                       "tuple[Tracer, ...] | None"]
+
+
+@contextlib.contextmanager
+def intercepting(interceptor: Interceptor) -> Iterator[None]:
+    """Run `interceptor` on every op emitted in this thread until the block ends (innermost
+    first; the ops it emits itself go only to the interceptors outside it)."""
+    stack = _interceptors()
+    stack.append(interceptor)
+    try:
+        yield
+    finally:
+        stack.remove(interceptor)
+
+
+def _interceptors() -> list[Interceptor]:
+    stack = getattr(_local, "interceptors", None)
+    if stack is None:
+        stack = _local.interceptors = []
+    return stack
+
+
+def _intercepted(op: OpDef, operands: Sequence[Tracer], attrs: Mapping[str, object] | None
+                 ) -> tuple[Tracer, ...] | None:
+    stack = _local.interceptors
+    interceptor = stack[-1]
+    _local.interceptors = stack[:-1]
+    try:
+        return interceptor(op, operands, attrs or {})
+    finally:
+        _local.interceptors = stack
+
+
 def emit_multi(op: OpDef, operands: Sequence[Tracer], attrs: Mapping[str, object] | None = None,
                result_types: Sequence[TensorType] | None = None,
                trace: TraceState | None = None) -> tuple[Tracer, ...]:
     from jitc.tracing.tracer import Tracer
+    if result_types is None and getattr(_local, "interceptors", None):
+        replaced = _intercepted(op, operands, attrs)
+        if replaced is not None:
+            return replaced
     # The innermost trace: inside a jitc.lax region, ops on values of enclosing traces belong
     # to the region too (it reads those values as extra operands).
     state = trace or current_trace() or (operands[0].trace if operands else None)

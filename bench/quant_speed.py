@@ -1,0 +1,148 @@
+"""jitc.quant against jitc's float32 and numpy, measured side by side in one process.
+
+Run: ``python -m bench.quant_speed`` (``--seconds S`` per implementation and model, ``--rows N``
+the batch of the MLP). Rows:
+
+- MLP 784-1024-1024-10 (ReLU, bias, logits), batch 256;
+- a GPT-2 block (bench/workloads.py's, d=768, 12 heads, 64 tokens);
+- the int8 matmul 1024 in numpy's idiom (`a.astype(np.int32) @ b.astype(np.int32)`) beside
+  jitc's float32 matmul 1024.
+
+The models close over their float32 weights; `jitc.quant.quantize` calibrates on 4 random
+batches (static activation scales) and the accuracy is measured on 8 other random batches.
+Timings are interleaved rounds (bench/runner.py's `_time_round`), the best round's median.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from collections.abc import Callable
+
+import numpy as np
+
+import jitc
+import jitc.quant
+from bench.runner import _quiet, _time_round
+from bench.workloads import gpt2_block
+
+ROUNDS = 5
+
+
+def _normal(rng: np.random.Generator, *shape: int, scale: float = 1.0) -> np.ndarray:
+    return (rng.standard_normal(shape) * scale).astype(np.float32)
+
+
+def mlp_model(rng: np.random.Generator) -> Callable:
+    w1, b1 = _normal(rng, 784, 1024, scale=0.05), _normal(rng, 1024, scale=0.1)
+    w2, b2 = _normal(rng, 1024, 1024, scale=0.03), _normal(rng, 1024, scale=0.1)
+    w3, b3 = _normal(rng, 1024, 10, scale=0.1), _normal(rng, 10, scale=0.1)
+
+    def mlp(x):
+        h = np.maximum(x @ w1 + b1, 0)
+        h = np.maximum(h @ w2 + b2, 0)
+        return h @ w3 + b3
+    return mlp
+
+
+def block_model(rng: np.random.Generator) -> Callable:
+    d = 768
+    weights = (1 + _normal(rng, d, scale=0.1), _normal(rng, d, scale=0.1),
+               _normal(rng, d, 3 * d, scale=0.02), _normal(rng, 3 * d, scale=0.02),
+               _normal(rng, d, d, scale=0.02), _normal(rng, d, scale=0.02),
+               1 + _normal(rng, d, scale=0.1), _normal(rng, d, scale=0.1),
+               _normal(rng, d, 4 * d, scale=0.02), _normal(rng, 4 * d, scale=0.02),
+               _normal(rng, 4 * d, d, scale=0.02), _normal(rng, d, scale=0.02))
+
+    def block(x):
+        return gpt2_block(np, x, *weights)
+    return block
+
+
+def _interleaved(calls: dict[str, Callable], args: tuple, seconds: float) -> dict[str, float]:
+    best = {name: float("inf") for name in calls}
+    for r in range(ROUNDS):
+        names = list(calls)
+        for name in names[r % len(names):] + names[:r % len(names)]:
+            _quiet()
+            calls[name](*args)
+            best[name] = min(best[name], _time_round(calls[name], args, seconds / ROUNDS, 50))
+    return best
+
+
+def _agreement(model: Callable, quantized: Callable, inputs: list[np.ndarray]
+               ) -> tuple[float, float]:
+    """(top-1 agreement over rows, max abs error / max abs float result)."""
+    agree = rows = 0
+    worst = peak = 0.0
+    for x in inputs:
+        want, got = model(x), quantized(x)
+        agree += int(np.sum(np.argmax(want, -1) == np.argmax(got, -1)))
+        rows += want.size // want.shape[-1]
+        worst = max(worst, float(np.abs(want - got).max()))
+        peak = max(peak, float(np.abs(want).max()))
+    return agree / rows, worst / peak
+
+
+def model_row(name: str, model: Callable, shape: tuple[int, ...], seconds: float,
+              rng: np.random.Generator) -> dict:
+    calibration = [(_normal(rng, *shape),) for _ in range(4)]
+    start = time.perf_counter()
+    quantized = jitc.quant.quantize(model, calibration)
+    quantize_seconds = time.perf_counter() - start
+    tests = [_normal(rng, *shape) for _ in range(8)]
+    top1, relative = _agreement(model, quantized, tests)
+    times = _interleaved({"numpy float32": model, "jitc float32": jitc.jit(model),
+                          "jitc.quant int8": quantized}, (tests[0],), seconds)
+    return {"name": name, "times": times, "top1": top1, "relative_error": relative,
+            "quantize_seconds": quantize_seconds}
+
+
+def matmul_row(seconds: float, rng: np.random.Generator) -> dict:
+    a8, b8 = (rng.integers(-128, 128, (1024, 1024)).astype(np.int8) for _ in range(2))
+    a, b = _normal(rng, 1024, 1024), _normal(rng, 1024, 1024)
+
+    def int8_matmul(a, b):
+        return a.astype(np.int32) @ b.astype(np.int32)
+
+    def matmul(a, b):
+        return a @ b
+
+    int8_jit, float_jit = jitc.jit(int8_matmul), jitc.jit(matmul)
+    exact = np.array_equal(int8_jit(a8, b8), int8_matmul(a8, b8))
+    times = _interleaved({"jitc float32": lambda: float_jit(a, b),
+                          "jitc.quant int8": lambda: int8_jit(a8, b8)}, (), seconds)
+    return {"name": "matmul 1024 (int8: numpy idiom)", "times": times, "exact": exact}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.quant_speed", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--seconds", type=float, default=2.0)
+    parser.add_argument("--rows", type=int, default=256, help="the MLP's batch")
+    args = parser.parse_args(argv)
+    rng = np.random.default_rng(0)
+    rows = [model_row(f"MLP 784-1024-1024-10, batch {args.rows}", mlp_model(rng),
+                      (args.rows, 784), args.seconds, rng),
+            model_row("GPT-2 block (d=768, 64 tokens)", block_model(rng), (64, 768),
+                      args.seconds, rng),
+            matmul_row(args.seconds, rng)]
+    print(f"{'workload':36} {'numpy f32':>10} {'jitc f32':>10} {'jitc int8':>10} "
+          f"{'f32/int8':>9}  accuracy")
+    for row in rows:
+        t = row["times"]
+        numpy_ms = f"{1e3 * t['numpy float32']:.2f}" if "numpy float32" in t else "-"
+        ratio = t["jitc float32"] / t["jitc.quant int8"]
+        if "top1" in row:
+            accuracy = (f"top-1 {100 * row['top1']:.2f}%, max rel. error "
+                        f"{row['relative_error']:.3g}")
+        else:
+            accuracy = "exact" if row["exact"] else "NOT EXACT"
+        print(f"{row['name']:36} {numpy_ms:>10} {1e3 * t['jitc float32']:>10.2f} "
+              f"{1e3 * t['jitc.quant int8']:>10.2f} {ratio:>8.2f}x  {accuracy}")
+    print("(milliseconds per call; best of", ROUNDS, "interleaved rounds' medians)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,248 @@
+"""`jitc.quant.quantize`: post-training 8-bit quantization of a float numpy function."""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import types
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+import numpy as np
+
+from jitc.api import Jitted, jit
+from jitc.options import Options
+from jitc.quant.observers import DEFAULT_PERCENTILE, make_observer
+from jitc.quant.products import INT8_MAX, UINT8_MAX, Plan, Product, Rewriter
+from jitc.quant.report import Report, compare
+from jitc.tracing import capture
+from jitc.tracing.state import intercepting
+
+ACTIVATIONS = ("static", "dynamic")
+
+
+class Quantized(Jitted):
+    """A `jitc.jit` function whose products with weights run on int8 (see `quantize`).
+
+    Call it with the float function's arguments. `products` lists what was quantized and how;
+    `report(inputs)` compares it with the float function; `float_function` is the original.
+    `jitc.export(signature)(q)` exports it for `jitc aot`, int8 weights included."""
+
+    def __init__(self, fun: Callable, plan: Plan, calibration: Sequence[tuple],
+                 options: Options, argument_weights: dict[str, np.ndarray] | None = None
+                 ) -> None:
+        self.float_function = fun
+        self.plan = plan
+        self._calibration = list(calibration)
+        # Weights the function takes as arguments, by parameter name: calls must pass these
+        # very arrays (WithArgumentWeights checks), whose int8 copies the trace bakes in.
+        self.argument_weights = dict(argument_weights or {})
+        super().__init__(_rewriting(fun, plan, self.argument_weights), options, (), ())
+
+    @property
+    def products(self) -> list[Product]:
+        """The quantized products, in the order the function first ran them."""
+        return list(self.plan.products.values())
+
+    def report(self, inputs: Iterable[Any] | None = None) -> Report:
+        """Errors against the float function (run by numpy) on `inputs`, each a tuple of
+        arguments or one array; by default the calibration inputs."""
+        samples = self._calibration if inputs is None else [_arguments(a) for a in inputs]
+        if not samples:
+            raise ValueError("report() needs inputs: this function was quantized without "
+                             "calibration inputs; pass report([(x1,), (x2,)])")
+        return compare(self.products, self.float_function, self, samples)
+
+    def header_notes(self) -> list[str]:
+        """What a C header says about the quantized products (jitc aot)."""
+        return [product.describe() for product in self.products]
+
+    def __repr__(self) -> str:
+        return f"<jitc.quant {self.name}: {len(self.plan.products)} int8 product(s)>"
+
+    def __reduce__(self) -> str | tuple:
+        raise TypeError("a jitc.quant function cannot be pickled; quantize again where it "
+                        "is needed")
+
+
+class WithArgumentWeights(Quantized):
+    """A quantized function some of whose weights are arguments: each call must pass the
+    arrays it was calibrated with (their int8 copies are part of the compiled code)."""
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        bound = self.signature.sig.bind(*args, **kwargs)  # type: ignore[union-attr]
+        for name, array in self.argument_weights.items():
+            given = bound.arguments.get(name)
+            if given is not array:
+                raise ValueError(
+                    f"{self.name}: argument {name!r} must be the array it was quantized with "
+                    f"(got {_kind(given)}); its int8 copy is part of the quantized function. "
+                    "Quantize again for other weights, or close over the weights to call it "
+                    "from a traced function")
+        return super().__call__(*args, **kwargs)
+
+
+def _kind(value: object) -> str:
+    if isinstance(value, np.ndarray):
+        return f"another array, {value.dtype}{list(value.shape)}"
+    return "a traced value" if type(value).__name__ == "Tracer" else type(value).__name__
+
+
+def _substituted(fun: Callable, weights: dict[str, np.ndarray], args: tuple,
+                 kwargs: dict[str, Any]) -> tuple[tuple, dict[str, Any]]:
+    """The arguments with the weight parameters' calibrated arrays in place of what the trace
+    passes (tracers): the products then read constants the rewriter knows."""
+    if not weights:
+        return args, kwargs
+    bound = inspect.signature(fun).bind(*args, **kwargs)
+    bound.arguments.update(weights)
+    return bound.args, bound.kwargs
+
+
+def _rewriting(fun: Callable, plan: Plan, weights: dict[str, np.ndarray]) -> Callable:
+    @functools.wraps(fun)
+    def quantized(*args: Any, **kwargs: Any) -> Any:
+        args, kwargs = _substituted(fun, weights, args, kwargs)
+        with intercepting(Rewriter(plan)):
+            return fun(*args, **kwargs)
+    return quantized
+
+
+def _observing(fun: Callable, plan: Plan, weights: dict[str, np.ndarray]) -> Callable:
+    """`fun` with its products' activations as a second result, by product label."""
+    @functools.wraps(fun)
+    def observed(*args: Any, **kwargs: Any) -> Any:
+        args, kwargs = _substituted(fun, weights, args, kwargs)
+        rewriter = Rewriter(plan, observe=True)
+        with intercepting(rewriter):
+            result = fun(*args, **kwargs)
+        return result, {f"{name}#{use}": x for (name, use), x in rewriter.observed}
+    return observed
+
+
+def _arguments(sample: Any) -> tuple:
+    return sample if isinstance(sample, tuple) else (sample,)
+
+
+def _argument_weights(fun: Callable, names: Sequence[str], samples: Sequence[tuple]
+                      ) -> dict[str, np.ndarray]:
+    """The arrays the calibration samples pass for the weight parameters `names`."""
+    if not names:
+        return {}
+    if not samples:
+        raise ValueError(f"quantize: the weights {', '.join(names)} are arguments of "
+                         f"{fun.__name__}; pass calibration samples that hold them")
+    signature = inspect.signature(fun)
+    found: dict[str, np.ndarray] = {}
+    for sample in samples:
+        arguments = signature.bind(*sample).arguments
+        for name in names:
+            array = arguments.get(name)
+            if not isinstance(array, np.ndarray) or array.dtype.kind != "f":
+                raise ValueError(f"quantize: argument {name!r} of {fun.__name__} is a weight "
+                                 "but a calibration sample passes no float array for it")
+            if found.setdefault(name, array) is not array:
+                raise ValueError(f"quantize: every calibration sample must pass the same "
+                                 f"array for the weight argument {name!r}")
+    return found
+
+
+def _weights(fun: Callable, selection: Iterable[Any] | None, arguments: dict[str, np.ndarray]
+             ) -> dict[int, tuple[str, np.ndarray]]:
+    """id(array) -> (name, array) for the float arrays `fun` reads that may be quantized."""
+    found = capture.walk(fun, capture.code_global_names(fun))
+    readable = {id(a): (capture.path_name(p), a) for p, a in found.arrays
+                if a.dtype.kind == "f" and a.ndim >= 1}
+    if selection is None:
+        return readable
+    by_name = {name: key for key, (name, _) in readable.items()}
+    chosen = {id(a): (name, a) for name, a in arguments.items()}
+    for item in selection:
+        if isinstance(item, str) and item in arguments:
+            continue
+        key = by_name.get(item) if isinstance(item, str) else id(item)
+        if key not in readable:
+            what = repr(item) if isinstance(item, str) else \
+                f"an array of shape {getattr(item, 'shape', '?')}"
+            known = ", ".join(sorted(by_name)) or "none"
+            raise ValueError(f"quantize: weights names {what}, which {fun.__name__} does not "
+                             f"read as a float array (the float arrays it reads: {known})")
+        chosen[key] = readable[key]
+    return chosen
+
+
+def quantize(fun: Callable, calibration: Iterable[Any] | None = None, *,
+             weights: Iterable[Any] | None = None, observer: str = "minmax",
+             percentile: float = DEFAULT_PERCENTILE, activations: str | None = None,
+             backend: str | None = None, num_threads: int | None = None) -> Quantized:
+    """Quantize the products of `fun` (a float numpy function) with its weights to int8.
+
+    - `calibration`: sample arguments, each a tuple (or one array for one argument). They
+      set the static activation scales and are the default inputs of `report()`.
+    - `weights`: which float arrays `fun` reads (globals, closure variables, their
+      attributes) are weights, by identity or by name (`"W1"`, `"params['w']"`); default:
+      all of them. A parameter's name makes that argument a weight: the calibration samples
+      pass it, and calls must pass the same array. A product whose one operand is a weight
+      is quantized, the weight symmetric int8 with one scale per output channel.
+    - `activations`: "static" (the default with calibration: one scale per product from
+      the calibration range, uint8 where every calibration value was >= 0) or "dynamic"
+      (the default without: each row's scale is computed at run time).
+    - `observer`: "minmax" or "percentile" (the `percentile`-th percentile of magnitudes).
+    - `backend`, `num_threads`: as for `jitc.jit`.
+    """
+    if isinstance(fun, Jitted):
+        fun = fun.fun
+    if not isinstance(fun, types.FunctionType):
+        raise TypeError(f"quantize: expected a Python function, got {type(fun).__name__}")
+    samples = [_arguments(s) for s in calibration] if calibration is not None else []
+    mode = activations or ("static" if samples else "dynamic")
+    if mode not in ACTIVATIONS:
+        raise ValueError(f"quantize: activations must be 'static' or 'dynamic', got {mode!r}")
+    if mode == "static" and not samples:
+        raise ValueError("quantize: static activation scales come from calibration inputs; "
+                         "pass calibration=[(x1,), ...] or activations='dynamic'")
+    make_observer(observer, percentile)  # a bad observer fails before any compile
+    weights = None if weights is None else list(weights)
+    parameters = set(inspect.signature(fun).parameters)
+    named = [w for w in weights or () if isinstance(w, str) and w in parameters]
+    arguments = _argument_weights(fun, named, samples)
+    plan = Plan(_weights(fun, weights, arguments))
+    options = {"backend": backend, "num_threads": num_threads}
+    if samples:
+        _calibrate(fun, plan, samples, observer, percentile, options, arguments)
+        if not plan.products:
+            raise ValueError(f"quantize: {fun.__name__} has no product with a weight on the "
+                             "calibration inputs; jitc.quant quantizes x @ W (matmul, dot, "
+                             "einsum, tensordot) where W is a float array the function reads")
+        if mode == "static":
+            for product in plan.products.values():
+                _set_static_scale(product)
+    jitted = jit(**{k: v for k, v in options.items() if v is not None})(fun)
+    kind = WithArgumentWeights if arguments else Quantized
+    return kind(fun, plan, samples, jitted.options, arguments)
+
+
+def _calibrate(fun: Callable, plan: Plan, samples: Sequence[tuple], observer: str,
+               percentile: float, options: dict[str, Any], arguments: dict[str, np.ndarray]
+               ) -> None:
+    observed = jit(**{k: v for k, v in options.items() if v is not None},
+                   disk_cache=False)(_observing(fun, plan, arguments))
+    for args in samples:
+        _, activations = observed(*args)
+        for label, values in activations.items():
+            name, use = label.rsplit("#", 1)
+            product = plan.products[(name, int(use))]
+            if product.observer is None:
+                product.observer = make_observer(observer, percentile)
+            product.observer.update(values)
+
+
+def _set_static_scale(product: Product) -> None:
+    observed = product.observer
+    assert observed is not None
+    product.static = True
+    unsigned = observed.non_negative
+    product.activation_dtype = np.dtype(np.uint8 if unsigned else np.int8)
+    bound = observed.bound()
+    product.activation_scale = bound / (UINT8_MAX if unsigned else INT8_MAX) if bound > 0 \
+        else 1.0
