@@ -21,6 +21,8 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from fractions import Fraction
 
+import numpy as np
+
 
 class ConstraintError(ValueError):
     """A shape rule needs a fact about symbols that the active scope does not grant."""
@@ -108,6 +110,8 @@ class Dim:
                                     "known until the call")
 
     def _unknown_order(self, other: object) -> bool:
+        if not _is_number(other):
+            return NotImplemented  # a traced value compares itself (an op of the trace)
         raise UnknownDimensionError(f"how the symbolic dimension {self} compares with {other} "
                                     "is not known until the call")
 
@@ -120,6 +124,8 @@ class Dim:
     __int__ = __index__ = __float__ = _unknown_value  # type: ignore[assignment]
 
     def _unknown_quotient(self, other: object) -> int:
+        if not _is_number(other):
+            return NotImplemented  # a traced value divides itself (an op of the trace)
         raise UnknownDimensionError(f"the symbolic dimension {self} has no value until the "
                                     "call, so it cannot be divided as a Python number (// by "
                                     "an integer keeps it symbolic)")
@@ -138,6 +144,12 @@ class Dim:
 
 
 DimLike = int | Dim
+
+
+def _is_number(value: object) -> bool:
+    """An int, float, complex (numpy scalars included) or Dim: what Python arithmetic on a
+    symbolic extent cannot decide. Other operands (a tracer) get their own say."""
+    return isinstance(value, (Dim, int, float, complex, np.number))
 
 
 def _is_dim_like(value: object) -> bool:

@@ -204,6 +204,10 @@ CASES = {
     "iota_is_arange_n": Case(
         _function("f32[n]", "%0 = iota() dimension=0 : i64[n]", "%0"),
         lambda s: [_floats(s)], lambda x: np.arange(len(x))),
+    "extent_is_the_value_of_an_extent": Case(
+        _function("f32[n,3]{1,0}", "%0 = extent() size=[2*n-1] : i64[]\n"
+                  "%1 = extent() size=[3] : i64[]", "%0, %1"),
+        lambda s: [_floats(s, 3)], lambda x: (np.int64(2 * len(x) - 1), np.int64(3))),
     "broadcast_in_dim": Case(
         _function("f32[n]", "%0 = broadcast_in_dim(%p0) dims=[0] : f32[n,3]{1,0}", "%0"),
         lambda s: [_floats(s)], lambda x: np.repeat(x[:, None], 3, 1)),

@@ -1,0 +1,88 @@
+"""numpy code on arrays with symbolic dimensions: one traced module, run by the interpreter,
+gives numpy's results (values, shapes, dtypes) for every size its constraints accept, and a
+construct it cannot trace fails while tracing with an error naming the user's line."""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable, Sequence
+
+import numpy as np
+import pytest
+
+import jitc
+from jitc.tracing.function import AbstractArray
+
+SIZES = (0, 1, 2, 5, 17)
+
+
+def _floats(*shape: int) -> np.ndarray:
+    return np.random.default_rng(sum(shape) + 3 * len(shape)).standard_normal(shape).astype(
+        np.float32)
+
+
+def _numpy(fun: Callable, args: Sequence[np.ndarray]) -> object:
+    with warnings.catch_warnings(), np.errstate(all="ignore"):
+        warnings.simplefilter("ignore")  # mean of an empty axis: numpy warns, gives nan
+        return fun(*args)
+
+
+def _assert_numpy_equal(got: object, want: object) -> None:
+    want_leaves = want if isinstance(want, tuple) else (want,)
+    got_leaves = got if isinstance(got, (tuple, list)) else (got,)
+    assert len(got_leaves) == len(want_leaves)
+    for g, w in zip(got_leaves, want_leaves):
+        g, w = np.asarray(g), np.asarray(w)
+        assert g.dtype == w.dtype and g.shape == w.shape, (g.dtype, g.shape, w.dtype, w.shape)
+        np.testing.assert_allclose(g, w, rtol=2e-6, atol=1e-6, equal_nan=True)
+
+
+def check_sizes(fun: Callable, types: Sequence[str], make: Callable[[int], list[np.ndarray]],
+                sizes: Sequence[int] = SIZES) -> jitc.Lowered:
+    """Lower `fun` once on symbolic types and compare the interpreter with numpy per size."""
+    lowered = jitc.jit(fun, verify=True).lower(*(AbstractArray(t) for t in types))
+    for size in sizes:
+        args = make(size)
+        _assert_numpy_equal(jitc.interpret(lowered.module, args), _numpy(fun, args))
+    return lowered
+
+
+# -- extents as run-time values --------------------------------------------------------------
+
+@pytest.mark.parametrize("fun", [
+    lambda x: x.mean(axis=0),
+    lambda x: np.mean(x),
+    lambda x: np.mean(x, axis=(0, 1), keepdims=True),
+    lambda x: np.var(x, axis=0),
+    lambda x: np.var(x, axis=0, ddof=1),
+    lambda x: np.var(x, axis=0, ddof=3),
+    lambda x: np.std(x),
+    lambda x: x.std(axis=0, ddof=1.5),
+    lambda x: x.astype(np.float16).mean(axis=0),
+    lambda x: x.astype(np.int32).mean(axis=0),
+])
+def test_mean_var_and_std_over_a_symbolic_axis(fun) -> None:
+    lowered = check_sizes(fun, ["f32[n,3]"], lambda n: [_floats(n, 3)])
+    assert " = extent() size=[" in lowered.as_text()
+
+
+@pytest.mark.parametrize("fun", [
+    lambda x: x * x.shape[0],
+    lambda x: x.shape[0] * x,
+    lambda x: x.sum(axis=0) / x.shape[0],
+    lambda x: x.shape[0] / x.sum(axis=0),
+    lambda x: x / x.size,
+    lambda x: np.add(x, x.shape[0] - 1),
+    lambda x: x.shape[0] > x.sum(axis=1),
+    lambda x: np.arange(3) + x.shape[0],
+    lambda x: x.astype(np.int8) + x.shape[0],
+])
+def test_an_extent_used_as_a_number_is_the_call_s_value(fun) -> None:
+    check_sizes(fun, ["f32[n,3]"], lambda n: [_floats(n, 3)])
+
+
+def test_an_extent_prints_parses_and_folds_when_static() -> None:
+    lowered = jitc.jit(lambda x: x / x.shape[0]).lower(AbstractArray("f32[n]"))
+    assert "= extent() size=[n] : i64[]" in lowered.as_text()
+    static = jitc.jit(lambda x: x / x.shape[0]).lower(np.ones(4, np.float32))
+    assert "extent" not in static.as_text()
