@@ -11,6 +11,8 @@ import numpy as np
 import pytest
 
 import jitc
+from jitc.ir.interpreter import ArgumentError
+from jitc.tracing.errors import TraceError
 from jitc.tracing.function import AbstractArray
 
 SIZES = (0, 1, 2, 5, 17)
@@ -86,3 +88,77 @@ def test_an_extent_prints_parses_and_folds_when_static() -> None:
     assert "= extent() size=[n] : i64[]" in lowered.as_text()
     static = jitc.jit(lambda x: x / x.shape[0]).lower(np.ones(4, np.float32))
     assert "extent" not in static.as_text()
+
+
+# -- basic indexing of arrays with symbolic dimensions ----------------------------------------
+
+def _table(n: int) -> list[np.ndarray]:
+    return [np.arange(n * 3, dtype=np.float32).reshape(n, 3)]
+
+
+@pytest.mark.parametrize(("fun", "smallest", "result"), [
+    (lambda x: x[1:], 1, "f32[n-1,3]"),
+    (lambda x: x[:-1], 1, "f32[n-1,3]"),
+    (lambda x: x[1:-1], 2, "f32[n-2,3]"),
+    (lambda x: x[-1], 1, "f32[3]"),
+    (lambda x: x[2], 3, "f32[3]"),
+    (lambda x: x[-1, 2], 1, "f32[]"),
+    (lambda x: x[::2], 0, "f32[(n+1)//2,3]"),
+    (lambda x: x[1::3], 1, "f32[(n+1)//3,3]"),
+    (lambda x: x[::-1], 0, "f32[n,3]"),
+    (lambda x: x[::-2], 0, "f32[(n+1)//2,3]"),
+    (lambda x: x[-2::-1], 1, "f32[n-1,3]"),
+    (lambda x: x[3:1], 0, "f32[0,3]"),
+    (lambda x: x[:, :2], 0, "f32[n,2]"),
+    (lambda x: x[:, 1:3], 0, "f32[n,2]"),
+    (lambda x: x[:, -1], 0, "f32[n]"),
+    (lambda x: x[:, ::-1], 0, "f32[n,3]"),
+    (lambda x: x[None], 0, "f32[1,n,3]"),
+    (lambda x: x[..., 0], 0, "f32[n]"),
+    (lambda x: x[..., None], 0, "f32[n,3,1]"),
+    (lambda x: x[:, None, 1:], 0, "f32[n,1,2]"),
+    (lambda x: x.T[1], 0, "f32[n]"),
+    (lambda x: x[True], 0, "f32[1,n,3]"),
+    (lambda x: x[:x.shape[0] - 1], 1, "f32[n-1,3]"),
+    (lambda x: x[:, [0, 2]], 0, "f32[n,2]"),
+    (lambda x: x[:, np.array([True, False, True])], 0, "f32[n,2]"),
+])
+def test_basic_indexing_over_a_symbolic_axis(fun, smallest: int, result: str) -> None:
+    lowered = check_sizes(fun, ["f32[n,3]"], _table, [s for s in SIZES if s >= smallest])
+    assert lowered.module.entry.outputs[0].type.short() == result
+    if smallest:
+        # numpy would clamp the slice (or raise IndexError): the call names the constraint.
+        with pytest.raises(ArgumentError, match=f"constraint n >= {smallest} does not hold: "
+                                                f"n={smallest - 1}"):
+            jitc.interpret(lowered.module, _table(smallest - 1))
+
+
+def test_an_integer_index_of_every_axis_is_a_numpy_scalar() -> None:
+    last = jitc.jit(lambda x: x[-1], backend="interpreter", dynamic=True)
+    for n in (1, 2, 5):
+        got = last(np.arange(n, dtype=np.float32))
+        assert type(got) is np.float32 and got == n - 1
+
+
+def test_a_slice_of_a_symbolic_axis_inside_an_advanced_index_is_refused() -> None:
+    with pytest.raises(TraceError, match=r"(?s)test_symbolic_numpy.py:\d+ in <lambda>.*"
+                                         r"indexing f32\[n,3\] with an integer array or mask "
+                                         "together with a slice or integer on a symbolic axis"):
+        jitc.jit(lambda x: x[1:, [0, 2]]).lower(AbstractArray("f32[n,3]"))
+
+
+def test_writing_into_a_symbolic_array_by_index_is_refused() -> None:
+    def write(x):
+        x[0] = 1.0
+        return x
+
+    with pytest.raises(TraceError, match=r"(?s)test_symbolic_numpy.py:\d+ in write.*writing "
+                                         r"into an array of shape f32\[n,3\] that has symbolic"):
+        jitc.jit(write).lower(AbstractArray("f32[n,3]"))
+
+
+def test_numpy_s_index_errors_on_static_axes_stay() -> None:
+    with pytest.raises(IndexError, match=r"index 3 is out of bounds for axis 1 with size 3"):
+        jitc.jit(lambda x: x[:, 3]).lower(AbstractArray("f32[n,3]"))
+    with pytest.raises(IndexError, match=r"too many indices for array"):
+        jitc.jit(lambda x: x[0, 0, 0]).lower(AbstractArray("f32[n,3]"))

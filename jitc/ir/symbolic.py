@@ -402,6 +402,10 @@ def equal(a: DimLike, b: DimLike) -> Constraint:
 
 
 def at_least(a: DimLike, b: DimLike) -> Constraint:
+    """`a >= b`; against a constant, the constant terms move right (`n-1 >= 0` is `n >= 1`)."""
+    if isinstance(b, int) and isinstance(a, Dim):
+        offset = _terms(a).get((), 0)
+        return Constraint(">=", a - offset, b - offset)
     return Constraint(">=", a, b)
 
 

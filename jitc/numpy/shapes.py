@@ -11,6 +11,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from jitc.ir import ops
+from jitc.ir.symbolic import Dim, DimLike, is_static
 from jitc.ir.types import TensorType
 from jitc.numpy._core import (
     check_static_int,
@@ -34,17 +35,29 @@ def _typed(x: Tracer, shape: Sequence[int]) -> TensorType:
     return TensorType(x.aval.dtype, tuple(shape))
 
 
-def _resolve_shape(size: int, shape: Sequence[object], what: str) -> tuple[int, ...]:
-    dims = [check_static_int(d, "a dimension of the new shape") for d in shape]
+def _new_dimension(d: object) -> DimLike:
+    return d if isinstance(d, Dim) else check_static_int(d, "a dimension of the new shape")
+
+
+def _resolve_shape(size: DimLike, shape: Sequence[object], what: str) -> tuple[DimLike, ...]:
+    dims = [_new_dimension(d) for d in shape]
     unknown = [i for i, d in enumerate(dims) if d == -1]
-    if len(unknown) > 1 or any(d < -1 for d in dims):
-        raise ShapeError(located(f"cannot reshape {what} into shape {tuple(dims)}"))
+    if len(unknown) > 1 or any(is_static(d) and d < -1 for d in dims):
+        raise ShapeError(located(f"cannot reshape {what} into shape {tuple(map(str, dims))}"))
     known = math.prod(d for d in dims if d != -1)
     if unknown:
-        if known == 0 or size % known:
+        if not is_static(known):
+            raise unsupported(f"reshape of {what} with -1 beside the symbolic extent {known}",
+                              "Write every dimension of the new shape (x.shape[0] for the "
+                              "symbolic one).")
+        # A symbolic size splits into pieces of `known` where the call's divisibility holds
+        # (the reshape rule records `n % k == 0`).
+        if known == 0 or (is_static(size) and size % known):
             raise ShapeError(located(f"cannot reshape {what} into shape {tuple(dims)}"))
         dims[unknown[0]] = size // known
-    if math.prod(dims) != size:
+    # Products that differ only for some sizes are the reshape rule's constraint of the call.
+    total = math.prod(dims)
+    if is_static(total) and is_static(size) and total != size:
         raise ShapeError(located(f"cannot reshape {what} (size {size}) into shape "
                                  f"{tuple(dims)}"))
     return tuple(dims)
