@@ -11,8 +11,9 @@ import numpy as np
 import pytest
 
 import jitc
+import jitc.numpy as jnp
 from jitc.ir.interpreter import ArgumentError
-from jitc.tracing.errors import TraceError
+from jitc.tracing.errors import ConcretizationError, TraceError
 from jitc.tracing.function import AbstractArray
 
 SIZES = (0, 1, 2, 5, 17)
@@ -162,3 +163,59 @@ def test_numpy_s_index_errors_on_static_axes_stay() -> None:
         jitc.jit(lambda x: x[:, 3]).lower(AbstractArray("f32[n,3]"))
     with pytest.raises(IndexError, match=r"too many indices for array"):
         jitc.jit(lambda x: x[0, 0, 0]).lower(AbstractArray("f32[n,3]"))
+
+
+# -- creation with symbolic sizes ----------------------------------------------------------------
+
+def _square(x):
+    return x[:, :1] * x[:, 0]  # f32[n,n]
+
+
+@pytest.mark.parametrize(("fun", "smallest"), [
+    (lambda x: np.tri(x.shape[0]) * x[:, :1], 0),  # the traced function's np: traced creation
+    (lambda x: jnp.tri(x.shape[0], dtype=bool), 0),
+    (lambda x: np.tri(x.shape[0], 4, k=-1, like=x), 0),
+    (lambda x: np.eye(x.shape[0]), 0),
+    (lambda x: jnp.eye(x.shape[0], 3, k=1, dtype=np.int32), 0),
+    (lambda x: np.identity(x.shape[0]), 0),
+    (lambda x: np.arange(x.shape[0]), 0),
+    (lambda x: jnp.arange(x.shape[0], dtype=np.float32), 0),
+    (lambda x: jnp.arange(1, x.shape[0], 2), 1),
+    (lambda x: np.arange(x.shape[0], like=x) * 2, 0),
+    (lambda x: jnp.zeros((x.shape[0], 3)), 0),
+    (lambda x: np.ones(x.shape[0], np.int32), 0),
+    (lambda x: jnp.full((x.shape[0], 2), 7.0, np.float32), 0),
+    (lambda x: np.zeros(x.shape[0], like=x), 0),
+    (lambda x: np.zeros_like(x), 0),
+    (lambda x: np.ones_like(x, dtype=int), 0),
+    (lambda x: np.full_like(x, 2.5), 0),
+    (lambda x: np.tril(x), 0),
+    (lambda x: np.triu(x, 1), 0),
+    (lambda x: np.tril(_square(x), -1), 0),
+    (lambda x: np.where(jnp.tri(x.shape[0], dtype=bool), _square(x), -1e9), 0),
+])
+def test_creation_with_a_symbolic_size(fun, smallest: int) -> None:
+    check_sizes(fun, ["f32[n,3]"], _table, [s for s in SIZES if s >= smallest])
+
+
+def _causal_mask(seq):
+    return np.tri(seq, dtype=bool)  # numpy's own tri: it never sees a tracer
+
+
+def _masked(x):
+    return np.where(_causal_mask(x.shape[0]), _square(x), -1e9)
+
+
+def test_numpy_creation_outside_the_traced_function_names_jitc_numpy() -> None:
+    with pytest.raises(ConcretizationError, match=r"(?s)test_symbolic_numpy.py:\d+ in "
+                                                  r"_causal_mask\n.*np.tri\(seq.*numpy.tri was "
+                                                  r"given it as a size.*call jitc.numpy.tri, or "
+                                                  r"numpy.tri\(..., like=x\)"):
+        jitc.jit(_masked).lower(AbstractArray("f32[n,3]"))
+    # The automatic policy then keeps exact compilations, and says why.
+    masked = jitc.jit(_masked, backend="interpreter")
+    for n in (2, 3, 4):
+        np.testing.assert_array_equal(masked(_table(n)[0]), _masked(_table(n)[0]))
+    stats = masked.compile_stats()
+    assert [s["symbolic"] for s in stats] == [False, False, False]
+    assert "numpy.tri was given it as a size" in stats[1]["reason"]

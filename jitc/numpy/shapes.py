@@ -204,7 +204,9 @@ def atleast_2d(*arys):
 @implements(np.broadcast_to)
 def broadcast_to(array, shape, subok=False):
     x = lift(array)
-    shape = (shape,) if isinstance(shape, int) else tuple(shape)
+    shape = (shape,) if isinstance(shape, (int, Dim)) else tuple(shape)
+    if not all(is_static(d) for d in (*x.shape, *shape)):
+        return _broadcast_symbolic(x, shape)
     try:
         target = np.broadcast_shapes(x.shape, shape)
     except ValueError:
@@ -214,6 +216,20 @@ def broadcast_to(array, shape, subok=False):
     if x.shape == tuple(shape):
         return x
     offset = len(shape) - x.ndim
+    return emit(ops.BROADCAST_IN_DIM, [x], {"dims": list(range(offset, len(shape)))},
+                _typed(x, shape))
+
+
+def _broadcast_symbolic(x: Tracer, shape: tuple[DimLike, ...]) -> Tracer:
+    """broadcast_to with symbolic extents: a static 1 stretches; two extents that may differ
+    are the broadcast_in_dim rule's `a == b` constraint of the call."""
+    offset = len(shape) - x.ndim
+    if offset < 0 or any(is_static(a) and is_static(b) and a not in (1, b)
+                         for a, b in zip(x.shape, shape[offset:])):
+        raise ShapeError(located(f"cannot broadcast {x.aval.short()} to shape "
+                                 f"({', '.join(map(str, shape))})"))
+    if x.shape == shape:
+        return x
     return emit(ops.BROADCAST_IN_DIM, [x], {"dims": list(range(offset, len(shape)))},
                 _typed(x, shape))
 
@@ -508,7 +524,10 @@ def pad(array, pad_width, mode="constant", **kwargs):
 
 def _triangle_mask(x: Tracer, k: int, lower: bool) -> Tracer:
     rows, cols = x.shape[-2], x.shape[-1]
-    mask = np.tri(rows, cols, k, dtype=bool) if lower else ~np.tri(rows, cols, k - 1, dtype=bool)
+    # jitc.numpy.creation imports this module: its tri (symbolic sizes too) is found late.
+    from jitc.numpy.creation import tri
+    mask = tri(rows, cols, k, dtype=bool) if lower else \
+        np.logical_not(tri(rows, cols, k - 1, dtype=bool))
     return lift(mask)
 
 

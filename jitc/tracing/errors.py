@@ -85,6 +85,20 @@ def user_location_in(traceback: object) -> Location | None:
     return found
 
 
+def numpy_function_in(traceback: object) -> str | None:
+    """The name of the numpy function the user's code called when an exception came from
+    inside numpy (`tri` for `np.tri(n)`), else None."""
+    called = None
+    while traceback is not None:
+        frame = traceback.tb_frame  # type: ignore[attr-defined]
+        if _is_user_file(frame.f_code.co_filename):
+            called = None
+        elif called is None and frame.f_globals.get("__name__", "").startswith("numpy"):
+            called = frame.f_code.co_name
+        traceback = traceback.tb_next  # type: ignore[attr-defined]
+    return called
+
+
 def where(loc: Location | None) -> str:
     """`model.py:42 in attention` plus the source line, for error messages."""
     if loc is None:
