@@ -219,3 +219,31 @@ def test_numpy_creation_outside_the_traced_function_names_jitc_numpy() -> None:
     stats = masked.compile_stats()
     assert [s["symbolic"] for s in stats] == [False, False, False]
     assert "numpy.tri was given it as a size" in stats[1]["reason"]
+
+
+# -- contractions over two symbolic extents ----------------------------------------------------
+
+@pytest.mark.parametrize(("fun", "types", "constraints"), [
+    (lambda x, w: x @ w, ["f32[n,k]", "f32[m,4]"], ["k == m"]),
+    (lambda x, w: np.matmul(x, w), ["f32[n,k]", "f32[m,4]"], ["k == m"]),
+    (lambda x, w: np.dot(x, w), ["f32[n,k]", "f32[m,4]"], ["k == m"]),
+    (lambda x, w: np.tensordot(x, w, 1), ["f32[n,k]", "f32[m,4]"], ["k == m"]),
+    (lambda x, w: np.einsum("ij,jk->ik", x, w), ["f32[n,k]", "f32[m,4]"], ["k == m"]),
+    (lambda x, w: x @ w, ["f32[b,n,k]", "f32[c,m,4]"], ["b == c", "k == m"]),
+    (lambda x, w: x[0] @ w, ["f32[n,k]", "f32[m]"], ["n >= 1", "k == m"]),
+])
+def test_contracted_symbolic_extents_are_required_equal(fun, types, constraints) -> None:
+    def make(size: int) -> list[np.ndarray]:
+        return [_floats(*(size if d.isalpha() else int(d) for d in t[4:-1].split(",")))
+                for t in types]
+    lowered = check_sizes(fun, types, make, [s for s in SIZES if s or "n >= 1" not in
+                                             constraints])
+    assert [str(c) for c in lowered.module.constraints] == constraints
+
+
+def test_dynamic_true_compiles_a_product_of_two_symbolic_extents_once() -> None:
+    product = jitc.jit(lambda x, w: x @ w, backend="interpreter", dynamic=True)
+    for n, k in ((3, 4), (5, 2), (1, 7)):
+        x, w = _floats(n, k), _floats(k, 3)
+        np.testing.assert_allclose(product(x, w), x @ w, rtol=1e-5, atol=1e-6)
+    assert [s["symbolic"] for s in product.compile_stats()] == [True]
