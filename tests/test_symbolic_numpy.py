@@ -247,3 +247,28 @@ def test_dynamic_true_compiles_a_product_of_two_symbolic_extents_once() -> None:
         x, w = _floats(n, k), _floats(k, 3)
         np.testing.assert_allclose(product(x, w), x @ w, rtol=1e-5, atol=1e-6)
     assert [s["symbolic"] for s in product.compile_stats()] == [True]
+
+
+# -- sizes that depend on the data -------------------------------------------------------------
+
+@pytest.mark.parametrize(("fun", "construct", "alternative"), [
+    (lambda x: np.nonzero(x), r"numpy.nonzero", r"np.where\(mask, x, fill\)"),
+    (lambda x: x.nonzero(), r"numpy.nonzero", r"np.count_nonzero\(mask\)"),
+    (lambda x: x[x > 0], r"indexing with a traced boolean mask", r"np.where\(mask, x, fill\)"),
+    (lambda x: x[x[:, 0] > 0], r"indexing with a traced boolean mask", r"np.where"),
+    (lambda x: np.unique(x), r"numpy.unique", r"s = np.sort\(x\)"),
+    (lambda x: np.argwhere(x), r"numpy.argwhere", r"np.where\(mask, x, fill\)"),
+    (lambda x: np.compress(x[:, 0] > 0, x, axis=0), r"numpy.compress", r"np.where"),
+    (lambda x: np.where(x > 0), r"numpy.where with one argument", r"np.where\(cond, x, y\)"),
+])
+def test_data_dependent_sizes_name_the_call_and_the_alternative(fun, construct: str,
+                                                                alternative: str) -> None:
+    with pytest.raises(TraceError, match=rf"(?s)test_symbolic_numpy.py:\d+ in <lambda>.*"
+                                         rf"{construct}.*{alternative}"):
+        jitc.jit(fun).lower(AbstractArray("f32[n,3]"))
+
+
+def test_a_constant_mask_on_a_symbolic_axis_says_it_cannot_match() -> None:
+    with pytest.raises(IndexError, match=r"(?s)in <lambda>.*a constant boolean index of shape "
+                                         r"\(3,\) cannot match the symbolic extents \(n\)"):
+        jitc.jit(lambda x: x[np.array([True, False, True])]).lower(AbstractArray("f32[n,3]"))

@@ -88,6 +88,15 @@ def result_shape(shape: tuple[DimLike, ...], items: tuple[Any, ...],
     concrete = _placeholders(shape, taken)
     placeholder = {p: d for p, d in zip(concrete, shape) if isinstance(d, Dim)}
     rank = len(shape)
+    for item, axis in zip(items, axes):
+        covered = shape[axis:axis + np.ndim(item) or None] if axis is not None else ()
+        if isinstance(item, np.ndarray) and item.dtype == np.bool_ and item.ndim and \
+                not all(is_static(d) for d in covered):
+            raise IndexingError(located(
+                f"a constant boolean index of shape {item.shape} cannot match the symbolic "
+                f"extents ({', '.join(map(str, covered))}) of {indexed} for every size; build "
+                "the mask from the array (np.arange(x.shape[0]) % 2 == 0) and use "
+                "np.where(mask, x, fill)"))
     checked = []
     for item, stand_in, axis in zip(items, stand_ins, axes):
         on_symbol = axis is not None and -rank <= axis < rank and not is_static(shape[axis])
