@@ -272,3 +272,43 @@ def test_a_constant_mask_on_a_symbolic_axis_says_it_cannot_match() -> None:
     with pytest.raises(IndexError, match=r"(?s)in <lambda>.*a constant boolean index of shape "
                                          r"\(3,\) cannot match the symbolic extents \(n\)"):
         jitc.jit(lambda x: x[np.array([True, False, True])]).lower(AbstractArray("f32[n,3]"))
+
+
+# -- the GPT-2 block of the benchmarks -----------------------------------------------------------
+
+def _gpt2_weights(d: int) -> list[np.ndarray]:
+    rng = np.random.default_rng(2)
+
+    def normal(*shape: int, scale: float = 0.02, around: float = 0.0) -> np.ndarray:
+        return (around + scale * rng.standard_normal(shape)).astype(np.float32)
+    return [normal(d, scale=0.1, around=1), normal(d, scale=0.1), normal(d, 3 * d),
+            normal(3 * d), normal(d, d), normal(d), normal(d, scale=0.1, around=1),
+            normal(d, scale=0.1), normal(d, 4 * d), normal(4 * d), normal(4 * d, d), normal(d)]
+
+
+def _gpt2(x, *weights):
+    from bench.workloads import gpt2_block
+    return gpt2_block(jnp, x, *weights)
+
+
+def test_the_gpt2_block_lowers_once_for_every_sequence_length() -> None:
+    weights = _gpt2_weights(768)
+    lowered = jitc.jit(_gpt2).lower(AbstractArray("f32[S,768]"), *weights)
+    assert [str(c) for c in lowered.module.constraints] == ["S >= 1"]
+    for seq in range(1, 10):
+        x = _floats(seq, 768)
+        (got,) = jitc.interpret(lowered.module, [x, *weights])
+        np.testing.assert_allclose(got, _gpt2(x, *weights), rtol=1e-4, atol=1e-5)
+
+
+def test_a_sequence_sweep_of_the_gpt2_block_compiles_at_most_three_times() -> None:
+    from bench.runner import bind_numpy
+    from bench.workloads import gpt2_block
+    weights = _gpt2_weights(48)
+    block = bind_numpy(gpt2_block)  # plain numpy code: its xp is the traced function's np
+    jitted = jitc.jit(block, backend="interpreter", disk_cache=False)
+    for seq in range(1, 49):
+        x = _floats(seq, 48)
+        np.testing.assert_allclose(jitted(x, *weights), block(x, *weights), rtol=1e-4,
+                                   atol=1e-5)
+    assert [s["symbolic"] for s in jitted.compile_stats()] == [False, False, True]
