@@ -312,3 +312,21 @@ def test_a_sequence_sweep_of_the_gpt2_block_compiles_at_most_three_times() -> No
         np.testing.assert_allclose(jitted(x, *weights), block(x, *weights), rtol=1e-4,
                                    atol=1e-5)
     assert [s["symbolic"] for s in jitted.compile_stats()] == [False, False, True]
+
+
+@pytest.mark.parametrize("fun", [
+    lambda x: np.sort(x, axis=0),
+    lambda x: np.argsort(x, axis=0),
+    lambda x: np.sort(x.T),
+])
+def test_sorting_along_a_symbolic_axis(fun) -> None:
+    check_sizes(fun, ["f32[n,3]"], lambda n: [_floats(n, 3)])
+
+
+def test_the_divisor_of_var_is_never_negative() -> None:
+    # numpy divides by max(n - ddof, 0): 0/0, not 0/-2 (which was -0.0).
+    x = np.ones(1, np.float32)
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert np.isnan(jitc.jit(lambda x: np.var(x, ddof=3))(x))
+        assert np.isnan(np.var(x, ddof=3))

@@ -200,7 +200,8 @@ def var(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, where=True, 
 def _divisor(count: DimLike, ddof: object, dtype: np.dtype) -> Tracer:
     """numpy's divisor of a variance, `max(count - ddof, 0)`, as a `dtype` scalar."""
     if is_static(count):
-        return lift(np.asarray(max(count - ddof, 0), dtype=dtype))  # type: ignore[operator]
+        divisor = builtins.max(count - ddof, 0)  # type: ignore[operator]
+        return lift(np.asarray(divisor, dtype=dtype))
     return convert(np.maximum(np.subtract(lift(count), ddof), 0), dtype)
 
 
