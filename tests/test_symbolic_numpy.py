@@ -330,3 +330,15 @@ def test_the_divisor_of_var_is_never_negative() -> None:
         warnings.simplefilter("ignore")
         assert np.isnan(jitc.jit(lambda x: np.var(x, ddof=3))(x))
         assert np.isnan(np.var(x, ddof=3))
+
+
+@pytest.mark.parametrize(("fun", "smallest", "result"), [
+    (lambda x: x.reshape(x.shape[0], -1), 1, "f32[n,12]"),
+    (lambda x: x.reshape(x.shape[1], -1), 0, "f32[4,3*n]"),
+    (lambda x: x.reshape(-1, 2), 0, "f32[6*n,2]"),
+    (lambda x: x.reshape(x.shape[0] * 2, 6), 0, "f32[2*n,6]"),
+])
+def test_reshape_with_symbolic_extents(fun, smallest: int, result: str) -> None:
+    lowered = check_sizes(fun, ["f32[n,4,3]"], lambda n: [_floats(n, 4, 3)],
+                          [s for s in SIZES if s >= smallest])
+    assert lowered.module.entry.outputs[0].type.short() == result

@@ -230,6 +230,33 @@ def floor_divide(value: DimLike, divisor: int) -> DimLike:
     return _combine(_make(whole), Dim((((FloorDiv(remainder_dim, divisor),), 1),)), 1)
 
 
+def exact_quotient(value: DimLike, divisor: DimLike) -> DimLike | None:
+    """`value / divisor` when it is a polynomial for every size (`768*n` by `n` is 768,
+    `n*s` by `s` is `n`), else None. A divisor of several terms divides only itself."""
+    if isinstance(divisor, int):
+        if divisor == 0:
+            return None
+        factors: Monomial = ()
+        scale = divisor
+    elif _terms(value) == _terms(divisor):
+        return 1
+    elif len(divisor.terms) != 1:
+        return None
+    else:
+        ((factors, scale),) = divisor.terms
+    quotient: Terms = {}
+    for monomial, coefficient in _terms(value).items():
+        rest = list(monomial)
+        for atom in factors:
+            if atom not in rest:
+                return None
+            rest.remove(atom)
+        if coefficient % scale:
+            return None
+        quotient[tuple(rest)] = coefficient // scale
+    return _make(quotient)
+
+
 def ceil_divide(value: DimLike, divisor: int) -> DimLike:
     return floor_divide(value + (divisor - 1), divisor)
 

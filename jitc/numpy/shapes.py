@@ -10,8 +10,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from jitc.ir import ops
-from jitc.ir.symbolic import Dim, DimLike, is_static
+from jitc.ir import ops, symbolic
+from jitc.ir.symbolic import Dim, DimLike, exact_quotient, is_static
 from jitc.ir.types import TensorType
 from jitc.numpy._core import (
     check_static_int,
@@ -47,9 +47,16 @@ def _resolve_shape(size: DimLike, shape: Sequence[object], what: str) -> tuple[D
     known = math.prod(d for d in dims if d != -1)
     if unknown:
         if not is_static(known):
-            raise unsupported(f"reshape of {what} with -1 beside the symbolic extent {known}",
-                              "Write every dimension of the new shape (x.shape[0] for the "
-                              "symbolic one).")
+            quotient = exact_quotient(size, known)
+            if quotient is None:
+                raise unsupported(
+                    f"reshape of {what} with -1 beside the symbolic extent {known}, which "
+                    "does not divide its size for every value",
+                    "Write every dimension of the new shape (x.shape[0] for a symbolic one).")
+            # numpy cannot infer -1 beside an extent 0: such a call must not get a result.
+            symbolic.require(symbolic.at_least(known, 1), f"reshape of {what} with -1")
+            dims[unknown[0]] = quotient
+            return tuple(dims)
         # A symbolic size splits into pieces of `known` where the call's divisibility holds
         # (the reshape rule records `n % k == 0`).
         if known == 0 or (is_static(size) and size % known):
