@@ -177,7 +177,7 @@ def gpt2_block(xp, x, ln1_g, ln1_b, w_qkv, b_qkv, w_o, b_o, ln2_g, ln2_b, w_fc, 
     # A Python float scale: np.sqrt(hd) is an np.float64, which would promote the attention
     # (and everything after it) to float64 under numpy's rules in a float32 benchmark.
     scores = (q @ k.transpose(0, 2, 1)) * (1.0 / math.sqrt(hd))
-    mask = np.tri(seq, dtype=bool)
+    mask = xp.tri(seq, dtype=bool)
     scores = xp.where(mask, scores, -1e9)
     attn = softmax(xp, scores) @ v
     x = x + attn.transpose(1, 0, 2).reshape(seq, d) @ w_o + b_o

@@ -67,6 +67,12 @@ def _structure(key: tuple) -> tuple:
     return (key[0], key[1], *key[3:])
 
 
+def _argument_specs(compiled: Compiled, specs: Sequence[ArgSpec]) -> tuple[ArgSpec, ...]:
+    """The compiled specs of the call's argument leaves (`specs`), without the captured
+    arrays after them: those are part of the structure, equal already."""
+    return tuple(compiled.lowered.specs[:len(specs)])
+
+
 def _is_symbolic(compiled: Compiled) -> bool:
     return any(not s.type.is_static for s in compiled.lowered.specs)
 
@@ -341,7 +347,8 @@ class Jitted(_FastCall):
         structure = _structure(key)
         for compiled_key, compiled in reversed(self._items(symbolic=True)):
             if _structure(compiled_key) == structure and dynamic_policy.served(
-                    compiled.lowered.specs, key[2], compiled.lowered.module.constraints)[0]:
+                    _argument_specs(compiled, key[2]), key[2],
+                    compiled.lowered.module.constraints)[0]:
                 self._touch(compiled_key)
                 return compiled
         return None
@@ -361,7 +368,7 @@ class Jitted(_FastCall):
             if _structure(compiled_key) == structure:
                 # One symbolic compilation per structure; a call it does not serve (a failed
                 # guard or constraint) compiles exactly.
-                why = dynamic_policy.served(compiled.lowered.specs, specs,
+                why = dynamic_policy.served(_argument_specs(compiled, specs), specs,
                                             compiled.lowered.module.constraints)[1]
                 return None, f"{why}: exact compilation"
         if plan is None:

@@ -107,13 +107,14 @@ def test_dynamic_true_makes_every_dimension_symbolic_from_the_first_call() -> No
         f(x, _floats(2, 4))
 
 
-def test_dynamic_true_falls_back_where_a_numpy_rule_needs_equal_extents() -> None:
+def test_dynamic_true_records_the_equality_of_contracted_extents() -> None:
     f = jitc.jit(layer, backend="interpreter", dynamic=True)
     _sweep(f, (3, 5), W)
-    reasons = _reasons(f)
-    assert [r[0] for r in reasons] == ["f32[3,8], f32[8,4]", "f32[5,8], f32[8,4]"]
-    assert all(r[1].startswith("dynamic=True; the symbolic compilation is refused (") and
-               "matmul: f32[x_0,x_1] @ f32[w_0,w_1]" in r[1] for r in reasons)
+    assert _reasons(f) == [("f32[x_0,x_1], f32[w_0,w_1]",
+                            "first call: every dimension symbolic (dynamic=True)", True)]
+    # Unequal extents fail the recorded w_0 == x_1: the exact compilation raises numpy's error.
+    with pytest.raises(ValueError, match=r"matmul: f32\[2,8\] @ f32\[7,4\]"):
+        f(_floats(2, 8), _floats(7, 4))
 
 
 def test_named_dimensions_are_symbolic_from_the_first_call() -> None:
@@ -196,3 +197,17 @@ def test_the_symbolic_compilation_in_use_outlives_exact_ones_in_the_bounded_cach
     assert _reasons(f)[-1] == ("f32[x_0,8], f32[8,4]",
                                "dimension 0 of x changed (3 -> 5): now symbolic", True)
     assert f.cache_size == 2
+
+
+def captured_layer(x):
+    return np.tanh(x @ W) * 2.0  # W is read at each call: a captured array
+
+
+def test_a_symbolic_compilation_serves_later_calls_of_a_function_with_captured_arrays() -> None:
+    f = jitc.jit(captured_layer, backend="interpreter")
+    for n in (3, 5, 7, 2, 33):
+        x = _floats(n, 8)
+        np.testing.assert_allclose(f(x), layer(x, W), rtol=1e-5, atol=1e-6)
+    assert _reasons(f) == [
+        ("f32[3,8], f32[8,4]", "first call", False),
+        ("f32[x_0,8], f32[8,4]", "dimension 0 of x changed (3 -> 5): now symbolic", True)]

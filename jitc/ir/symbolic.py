@@ -21,6 +21,8 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from fractions import Fraction
 
+import numpy as np
+
 
 class ConstraintError(ValueError):
     """A shape rule needs a fact about symbols that the active scope does not grant."""
@@ -108,6 +110,8 @@ class Dim:
                                     "known until the call")
 
     def _unknown_order(self, other: object) -> bool:
+        if not _is_number(other):
+            return NotImplemented  # a traced value compares itself (an op of the trace)
         raise UnknownDimensionError(f"how the symbolic dimension {self} compares with {other} "
                                     "is not known until the call")
 
@@ -120,6 +124,8 @@ class Dim:
     __int__ = __index__ = __float__ = _unknown_value  # type: ignore[assignment]
 
     def _unknown_quotient(self, other: object) -> int:
+        if not _is_number(other):
+            return NotImplemented  # a traced value divides itself (an op of the trace)
         raise UnknownDimensionError(f"the symbolic dimension {self} has no value until the "
                                     "call, so it cannot be divided as a Python number (// by "
                                     "an integer keeps it symbolic)")
@@ -138,6 +144,12 @@ class Dim:
 
 
 DimLike = int | Dim
+
+
+def _is_number(value: object) -> bool:
+    """An int, float, complex (numpy scalars included) or Dim: what Python arithmetic on a
+    symbolic extent cannot decide. Other operands (a tracer) get their own say."""
+    return isinstance(value, (Dim, int, float, complex, np.number))
 
 
 def _is_dim_like(value: object) -> bool:
@@ -216,6 +228,33 @@ def floor_divide(value: DimLike, divisor: int) -> DimLike:
     if isinstance(remainder_dim, int):
         return _make(whole) + remainder_dim // divisor
     return _combine(_make(whole), Dim((((FloorDiv(remainder_dim, divisor),), 1),)), 1)
+
+
+def exact_quotient(value: DimLike, divisor: DimLike) -> DimLike | None:
+    """`value / divisor` when it is a polynomial for every size (`768*n` by `n` is 768,
+    `n*s` by `s` is `n`), else None. A divisor of several terms divides only itself."""
+    if isinstance(divisor, int):
+        if divisor == 0:
+            return None
+        factors: Monomial = ()
+        scale = divisor
+    elif _terms(value) == _terms(divisor):
+        return 1
+    elif len(divisor.terms) != 1:
+        return None
+    else:
+        ((factors, scale),) = divisor.terms
+    quotient: Terms = {}
+    for monomial, coefficient in _terms(value).items():
+        rest = list(monomial)
+        for atom in factors:
+            if atom not in rest:
+                return None
+            rest.remove(atom)
+        if coefficient % scale:
+            return None
+        quotient[tuple(rest)] = coefficient // scale
+    return _make(quotient)
 
 
 def ceil_divide(value: DimLike, divisor: int) -> DimLike:
@@ -390,6 +429,10 @@ def equal(a: DimLike, b: DimLike) -> Constraint:
 
 
 def at_least(a: DimLike, b: DimLike) -> Constraint:
+    """`a >= b`; against a constant, the constant terms move right (`n-1 >= 0` is `n >= 1`)."""
+    if isinstance(b, int) and isinstance(a, Dim):
+        offset = _terms(a).get((), 0)
+        return Constraint(">=", a - offset, b - offset)
     return Constraint(">=", a, b)
 
 

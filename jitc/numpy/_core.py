@@ -11,9 +11,10 @@ import numpy as np
 
 from jitc.arguments import check_plain_array
 from jitc.ir import dtypes, ops
+from jitc.ir.symbolic import Dim
 from jitc.ir.types import TensorType
 from jitc.tracing.errors import ShapeError, SpecializeArgument, TraceError, located
-from jitc.tracing.state import TraceState, current_trace, emit
+from jitc.tracing.state import TraceState, current_trace, emit, extent_value
 from jitc.tracing.tracer import Tracer
 
 ArrayLike = Any
@@ -155,6 +156,9 @@ def lift(x: ArrayLike, dtype: object = None, trace: TraceState | None = None) ->
     if isinstance(x, Tracer):
         return x if dtype is None else convert(x, dtype)
     state = trace or trace_of()
+    if isinstance(x, Dim):  # a symbolic extent used as a number: the call's value
+        extent = extent_value(x, state)
+        return extent if dtype is None else convert(extent, dtype)
     if isinstance(x, (list, tuple)):
         if tracers_in(x):
             return stack_values(x, dtype)

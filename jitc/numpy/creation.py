@@ -1,22 +1,125 @@
-"""Array creation. Creation from shapes alone runs numpy eagerly (the result is a constant);
-the `*_like` functions and `full` with a traced fill value build traced arrays."""
+"""Array creation. Creation from static shapes alone runs numpy eagerly (the result is a
+constant); sizes that are symbolic dimensions (`np.zeros((n, d))`, `np.tri(n)` with
+`n = x.shape[0]` of an array with symbolic dimensions) build traced arrays from `iota` and
+broadcasts instead. The `*_like` functions and `full` with a traced fill value build traced
+arrays."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
-from jitc.numpy._core import implements, ir_dtype, lift, result_type
+from jitc.ir import dtypes, ops, symbolic
+from jitc.ir.symbolic import Dim, DimLike
+from jitc.ir.types import TensorType
+from jitc.numpy._core import HANDLED, convert, implements, ir_dtype, lift, result_type
 from jitc.numpy.shapes import broadcast_to
+from jitc.tracing.errors import ShapeError, TraceError, located
+from jitc.tracing.state import emit
 from jitc.tracing.tracer import Tracer
 
-# Shape-only creation functions: plain numpy, so they fold to constants when traced.
-zeros = np.zeros
-ones = np.ones
-empty = np.zeros  # a traced program never sees uninitialised memory
-arange = np.arange
-eye = np.eye
-identity = np.identity
-tri = np.tri
+
+def _symbolic(*values: object) -> bool:
+    """Whether a size argument (or a shape of them) holds a symbolic dimension."""
+    return any(isinstance(v, Dim) or (isinstance(v, (tuple, list)) and _symbolic(*v))
+               for v in values)
+
+
+def _shape(shape: object) -> tuple[DimLike, ...]:
+    return (shape,) if isinstance(shape, (int, np.integer, Dim)) else tuple(shape)  # type: ignore
+
+
+def _positions(shape: tuple[DimLike, ...], axis: int) -> Tracer:
+    """Each element's index along `axis` (int64), for a shape that may be symbolic."""
+    return emit(ops.IOTA, [], {"dimension": axis}, TensorType(dtypes.int64, shape))
+
+
+def _matrix_size(n: DimLike, m: DimLike | None, name: str) -> tuple[DimLike, DimLike]:
+    m = n if m is None else m
+    for size in (n, m):
+        if not isinstance(size, Dim) and int(size) < 0:
+            raise ShapeError(located(f"negative dimensions are not allowed (numpy.{name})"))
+    return n, m
+
+
+def tri(N, M=None, k=0, dtype=float, *, like=None):
+    """numpy.tri; symbolic sizes give a traced matrix."""
+    if not _symbolic(N, M):
+        return np.tri(N, M, k, dtype)
+    rows, cols = _matrix_size(N, M, "tri")
+    shape = (rows, cols)
+    # numpy: greater_equal.outer(arange(N), arange(-k, M - k)), row >= column - k.
+    mask = np.greater_equal(np.add(_positions(shape, 0), int(k)), _positions(shape, 1))
+    return convert(mask, ir_dtype(dtype).numpy)
+
+
+def eye(N, M=None, k=0, dtype=float, order="C", *, device=None, like=None):
+    """numpy.eye; symbolic sizes give a traced matrix."""
+    if not _symbolic(N, M):
+        return np.eye(N, M, k, dtype, order)
+    rows, cols = _matrix_size(N, M, "eye")
+    shape = (rows, cols)
+    diagonal = np.equal(np.subtract(_positions(shape, 1), _positions(shape, 0)), int(k))
+    return convert(diagonal, ir_dtype(dtype).numpy)
+
+
+def identity(n, dtype=None, *, like=None):
+    return eye(n, dtype=float if dtype is None else dtype)
+
+
+def arange(*args: Any, dtype=None, device=None, like=None, **kwargs: Any):
+    """numpy.arange; a symbolic bound (`np.arange(x.shape[0])`) gives a traced vector of
+    integers. Its length must not be negative: `arange(a, b)` records `b >= a`."""
+    if not _symbolic(*args, *kwargs.values()):
+        return np.arange(*args, dtype=dtype, **kwargs)
+    bounds = dict(zip(("start", "stop", "step"), args), **kwargs)
+    if "stop" not in bounds:
+        bounds = {"start": 0, "stop": bounds["start"], "step": bounds.get("step", 1)}
+    start, stop, step = bounds["start"], bounds["stop"], bounds.get("step", 1)
+    if step is None:
+        step = 1
+    if not all(isinstance(v, (int, np.integer, Dim)) for v in (start, stop, step)) or \
+            isinstance(step, Dim) or step <= 0:
+        raise TraceError(located(
+            "numpy.arange with a symbolic bound needs integer bounds and a positive static "
+            f"step, got arange({start}, {stop}, {step})"))
+    try:
+        symbolic.require(symbolic.at_least(stop, start), "numpy.arange with a symbolic bound")
+    except symbolic.ConstraintError as exc:
+        raise ShapeError(located(str(exc))) from None
+    length = symbolic.ceil_divide(stop - start, int(step))
+    values = _positions((length,), 0)
+    if step != 1:
+        values = np.multiply(values, int(step))
+    if not (isinstance(start, int) and start == 0):
+        values = np.add(values, lift(start, np.int64))
+    return values if dtype is None else convert(values, ir_dtype(dtype).numpy)
+
+
+def _filled_shape(shape: object, value: object, dtype: object) -> Tracer:
+    fill = np.asarray(value, dtype=dtype if dtype is not None else np.asarray(value).dtype)
+    return broadcast_to(lift(fill), _shape(shape))
+
+
+def zeros(shape, dtype=float, order="C", *, device=None, like=None):
+    if not _symbolic(shape):
+        return np.zeros(shape, dtype, order)
+    return _filled_shape(shape, 0, dtype)
+
+
+def ones(shape, dtype=None, order="C", *, device=None, like=None):
+    if not _symbolic(shape):
+        return np.ones(shape, dtype, order)
+    return _filled_shape(shape, 1, float if dtype is None else dtype)
+
+
+empty = zeros  # a traced program never sees uninitialised memory
+
+
+# `np.tri(n, like=x)` with x traced: numpy hands the call to jitc (NEP 35).
+HANDLED.update({np.tri: tri, np.eye: eye, np.identity: identity, np.arange: arange,
+                np.zeros: zeros, np.ones: ones, np.empty: zeros})
 
 
 def _like(prototype, value, dtype, shape) -> Tracer:
@@ -48,10 +151,14 @@ def full_like(a, fill_value, dtype=None, order="K", subok=True, shape=None, *, d
 
 def full(shape, fill_value, dtype=None, order="C", *, device=None, like=None):
     if not isinstance(fill_value, Tracer):
-        return np.full(shape, fill_value, dtype)
+        if not _symbolic(shape):
+            return np.full(shape, fill_value, dtype)
+        return _filled_shape(shape, fill_value, dtype)
     target = ir_dtype(dtype).numpy if dtype is not None else result_type(fill_value)
-    shape = (shape,) if isinstance(shape, int) else tuple(shape)
-    return broadcast_to(lift(fill_value, target), shape)
+    return broadcast_to(lift(fill_value, target), _shape(shape))
+
+
+HANDLED[np.full] = full
 
 
 def _an_array(traced: Tracer) -> Tracer:
@@ -94,9 +201,7 @@ def _traced(array: np.ndarray) -> Tracer:
 
 
 def _filled(shape, value, dtype) -> Tracer:
-    fill = np.asarray(value, dtype=dtype if dtype is not None else np.asarray(value).dtype)
-    shape = (shape,) if isinstance(shape, (int, np.integer)) else tuple(shape)
-    return _an_array(broadcast_to(lift(fill), shape).copy_tracer())
+    return _an_array(_filled_shape(shape, value, dtype).copy_tracer())
 
 
 def _traced_zeros(shape, dtype=float, order="C", *, device=None, like=None):
@@ -147,7 +252,8 @@ def _from_numpy(fn):
 TRACED_CREATION = {
     np.zeros: _traced_zeros, np.ones: _traced_ones, np.empty: _traced_zeros,
     np.full: _traced_full, np.array: _traced_array, np.asarray: _traced_asarray,
-    **{fn: _from_numpy(fn) for fn in (np.arange, np.eye, np.identity, np.linspace, np.tri)},
+    np.linspace: _from_numpy(np.linspace), np.arange: _from_numpy(arange),
+    np.eye: _from_numpy(eye), np.identity: _from_numpy(identity), np.tri: _from_numpy(tri),
 }
 
 

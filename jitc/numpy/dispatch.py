@@ -51,7 +51,7 @@ def _reasons(groups: list[tuple[str, str]]) -> dict[str, str]:
 # Why a numpy function is not traced, where the answer is more than "not yet": the error says
 # it, and docs/numpy_coverage.md lists it.
 WHY_NOT: dict[str, str] = _reasons([
-    ("argwhere flatnonzero extract intersect1d union1d setdiff1d setxor1d trim_zeros",
+    ("argwhere compress flatnonzero extract intersect1d union1d setdiff1d setxor1d trim_zeros",
      "Its result's shape depends on the values, which are known only when the compiled code "
      "runs; keep the shape with np.where(mask, x, fill)."),
     ("unique unique_all unique_counts unique_inverse unique_values",

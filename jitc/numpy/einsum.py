@@ -10,10 +10,12 @@ against the other operands' sizes, as numpy's do.
 from __future__ import annotations
 
 import string
-from collections import Counter
+from collections import Counter, defaultdict
 
 import numpy as np
 
+from jitc.ir import symbolic
+from jitc.ir.symbolic import DimLike, is_static
 from jitc.numpy._core import implements, lift_all, unsupported
 from jitc.numpy.linalg import dot_general
 from jitc.numpy.reductions import reduce
@@ -117,6 +119,8 @@ def _sizes(xs: list[Tracer], terms: list[str]) -> dict[str, int]:
     for x, term in zip(xs, terms):
         for c, n in zip(term, x.shape):
             if sizes.get(c, 1) != 1 and n != 1 and n != sizes[c]:
+                if not (is_static(n) and is_static(sizes[c])):
+                    continue  # the broadcast and dot rules record their equality
                 raise ValueError(located(f"einsum: index {c!r} has size {sizes[c]} in one "
                                          f"operand and {n} in another: they do not broadcast"))
             sizes[c] = n if sizes.get(c, 1) == 1 else sizes[c]
@@ -142,11 +146,15 @@ def _contract(x: Tracer, xs: str, y: Tracer, ys: str, keep: set[str]) -> tuple[T
     return result, "".join(batch + free_x + free_y)
 
 
-def _result_size(a: str, b: str, keep: set[str], sizes: dict[str, int]) -> int:
-    size = 1
+# What a symbol counts as when contraction orders are compared: symbols are "large".
+_SYMBOL_ESTIMATE = 1024
+
+
+def _result_size(a: str, b: str, keep: set[str], sizes: dict[str, DimLike]) -> int:
+    size: DimLike = 1
     for c in set(a) ^ set(b) | (set(a) & set(b) & keep):
         size *= sizes[c]
-    return size
+    return symbolic.evaluate(size, defaultdict(lambda: _SYMBOL_ESTIMATE))
 
 
 def einsum_traced(spec: str, xs: list[Tracer]) -> Tracer:

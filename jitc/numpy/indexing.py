@@ -16,6 +16,8 @@ from typing import Any
 import numpy as np
 
 from jitc.ir import ops
+from jitc.ir.symbolic import Dim, DimLike, is_static
+from jitc.numpy import symbolic_index
 from jitc.numpy._core import implements, lift, normalize_axis, tracers_in, unsupported
 from jitc.numpy.affine import static_difference
 from jitc.numpy.shapes import (
@@ -78,7 +80,7 @@ def dynamic_slice_length(item: slice, size: int) -> tuple[Any, int, int]:
             "Write the slice with a static length, x[t:t + L] (L a Python int), or mask "
             "with np.where(np.arange(n) < t, x, 0).")
     length = max(length, 0)
-    if length > size:
+    if is_static(size) and length > size:
         raise unsupported(
             f"a slice of traced start and length {length} on an axis of size {size}",
             "numpy would return fewer elements than the slice length; slice at most "
@@ -142,12 +144,16 @@ def _dummy(shape: tuple[int, ...]) -> np.ndarray:
                                            writeable=False)
 
 
-def numpy_result_shape(shape: tuple[int, ...], items: tuple[Item, ...],
-                       indexed: str) -> tuple[int, ...]:
-    """numpy's shape for `array[items]`; numpy's IndexError for an index it rejects."""
+def numpy_result_shape(shape: tuple[DimLike, ...], items: tuple[Item, ...],
+                       indexed: str) -> tuple[DimLike, ...] | None:
+    """numpy's shape for `array[items]`; numpy's IndexError for an index it rejects. For a
+    symbolic `shape` and a basic index, None: the slice ops that apply it give the shape
+    (jitc.numpy.symbolic_index)."""
     axes = _item_axes(items)
     stand_ins = tuple(_stand_in(it, shape, None if ax is None else ax % max(len(shape), 1))
                       for it, ax in zip(items, axes))
+    if not all(is_static(d) for d in shape):
+        return symbolic_index.result_shape(shape, items, axes, stand_ins, indexed)
     dummy = _dummy(tuple(shape))
     try:
         return dummy[stand_ins].shape
@@ -189,10 +195,11 @@ def getitem(x: Tracer, index: Any) -> Tracer:
     return index_positions(x, items, numpy_result_shape(x.shape, items, x.aval.short()))
 
 
-def index_positions(x: Tracer, items: tuple[Item, ...], want: tuple[int, ...],
+def index_positions(x: Tracer, items: tuple[Item, ...], want: tuple[DimLike, ...] | None,
                     drop_out_of_range: bool = False) -> Tracer:
-    """`x[items]` with numpy's result shape `want`. With drop_out_of_range, x holds
-    non-negative positions and elements picked by an out-of-range traced index read -1."""
+    """`x[items]` with numpy's result shape `want` (None: a basic index of a symbolic shape,
+    whose shape the slices give). With drop_out_of_range, x holds non-negative positions and
+    elements picked by an out-of-range traced index read -1."""
     x, items = take_dynamic_slices(x, items)
     expanded = expand(items, x.ndim)
     x, expanded = _scalar_masks(x, expanded)
@@ -212,10 +219,12 @@ def index_positions(x: Tracer, items: tuple[Item, ...], want: tuple[int, ...],
             kinds.append("array")
         else:
             n = x.shape[axis]
-            i = int(item) % n
+            i = int(item) % n if is_static(n) else symbolic_index.integer_position(n, item)
             x = slice_axis(x, axis, i, i + 1)
             kinds.append("int")
         axis += 1
+    if want is None:
+        want = _basic_shape(x.shape, kinds)
     if advanced:
         first = kinds.index("array")
         last = len(kinds) - 1 - kinds[::-1].index("array")
@@ -224,6 +233,21 @@ def index_positions(x: Tracer, items: tuple[Item, ...], want: tuple[int, ...],
     if math.prod(x.shape) != math.prod(want):
         raise AssertionError(f"indexing: {x.aval.short()} cannot become {want}")
     return reshape(x, want)
+
+
+def _basic_shape(sliced: tuple[DimLike, ...], kinds: list[str]) -> tuple[DimLike, ...]:
+    """The shape of a basic index: the sliced axes, less the integer-indexed ones, with a 1 per
+    new axis."""
+    sizes = iter(sliced)
+    shape: list[DimLike] = []
+    for kind in kinds:
+        if kind == "new":
+            shape.append(1)
+            continue
+        size = next(sizes)
+        if kind == "slice":
+            shape.append(size)
+    return tuple(shape)
 
 
 def _scalar_masks(x: Tracer, items: list[Item]) -> tuple[Tracer, list[Item]]:
@@ -244,6 +268,11 @@ def _scalar_masks(x: Tracer, items: list[Item]) -> tuple[Tracer, list[Item]]:
 
 
 def apply_slice(x: Tracer, axis: int, item: slice) -> Tracer:
+    if not is_static(x.shape[axis]) or any(isinstance(b, Dim) for b in (item.start, item.stop)):
+        start, stop, step, reverse = symbolic_index.slice_bounds(x.shape[axis], item)
+        if reverse:
+            x = emit(ops.REVERSE, [x], {"dims": [axis]})
+        return slice_axis(x, axis, start, stop, step)
     start, stop, step = item.indices(x.shape[axis])
     if step > 0:
         return slice_axis(x, axis, start, max(start, stop), step)
@@ -274,8 +303,9 @@ def take_dynamic_slices(x: Tracer, items: tuple[Item, ...]) -> tuple[Tracer, tup
         n = x.shape[axis]
         start, length, step = dynamic_slice_length(item, n)
         start = lift(start, np.int64)
+        size = lift(np.int64(n)) if is_static(n) else lift(n, np.int64)
         starts[axis] = select(compare(start, lift(np.int64(0)), "lt"),
-                              np.add(start, np.int64(n)), start)
+                              np.add(start, size), start)
         sizes[axis] = length
         replaced.append(slice(None, None, step))
     block = emit(ops.DYNAMIC_SLICE, [x, *starts], {"sizes": sizes})

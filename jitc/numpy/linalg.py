@@ -5,6 +5,9 @@ from __future__ import annotations
 import numpy as np
 
 from jitc.ir import ops
+from jitc.ir.opdef import IRTypeError
+from jitc.ir.ops.rules import broadcast_shapes as broadcast_extents
+from jitc.ir.symbolic import DimLike, is_static
 from jitc.numpy._core import convert, implements, lift, lift_all, normalize_axis, unsupported
 from jitc.numpy.shapes import broadcast_to, reshape, transpose
 from jitc.tracing.errors import ShapeError, located
@@ -19,6 +22,24 @@ def dot_general(lhs: Tracer, rhs: Tracer, contract: tuple[list[int], list[int]],
     return emit(ops.DOT_GENERAL, [lhs, rhs], {
         "lhs_batch": batch[0], "rhs_batch": batch[1],
         "lhs_contract": contract[0], "rhs_contract": contract[1]})
+
+
+def _differ(a: DimLike, b: DimLike) -> bool:
+    """Extents that differ for every size. Symbolic ones that may differ are not decided here:
+    dot_general's rule records their equality as a constraint of the call (`k == m`)."""
+    return is_static(a) and is_static(b) and a != b
+
+
+def _batch_shape(a: Tracer, b: Tracer) -> tuple[DimLike, ...]:
+    """The broadcast batch dimensions of a matmul."""
+    try:
+        if all(is_static(d) for d in (*a.shape[:-2], *b.shape[:-2])):
+            return np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+        return broadcast_extents([a.shape[:-2], b.shape[:-2]])
+    except (ValueError, IRTypeError):
+        raise ShapeError(located(f"matmul: {a.aval.short()} @ {b.aval.short()}: the batch "
+                                 f"dimensions {a.shape[:-2]} and {b.shape[:-2]} do not "
+                                 "broadcast")) from None
 
 
 def _matmul_shapes_error(a: Tracer, b: Tracer) -> ShapeError:
@@ -41,14 +62,9 @@ def matmul(x1, x2, /, out=None, **kwargs):
         a = reshape(a, (1, a.shape[0]))
     if squeeze_b:
         b = reshape(b, (b.shape[0], 1))
-    if a.shape[-1] != b.shape[-2]:
+    if _differ(a.shape[-1], b.shape[-2]):
         raise _matmul_shapes_error(a, b)
-    try:
-        batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
-    except ValueError:
-        raise ShapeError(located(f"matmul: {a.aval.short()} @ {b.aval.short()}: the batch "
-                                 f"dimensions {a.shape[:-2]} and {b.shape[:-2]} do not "
-                                 "broadcast")) from None
+    batch = _batch_shape(a, b)
     if batch:
         a = broadcast_to(a, batch + a.shape[-2:])
         b = broadcast_to(b, batch + b.shape[-2:])
@@ -71,7 +87,7 @@ def dot(a, b, out=None):
     if y.ndim <= 2:
         return matmul(x, y)
     # dot contracts the last axis of a with the second-to-last of b, batching nothing.
-    if x.shape[-1] != y.shape[-2]:
+    if _differ(x.shape[-1], y.shape[-2]):
         raise _matmul_shapes_error(x, y)
     return dot_general(x, y, ([x.ndim - 1], [y.ndim - 2]))
 
@@ -108,7 +124,7 @@ def tensordot(a, b, axes=2):
     xa = [normalize_axis(i, x.ndim) for i in xa]
     ya = [normalize_axis(i, y.ndim) for i in ya]
     for i, j in zip(xa, ya):
-        if x.shape[i] != y.shape[j]:
+        if _differ(x.shape[i], y.shape[j]):
             raise ShapeError(located(f"tensordot: axis {i} of {x.aval.short()} does not match "
                                      f"axis {j} of {y.aval.short()}"))
     result = dot_general(x, y, (xa, ya))

@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from jitc.ir import ops, symbolic
-from jitc.ir.symbolic import is_static
+from jitc.ir.symbolic import DimLike, is_static
 from jitc.ir.types import TensorType
 from jitc.numpy._core import (
     convert,
@@ -144,11 +144,16 @@ def _mean_dtype(x: Tracer, dtype: object) -> np.dtype:
     return x.dtype if x.dtype.kind in "fc" else np.dtype(np.float64)
 
 
-def _count(x: Tracer, axes: tuple[int, ...]) -> int:
-    n = 1
+def _count(x: Tracer, axes: tuple[int, ...]) -> DimLike:
+    n: DimLike = 1
     for a in axes:
         n *= x.shape[a]
     return n
+
+
+def _number(count: DimLike, dtype: np.dtype) -> Tracer:
+    """A count as a `dtype` scalar: a constant, or for a symbolic extent the call's value."""
+    return lift(np.asarray(count, dtype=dtype)) if is_static(count) else lift(count, dtype)
 
 
 @implements(np.mean)
@@ -161,7 +166,7 @@ def mean(a, axis=None, dtype=None, out=None, keepdims=False, where=True):
     acc_dtype = np.dtype(np.float32) if result_dtype == np.float16 else result_dtype
     total = reduce(_masked(convert(x, acc_dtype), where, 0), axes, "sum", keepdims)
     if where is True:
-        n = lift(np.asarray(_count(x, axes), dtype=acc_dtype))
+        n = _number(_count(x, axes), acc_dtype)
     else:  # numpy divides by the number of elements the mask keeps
         kept = broadcast_to(lift(where, np.bool_), x.shape)
         n = reduce(convert(kept, acc_dtype), axes, "sum", keepdims)
@@ -188,13 +193,21 @@ def var(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, where=True, 
     else:
         squares = np.multiply(centered, centered)
     total = reduce(squares, axes, "sum", keepdims)
-    divisor = lift(np.asarray(_count(x, axes) - ddof, dtype=acc_dtype))
+    divisor = _divisor(_count(x, axes), ddof, acc_dtype)
     return convert(emit(ops.DIV, [total, divisor]), result_dtype)
+
+
+def _divisor(count: DimLike, ddof: object, dtype: np.dtype) -> Tracer:
+    """numpy's divisor of a variance, `max(count - ddof, 0)`, as a `dtype` scalar."""
+    if is_static(count):
+        divisor = builtins.max(count - ddof, 0)  # type: ignore[operator]
+        return lift(np.asarray(divisor, dtype=dtype))
+    return convert(np.maximum(np.subtract(lift(count), ddof), 0), dtype)
 
 
 def _mean_keepdims(x: Tracer, axes: tuple[int, ...]) -> Tracer:
     total = reduce(x, axes, "sum", keepdims=True)
-    return emit(ops.DIV, [total, lift(np.asarray(_count(x, axes), dtype=x.dtype))])
+    return emit(ops.DIV, [total, _number(_count(x, axes), x.dtype)])
 
 
 @implements(np.std)

@@ -34,6 +34,7 @@ from jitc.numpy.indexing import (
 from jitc.numpy.reductions import reduce
 from jitc.numpy.shapes import broadcast_to, reshape
 from jitc.numpy.ufuncs import compare, select
+from jitc.tracing import effects
 from jitc.tracing.errors import IndexingError, ShapeError, TraceError, located
 from jitc.tracing.state import emit
 from jitc.tracing.tracer import Tracer
@@ -53,6 +54,7 @@ def setitem(x: Tracer, index: Any, update: Any) -> Tracer:
 
 
 def _write(x: Tracer, index: Any, update: Any, ufunc: np.ufunc | None) -> Tracer:
+    effects.refuse_symbolic_write(x, x)
     items = prepare(index, x.aval.short())
     if ufunc is None:
         _check_whole_mask_value(x, items, update)

@@ -10,7 +10,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from jitc.ir import ops
+from jitc.ir import ops, symbolic
+from jitc.ir.symbolic import Dim, DimLike, exact_quotient, is_static
 from jitc.ir.types import TensorType
 from jitc.numpy._core import (
     check_static_int,
@@ -34,17 +35,36 @@ def _typed(x: Tracer, shape: Sequence[int]) -> TensorType:
     return TensorType(x.aval.dtype, tuple(shape))
 
 
-def _resolve_shape(size: int, shape: Sequence[object], what: str) -> tuple[int, ...]:
-    dims = [check_static_int(d, "a dimension of the new shape") for d in shape]
+def _new_dimension(d: object) -> DimLike:
+    return d if isinstance(d, Dim) else check_static_int(d, "a dimension of the new shape")
+
+
+def _resolve_shape(size: DimLike, shape: Sequence[object], what: str) -> tuple[DimLike, ...]:
+    dims = [_new_dimension(d) for d in shape]
     unknown = [i for i, d in enumerate(dims) if d == -1]
-    if len(unknown) > 1 or any(d < -1 for d in dims):
-        raise ShapeError(located(f"cannot reshape {what} into shape {tuple(dims)}"))
+    if len(unknown) > 1 or any(is_static(d) and d < -1 for d in dims):
+        raise ShapeError(located(f"cannot reshape {what} into shape {tuple(map(str, dims))}"))
     known = math.prod(d for d in dims if d != -1)
     if unknown:
-        if known == 0 or size % known:
+        if not is_static(known):
+            quotient = exact_quotient(size, known)
+            if quotient is None:
+                raise unsupported(
+                    f"reshape of {what} with -1 beside the symbolic extent {known}, which "
+                    "does not divide its size for every value",
+                    "Write every dimension of the new shape (x.shape[0] for a symbolic one).")
+            # numpy cannot infer -1 beside an extent 0: such a call must not get a result.
+            symbolic.require(symbolic.at_least(known, 1), f"reshape of {what} with -1")
+            dims[unknown[0]] = quotient
+            return tuple(dims)
+        # A symbolic size splits into pieces of `known` where the call's divisibility holds
+        # (the reshape rule records `n % k == 0`).
+        if known == 0 or (is_static(size) and size % known):
             raise ShapeError(located(f"cannot reshape {what} into shape {tuple(dims)}"))
         dims[unknown[0]] = size // known
-    if math.prod(dims) != size:
+    # Products that differ only for some sizes are the reshape rule's constraint of the call.
+    total = math.prod(dims)
+    if is_static(total) and is_static(size) and total != size:
         raise ShapeError(located(f"cannot reshape {what} (size {size}) into shape "
                                  f"{tuple(dims)}"))
     return tuple(dims)
@@ -191,7 +211,9 @@ def atleast_2d(*arys):
 @implements(np.broadcast_to)
 def broadcast_to(array, shape, subok=False):
     x = lift(array)
-    shape = (shape,) if isinstance(shape, int) else tuple(shape)
+    shape = (shape,) if isinstance(shape, (int, Dim)) else tuple(shape)
+    if not all(is_static(d) for d in (*x.shape, *shape)):
+        return _broadcast_symbolic(x, shape)
     try:
         target = np.broadcast_shapes(x.shape, shape)
     except ValueError:
@@ -201,6 +223,20 @@ def broadcast_to(array, shape, subok=False):
     if x.shape == tuple(shape):
         return x
     offset = len(shape) - x.ndim
+    return emit(ops.BROADCAST_IN_DIM, [x], {"dims": list(range(offset, len(shape)))},
+                _typed(x, shape))
+
+
+def _broadcast_symbolic(x: Tracer, shape: tuple[DimLike, ...]) -> Tracer:
+    """broadcast_to with symbolic extents: a static 1 stretches; two extents that may differ
+    are the broadcast_in_dim rule's `a == b` constraint of the call."""
+    offset = len(shape) - x.ndim
+    if offset < 0 or any(is_static(a) and is_static(b) and a not in (1, b)
+                         for a, b in zip(x.shape, shape[offset:])):
+        raise ShapeError(located(f"cannot broadcast {x.aval.short()} to shape "
+                                 f"({', '.join(map(str, shape))})"))
+    if x.shape == shape:
+        return x
     return emit(ops.BROADCAST_IN_DIM, [x], {"dims": list(range(offset, len(shape)))},
                 _typed(x, shape))
 
@@ -495,7 +531,10 @@ def pad(array, pad_width, mode="constant", **kwargs):
 
 def _triangle_mask(x: Tracer, k: int, lower: bool) -> Tracer:
     rows, cols = x.shape[-2], x.shape[-1]
-    mask = np.tri(rows, cols, k, dtype=bool) if lower else ~np.tri(rows, cols, k - 1, dtype=bool)
+    # jitc.numpy.creation imports this module: its tri (symbolic sizes too) is found late.
+    from jitc.numpy.creation import tri
+    mask = tri(rows, cols, k, dtype=bool) if lower else \
+        np.logical_not(tri(rows, cols, k - 1, dtype=bool))
     return lift(mask)
 
 

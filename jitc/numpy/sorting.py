@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from jitc.ir import ops
+from jitc.ir.symbolic import at_most
 from jitc.numpy._core import (
     convert,
     implements,
@@ -59,7 +60,7 @@ def _axis_of(x: Tracer, axis: object, name: str) -> tuple[Tracer, int]:
 def sort_along(x: Tracer, axis: int, output: str = "values") -> Tracer:
     """x stably sorted along `axis`, nan last: the values, or (output="indices") the int64
     positions they come from."""
-    if x.shape[axis] <= 1:
+    if at_most(x.shape[axis], 1):  # a symbolic axis is sorted at each call
         if output == "values":
             return x.copy_tracer()
         return lift(np.zeros(x.shape, np.int64)).copy_tracer()

@@ -23,7 +23,7 @@ from jitc.ir import ops
 from jitc.ir.core import Builder, Instruction, Literal, Module, Value
 from jitc.ir.opdef import AttrKind, OpDef, Trait
 from jitc.ir.printer import INLINE_LITERAL_ELEMENTS
-from jitc.ir.symbolic import at_most
+from jitc.ir.symbolic import at_most, symbols_of
 from jitc.ir.types import TensorType
 from jitc.passes.pipeline import module_pass
 from jitc.passes.rewrite import rebuild_module
@@ -118,6 +118,13 @@ def _evaluate(inst: Instruction, arrays: Sequence[np.ndarray],
     return results
 
 
+def _symbolic_attributes(inst: Instruction) -> bool:
+    """Whether an attribute holds a symbolic extent, which only the call decides (`extent`
+    of `n`, a slice to `n-1`): a reference cannot evaluate it now."""
+    return any(spec.kind is AttrKind.DIMS and symbols_of(inst.attrs[spec.name])
+               for spec in inst.op.attrs)
+
+
 def _foldable(op: OpDef) -> bool:
     return (op not in NEVER_FOLDED and not op.has(Trait.SIDE_EFFECT)
             and not op.has(Trait.REGIONS)
@@ -141,7 +148,7 @@ def _fold_splats(builder: Builder, inst: Instruction,
 
 def _fold(builder: Builder, inst: Instruction,
           operands: Sequence[Value]) -> Sequence[Value] | None:
-    if not _foldable(inst.op):
+    if not _foldable(inst.op) or _symbolic_attributes(inst):
         return None
     if inst.operands and all(v.type.size == 0 for v in inst.results):
         # Nothing to compute: code generators then never see an op without elements (an

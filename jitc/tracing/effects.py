@@ -151,6 +151,8 @@ def derive(parent: Tracer, child: Tracer, step: Step) -> Tracer:
         # open; the result is computed as a copy, and writes through it are refused (assign).
         child = _own(child, parent)
         child._symbolic_alias = True
+        if isinstance(step, Index) and _scalar_index(step.index, parent.ndim):
+            child._array = False  # x[-1] of a vector: numpy's scalar, as for static shapes
         return child
     try:
         shadow = step.on_numpy(shadow_of(parent))
@@ -168,6 +170,13 @@ def derive(parent: Tracer, child: Tracer, step: Step) -> Tracer:
     child._view = View(root, steps, shadow, root._version)
     child._array = True
     return child
+
+
+def _scalar_index(index: Any, ndim: int) -> bool:
+    """Whether numpy's basic `x[index]` is a scalar: one integer per axis, nothing else."""
+    items = index if isinstance(index, tuple) else (index,)
+    return len(items) == ndim and all(
+        isinstance(i, (int, np.integer)) and not isinstance(i, (bool, np.bool_)) for i in items)
 
 
 def _own(child: Tracer, parent: Tracer) -> Tracer:
@@ -195,7 +204,7 @@ def refresh(x: Tracer) -> None:
     view.version = view.root._version
 
 
-def _refuse_symbolic_write(target: Tracer, owner: Tracer) -> None:
+def refuse_symbolic_write(target: Tracer, owner: Tracer) -> None:
     if target._symbolic_alias or not (target.aval.is_static and owner.aval.is_static):
         raise TraceError(located(
             f"writing into an array of shape {target.aval.short()} that has symbolic "
@@ -218,7 +227,7 @@ def assign(target: Tracer, new: Tracer) -> None:
             "traces it once, into a separate function, so the write cannot reach the array.\n"
             "Carry the array instead: pass it in the loop's carry (or as an operand of the "
             "branch), write into the carried value and return it."))
-    _refuse_symbolic_write(target, owner)
+    refuse_symbolic_write(target, owner)
     target._known = None
     if view is None:
         target._value = value
@@ -244,7 +253,7 @@ def write_result(target: Tracer, result: Any, what: str) -> Tracer:
     from jitc.numpy._core import lift
     jnp = _numpy()
     view = target._view
-    _refuse_symbolic_write(target, target if view is None else view.root)
+    refuse_symbolic_write(target, target if view is None else view.root)
     value = lift(result)
     if not np.can_cast(value.dtype, target.dtype, "same_kind"):
         raise TypeError(located(f"{what}: cannot cast the result from dtype('{value.dtype}') to "

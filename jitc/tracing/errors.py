@@ -85,6 +85,24 @@ def user_location_in(traceback: object) -> Location | None:
     return found
 
 
+def numpy_function_in(traceback: object) -> str | None:
+    """The name of the numpy function the user's code called when an exception came from
+    inside numpy (`tri` for `np.tri(n)`), else None."""
+    called = None
+    after_user = False
+    while traceback is not None:
+        frame = traceback.tb_frame  # type: ignore[attr-defined]
+        user = _is_user_file(frame.f_code.co_filename)
+        if after_user:  # the frame the user's line called: numpy's own, or jitc's
+            module = frame.f_globals.get("__name__", "")
+            called = frame.f_code.co_name if module.startswith("numpy") else None
+        elif user:
+            called = None
+        after_user = user
+        traceback = traceback.tb_next  # type: ignore[attr-defined]
+    return called
+
+
 def where(loc: Location | None) -> str:
     """`model.py:42 in attention` plus the source line, for error messages."""
     if loc is None:

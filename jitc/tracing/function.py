@@ -28,6 +28,7 @@ from jitc.tracing.errors import (
     JitcError,
     TraceError,
     located,
+    numpy_function_in,
     user_location_in,
 )
 from jitc.tracing.state import TraceState, trace_stack
@@ -269,9 +270,10 @@ def trace_function(fun: Callable, signature: _Signature, dynamic: dict[str, Any]
             out = runnable(*args, **kwargs)
     except symbolic.UnknownDimensionError as exc:
         raise ConcretizationError(located(
-            f"{exc}. Code that needs it as a Python value (a branch, len(), range(), a numpy "
-            "function that counts elements) runs while tracing, before any call: keep such "
-            "decisions off symbolic dimensions, or trace with static shapes.",
+            f"{exc}{_numpy_hint(numpy_function_in(exc.__traceback__))}. Code that needs it as "
+            "a Python value (a branch, len(), range(), a numpy function that counts elements) "
+            "runs while tracing, before any call: keep such decisions off symbolic dimensions, "
+            "or trace with static shapes.",
             user_location_in(exc.__traceback__))) from None
     finally:
         stack.pop()
@@ -310,6 +312,22 @@ def trace_function(fun: Callable, signature: _Signature, dynamic: dict[str, Any]
     return module, out_tree, SideEffects(
         written, tuple(returned), tuple(rebound), tuple(p for p, _ in captured.arrays),
         scalars)
+
+
+# numpy functions called with sizes alone, which never see a tracer: jitc.numpy's versions
+# (or numpy's with like=x, NEP 35) take symbolic sizes.
+_SIZED_CREATION = frozenset({"arange", "eye", "identity", "tri", "zeros", "ones", "empty",
+                             "full"})
+
+
+def _numpy_hint(function: str | None) -> str:
+    if function is None:
+        return ""
+    if function in _SIZED_CREATION:
+        return (f" (numpy.{function} was given it as a size; numpy cannot hold a symbolic one: "
+                f"call jitc.numpy.{function}, or numpy.{function}(..., like=x) with x an array "
+                "of the traced function, which hands the call to jitc)")
+    return f" (inside numpy.{function})"
 
 
 def _check_no_leaks(captured: capture.Captured, shadow: capture.Shadow) -> None:

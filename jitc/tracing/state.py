@@ -59,6 +59,8 @@ class TraceState:
             self._keep_alive.append(value)
         else:
             key = ("scalar", type(value), value, dtype, _zero_signs(value))
+        if isinstance(value, symbolic.Dim) and dtype is None:
+            return extent_value(value, self)
         cached = self._constants.get(key)
         if cached is None:
             refuse_symbolic_value(value)
@@ -92,8 +94,8 @@ def _zero_signs(value: object) -> object:
 
 
 def refuse_symbolic_value(value: object) -> None:
-    """A symbolic dimension used as an array value (`x * x.shape[0]`): its value exists only
-    at the call, and no op reads it yet."""
+    """A symbolic dimension inside a container used as an array value (`np.asarray(x.shape)`):
+    a bare one becomes an `extent` op (`with_extents`), a list of them is not traced yet."""
     if isinstance(value, symbolic.Dim):
         found = value
     elif isinstance(value, (tuple, list)) or (isinstance(value, np.ndarray)
@@ -104,8 +106,30 @@ def refuse_symbolic_value(value: object) -> None:
         return
     if found is not None:
         raise symbolic.UnknownDimensionError(
-            f"the symbolic dimension {found} is used as an array value; tracing cannot give it "
-            "one yet (it is known only at the call)")
+            f"the symbolic dimension {found} is used as an array value inside a sequence; "
+            "tracing gives a value to a single extent (x / x.shape[0]), not to a list or "
+            "array of them (use the extents one by one)")
+
+
+def extent_value(dim: symbolic.Dim, state: TraceState | None = None) -> Tracer:
+    """A symbolic extent used as a number (`x / x.shape[0]`, the count of a mean): an `extent`
+    op, weakly typed like the Python int numpy would see there."""
+    from jitc.tracing.tracer import Tracer
+    state = current_trace() or state
+    if state is None:
+        raise TraceError("a symbolic extent is used as a value outside a trace")
+    value = state.builder.emit(ops.EXTENT, [], {"size": [dim]}, loc=user_location())
+    return Tracer(state, value, weak=True)
+
+
+def with_extents(values: Sequence[object], state: TraceState | None = None) -> tuple:
+    """`values` (operands of a traced op) with each symbolic extent as its `extent` value;
+    symbolic extents inside containers are refused."""
+    out = tuple(extent_value(v, state) if isinstance(v, symbolic.Dim) else v for v in values)
+    refuse_symbolic_value(out)
+    for v in out:
+        refuse_symbolic_value(v)
+    return out
 
 
 _local = threading.local()

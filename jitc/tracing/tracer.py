@@ -22,7 +22,7 @@ from jitc.tracing.errors import (
     user_location,
     where,
 )
-from jitc.tracing.state import TraceState, refuse_symbolic_value
+from jitc.tracing.state import TraceState, with_extents
 
 
 def _numpy():
@@ -116,7 +116,7 @@ class Tracer:
 
     # -- numpy protocols -------------------------------------------------------------------
     def __array_ufunc__(self, ufunc: np.ufunc, method: str, *inputs: Any, **kwargs: Any):
-        refuse_symbolic_value(inputs)
+        inputs = with_extents(inputs, self.trace)
         return _numpy().apply_ufunc(ufunc, method, inputs, kwargs)
 
     def __array_function__(self, func, types, args, kwargs):
@@ -287,7 +287,7 @@ def _is_basic_index(index: Any) -> bool:
 
 def _inplace(ufunc: np.ufunc):
     def method(self, other):
-        refuse_symbolic_value(other)
+        (other,) = with_extents((other,), self.trace)
         if not self._array:
             # A scalar (numpy's are immutable): `s += 1` rebinds s, as in numpy.
             return _numpy().apply_operator(ufunc, (self, other))
@@ -299,11 +299,11 @@ def _inplace(ufunc: np.ufunc):
 def _binary(ufunc: np.ufunc, reflected: bool = False):
     if reflected:
         def method(self, other):
-            refuse_symbolic_value(other)
+            (other,) = with_extents((other,), self.trace)
             return _numpy().apply_operator(ufunc, (other, self))
     else:
         def method(self, other):
-            refuse_symbolic_value(other)
+            (other,) = with_extents((other,), self.trace)
             return _numpy().apply_operator(ufunc, (self, other))
     return method
 

@@ -46,7 +46,9 @@ PASSES_ERRORS = {ops.NEG, ops.ABS, ops.MAX, ops.MIN, ops.SELECT, ops.CLAMP, ops.
 # tests (tests/test_lax_control.py).
 # real, imag and complex never reach a code generator: complex values are split into float
 # pairs first (jitc/passes/complex_split.py), which tests/ops and tests/numpy check.
-NOT_DRAWN = {"parameter", "fusion", "while", "conditional", "real", "imag", "complex"}
+# `extent` has a static value in a static program: the fold pass makes it a constant.
+NOT_DRAWN = {"parameter", "fusion", "while", "conditional", "real", "imag", "complex",
+             "extent"}
 # The dtypes programs compute in: those a code generator sees (no complex, as above).
 DTYPES = [d for d in dtypes.ALL if not d.is_complex]
 

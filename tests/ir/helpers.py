@@ -122,7 +122,8 @@ def iota_and_layouts() -> Module:
     fb = FunctionBuilder()
     a = fb.emit(ops.IOTA, result=tt(i32, (3, 4), (0, 1)), dimension=1)
     b = fb.emit(ops.IOTA, result=tt(f64, (2, 3, 4), (1, 0, 2)), dimension=0)
-    return module(fb.done(a, b))
+    size = fb.emit(ops.EXTENT, size=[5])
+    return module(fb.done(a, b, size))
 
 
 def shape_ops() -> Module:

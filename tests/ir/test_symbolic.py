@@ -25,6 +25,7 @@ from jitc.ir.symbolic import (
     divisible,
     equal,
     evaluate,
+    exact_quotient,
     floor_divide,
     implied,
     parse_dim,
@@ -109,6 +110,13 @@ def test_implication_uses_declared_bounds_equalities_and_divisibility() -> None:
     assert implied(at_least(floor_divide(n - 5, 2), 0), [at_least(n, 5)])
     assert implied(equal(floor_divide(n, 8) * 8, n), [divisible(n, 8)])
     assert not implied(equal(floor_divide(n, 8) * 8, n), [])
+
+
+def test_exact_quotients_are_polynomials_or_none() -> None:
+    assert exact_quotient(768 * n, n) == 768 and exact_quotient(3 * n * m, m) == 3 * n
+    assert exact_quotient(n + 1, n + 1) == 1 and exact_quotient(6 * n + 4, 2) == 3 * n + 2
+    assert exact_quotient(n + 1, n) is None and exact_quotient(6 * n + 3, 2) is None
+    assert exact_quotient(n * m, n + m) is None and exact_quotient(n, 0) is None
 
 
 # -- every op over symbols, against numpy -------------------------------------------------------
@@ -204,6 +212,10 @@ CASES = {
     "iota_is_arange_n": Case(
         _function("f32[n]", "%0 = iota() dimension=0 : i64[n]", "%0"),
         lambda s: [_floats(s)], lambda x: np.arange(len(x))),
+    "extent_is_the_value_of_an_extent": Case(
+        _function("f32[n,3]{1,0}", "%0 = extent() size=[2*n-1] : i64[]\n"
+                  "%1 = extent() size=[3] : i64[]", "%0, %1"),
+        lambda s: [_floats(s, 3)], lambda x: (np.int64(2 * len(x) - 1), np.int64(3))),
     "broadcast_in_dim": Case(
         _function("f32[n]", "%0 = broadcast_in_dim(%p0) dims=[0] : f32[n,3]{1,0}", "%0"),
         lambda s: [_floats(s)], lambda x: np.repeat(x[:, None], 3, 1)),

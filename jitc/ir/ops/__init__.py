@@ -5,7 +5,7 @@ from jitc.ir.ops.complex import COMPLEX, IMAG, REAL
 from jitc.ir.ops.control import CONDITIONAL, WHILE
 from jitc.ir.ops.elementwise import *  # noqa: F403
 from jitc.ir.ops.fusion import FUSION, FUSION_KINDS
-from jitc.ir.ops.leaves import CONSTANT, IOTA, PARAMETER
+from jitc.ir.ops.leaves import CONSTANT, EXTENT, IOTA, PARAMETER
 from jitc.ir.ops.linalg import CONVOLUTION, DOT_GENERAL, parse_dim_labels
 from jitc.ir.ops.reduce import ARGMAX, ARGMIN, REDUCE, reduce_identity
 from jitc.ir.ops.shape import (
@@ -23,7 +23,7 @@ from jitc.ir.ops.shape import (
 from jitc.ir.ops.sort import SORT
 
 __all__ = [
-    "OPS", "lookup", "CONDITIONAL", "WHILE", "FUSION", "FUSION_KINDS", "CONSTANT", "IOTA",
+    "OPS", "lookup", "CONDITIONAL", "WHILE", "FUSION", "FUSION_KINDS", "CONSTANT", "EXTENT", "IOTA",
     "PARAMETER", "CONVOLUTION", "COMPLEX", "IMAG", "REAL",
     "DOT_GENERAL",
     "parse_dim_labels", "ARGMAX", "ARGMIN", "REDUCE", "reduce_identity", "BROADCAST_IN_DIM",

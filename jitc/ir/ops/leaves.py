@@ -1,4 +1,4 @@
-"""Ops without operands: function parameters, constants and iota."""
+"""Ops without operands: function parameters, constants, iota and extent."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
+from jitc.ir import dtypes
 from jitc.ir.core import Literal
 from jitc.ir.opdef import Attr, AttrKind, IRTypeError, OpDef, Trait, register
 from jitc.ir.ops.rules import NUMERIC, check_kind, declared_one, tensor
@@ -61,6 +62,19 @@ def _iota_reference(args: Sequence[np.ndarray], attrs: Mapping[str, object],
     return [np.broadcast_to(line.reshape(view), result.shape)]
 
 
+def _extent_rule(types: Sequence[TensorType], attrs: Mapping[str, object],
+                 declared: Sequence[TensorType] | None) -> list[TensorType]:
+    if len(attrs["size"]) != 1:  # type: ignore[arg-type]
+        raise IRTypeError(f"extent: size holds one extent, got {len(attrs['size'])}")
+    return [tensor(dtypes.int64, ())]
+
+
+def _extent_reference(args: Sequence[np.ndarray], attrs: Mapping[str, object],
+                      results: Sequence[TensorType]) -> list[np.ndarray]:
+    # The interpreter hands over `size` with the call's symbol values substituted.
+    return [np.asarray(attrs["size"][0], np.int64)]  # type: ignore[index]
+
+
 PARAMETER = register(OpDef(
     "parameter", 0, _parameter_rule, _parameter_reference,
     "the function argument number `index`", (Attr("index", AttrKind.INT),),
@@ -72,3 +86,9 @@ IOTA = register(OpDef(
     "iota", 0, _iota_rule, _iota_reference,
     "each element is its own index along `dimension`", (Attr("dimension", AttrKind.INT),),
     LEAF | {Trait.TYPED_RESULT}))
+# A symbolic extent as a value (`x / x.shape[0]`, the count of a mean): the call's symbols
+# decide it. A static one is a constant, and constant folding makes it one.
+EXTENT = register(OpDef(
+    "extent", 0, _extent_rule, _extent_reference,
+    "the value of the extent expression `size` (one entry, symbols allowed) as an i64 scalar",
+    (Attr("size", AttrKind.DIMS),), LEAF))

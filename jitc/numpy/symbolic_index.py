@@ -1,0 +1,131 @@
+"""Indexing an array whose shape has symbolic dimensions (docs/dynamic-shapes.md).
+
+numpy still checks the index, on a stand-in array in which each symbolic extent is a distinct
+placeholder size; what numpy cannot know about a symbolic axis (is `x[5]` in range, is `x[1:]`
+non-empty) becomes a constraint of the call, recorded by the slice op's shape rule: `x[1:]`
+and `x[-1]` need `n >= 1`, `x[:3]` needs `n >= 3`. A call that breaks one fails with an error
+naming it rather than getting numpy's clamped answer, which a program compiled for the general
+case cannot give.
+"""
+
+from __future__ import annotations
+
+import operator
+from typing import Any
+
+import numpy as np
+
+from jitc.ir.symbolic import Dim, DimLike, is_static
+from jitc.numpy._core import unsupported
+from jitc.tracing.errors import IndexingError, located
+
+# Placeholder sizes of symbolic axes: primes, so that no product of static extents hits one.
+_PLACEHOLDERS = (1009, 1013, 1019, 1021, 1031, 1033, 1039, 1049, 1051, 1061, 1063, 1069)
+
+
+def _placeholders(shape: tuple[DimLike, ...], taken: set[int]) -> tuple[int, ...]:
+    """`shape` with each symbolic extent as a distinct placeholder size, none in `taken`."""
+    free = iter(p for p in _PLACEHOLDERS if p not in taken)
+    return tuple(next(free) if isinstance(d, Dim) else d for d in shape)
+
+
+def integer_position(size: DimLike, index: object) -> DimLike:
+    """The position numpy's integer index names on an axis of `size` (negative from the end);
+    on a symbolic axis, the slice taking it records that it is in range."""
+    i = operator.index(index)  # type: ignore[arg-type]
+    return i if i >= 0 else size + i
+
+
+def _position(size: DimLike, bound: object) -> DimLike:
+    if isinstance(bound, Dim):
+        return bound
+    return integer_position(size, bound)
+
+
+def slice_bounds(size: DimLike, item: slice) -> tuple[DimLike, DimLike, int, bool]:
+    """(start, limit, step, reversed) of numpy's `item` on a symbolic axis: the elements
+    `start:limit:step` of the axis, reversed first when `reversed`. Bounds outside the axis
+    are constraints of the call (the slice op's rule records them), never clamped."""
+    step = 1 if item.step is None else operator.index(item.step)
+    if step == 0:
+        raise ValueError(located("slice step cannot be zero"))
+    start, stop = item.start, item.stop
+    statics = [b for b in (start, stop) if b is not None]
+    if len(statics) == 2 and all(isinstance(b, (int, np.integer)) for b in statics) and \
+            (start >= 0) == (stop >= 0) and (stop - start) * step <= 0:
+        return 0, 0, 1, False  # empty for every size (x[3:1], x[-1:-3])
+    if step > 0:
+        lo = 0 if start is None else _position(size, start)
+        hi = size if stop is None else _position(size, stop)
+        return lo, hi, step, False
+    if any(isinstance(b, Dim) for b in statics):
+        raise unsupported("a slice with a negative step and symbolic bounds",
+                          "Reverse the array first (x[::-1]) and slice with a positive step.")
+    # On the reversed axis, position i is size-1-i and the step is positive.
+    lo = 0 if start is None else size - 1 - _position(size, start)
+    hi = size if stop is None else size - 1 - _position(size, stop)
+    return lo, hi, -step, True
+
+
+def _is_advanced(item: Any) -> bool:
+    return not (item is None or item is Ellipsis or isinstance(item, slice) or (
+        isinstance(item, (int, np.integer)) and not isinstance(item, (bool, np.bool_))))
+
+
+def _full_slice(item: Any) -> bool:
+    return isinstance(item, slice) and item == slice(None)
+
+
+def result_shape(shape: tuple[DimLike, ...], items: tuple[Any, ...],
+                 axes: list[int | None], stand_ins: tuple[Any, ...],
+                 indexed: str) -> tuple[DimLike, ...] | None:
+    """numpy's checks of `array[items]` for a symbolic `shape`; None when the index is basic
+    (the ops that apply it give the shape), else the shape of an advanced index whose
+    symbolic axes are whole slices. `axes` is the axis each item starts at; `stand_ins` are
+    the items as numpy may see them."""
+    taken = {d for d in shape if isinstance(d, int)}
+    taken |= {d for it in stand_ins if isinstance(it, np.ndarray) for d in it.shape}
+    concrete = _placeholders(shape, taken)
+    placeholder = {p: d for p, d in zip(concrete, shape) if isinstance(d, Dim)}
+    rank = len(shape)
+    for item, axis in zip(items, axes):
+        covered = shape[axis:axis + np.ndim(item) or None] if axis is not None else ()
+        if isinstance(item, np.ndarray) and item.dtype == np.bool_ and item.ndim and \
+                not all(is_static(d) for d in covered):
+            raise IndexingError(located(
+                f"a constant boolean index of shape {item.shape} cannot match the symbolic "
+                f"extents ({', '.join(map(str, covered))}) of {indexed} for every size; build "
+                "the mask from the array (np.arange(x.shape[0]) % 2 == 0) and use "
+                "np.where(mask, x, fill)"))
+    checked = []
+    for item, stand_in, axis in zip(items, stand_ins, axes):
+        on_symbol = axis is not None and -rank <= axis < rank and not is_static(shape[axis])
+        # numpy would check an integer against the placeholder: the call checks it instead.
+        if on_symbol and not _is_advanced(item) and isinstance(item, (int, np.integer)):
+            stand_in = 0
+        elif isinstance(item, slice) and any(isinstance(b, Dim) for b in (item.start,
+                                                                          item.stop)):
+            stand_in = slice(None, None, item.step)  # symbolic bounds: the slice rule checks
+        checked.append(stand_in)
+    dummy = np.lib.stride_tricks.as_strided(np.zeros(1, np.int8), concrete, (0,) * rank,
+                                            writeable=False)
+    try:
+        want = dummy[tuple(checked)].shape
+    except IndexError as exc:
+        raise IndexingError(located(f"{exc} (indexing {indexed})")) from None
+    if not any(_is_advanced(it) for it in items):
+        return None
+    for item, axis in zip(items, axes):
+        whole = item is None or item is Ellipsis or _full_slice(item) or \
+            isinstance(item, (bool, np.bool_))  # a new axis, as None
+        if axis is not None and -rank <= axis < rank and not is_static(shape[axis]) and \
+                not whole:
+            raise unsupported(
+                f"indexing {indexed} with an integer array or mask together with a slice or "
+                "integer on a symbolic axis",
+                "Index the symbolic axes with ':' only, or apply the slice in a separate "
+                "indexing step.")
+    return tuple(placeholder.get(d, d) for d in want)
+
+
+__all__ = ["integer_position", "result_shape", "slice_bounds"]
