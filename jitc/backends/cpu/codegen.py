@@ -45,7 +45,6 @@ from jitc.ir.core import Instruction, Module
 from jitc.ir.opdef import Trait
 from jitc.ir.ops import FUSION
 from jitc.ir.structural import function_key
-from jitc.ir.symbolic import is_static
 
 ENTRY = "jitc_entry"
 PARALLEL_FOR = "jitc_parallel_for"
@@ -328,7 +327,7 @@ def _emit_entry(module: ir.Module, plan: BufferPlan, emitted: list[kernels.Kerne
         fn = module.get_global(kernel.name)
         started = clock.now(b) if clock is not None else None
         outer = extents.value(b, kernel.outer)
-        if is_static(kernel.outer) and is_static(kernel.cost):
+        if isinstance(kernel.outer, int) and isinstance(kernel.cost, int):
             threads = min(num_threads, kernel.outer, max(1, kernel.cost // PARALLEL_GRAIN))
             split = threads > 1
         else:

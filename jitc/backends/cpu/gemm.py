@@ -62,6 +62,8 @@ FMAS_PER_OPERATION = 8
 DIRECT_ROWS = 128
 # The value a symbol is taken to have where a heuristic needs a number (how threads split).
 SYMBOLIC_GUESS = 1024
+# The row count the in-place variant of a product with symbolic rows is split for.
+SMALL_ROWS_GUESS = 16
 
 
 # -- which dot_generals become a GEMM ------------------------------------------------------
@@ -205,11 +207,24 @@ class _Gemm:
         # memory not overlapped with arithmetic, which a few row strips cannot amortise. Not
         # when its rows are a multiple of 4 KiB apart: every row of a panel would then fall
         # into the same cache sets (64x768x3072 ran 17% slower in place).
-        # A symbolic product packs (its row count is not known to be small).
         row_bytes = form.b.contract * self.out.type.dtype.itemsize
-        self.direct = form.b.free == 1 and is_static(form.n) and form.n % t.nr == 0 and \
-            at_most(form.m, DIRECT_ROWS) and is_static(row_bytes) and row_bytes % 4096 != 0
-        self.split_rows = _split_rows(form, t, packs_rhs=not self.direct)
+        in_place = form.b.free == 1 and is_static(form.n) and form.n % t.nr == 0 and \
+            is_static(row_bytes) and row_bytes % 4096 != 0
+        if is_static(form.m):
+            direct = in_place and form.m <= DIRECT_ROWS
+            self.variants = [(direct, _split_rows(form, t, packs_rhs=not direct))]
+        else:
+            # A symbolic row count: the call chooses between the variant for at most
+            # DIRECT_ROWS rows (in place when it can be) and the packed one for more.
+            self.variants = [(False, _split_rows(form, t, packs_rhs=True))]
+            if in_place:
+                small = replace(form, m=SMALL_ROWS_GUESS)
+                self.variants.insert(0, (True, _split_rows(small, t, packs_rhs=False)))
+        self._configure(*self.variants[-1])
+
+    def _configure(self, direct: bool, split_rows: bool) -> None:
+        t, form = self.t, self.form
+        self.direct, self.split_rows = direct, split_rows
         if not is_static(form.n):
             self.nc = t.nc
             return
@@ -223,12 +238,35 @@ class _Gemm:
 
     def emit(self) -> Kernel:
         b, t, form = self.b, self.t, self.form
-        if not self.direct:
+        if not self.direct:  # the last variant packs if any does
             with b.goto_entry_block():
                 # Slack for the whole-vector stores of a transposed copy: up to a block of
                 # depth steps past kc, and a vector past the last step.
                 slack = t.lanes + 1
                 self.packed_b = self._stack_buffer((self.kc + slack) * self.nc, "bpack")
+        batches = math.prod(form.batch)
+        if len(self.variants) == 1:
+            outer = self._emit_variant()
+        else:
+            rows = self._value(form.m)
+            few = b.icmp_signed("<=", rows, const(DIRECT_ROWS))
+            with b.if_else(few) as (small, large):
+                with small:
+                    self._configure(*self.variants[0])
+                    few_units = self._emit_variant()
+                with large:
+                    self._configure(*self.variants[1])
+                    many_units = self._emit_variant()
+            outer = extents.Choice(form.m, DIRECT_ROWS, few_units, many_units)
+        self.ctx.finish()
+        fmas = batches * form.m * form.n * form.k
+        cost = max(fmas // FMAS_PER_OPERATION, 1) if is_static(fmas) else \
+            fmas // FMAS_PER_OPERATION
+        return Kernel(self.ctx.name, outer, cost)
+
+    def _emit_variant(self) -> DimLike:
+        """The units [begin, end) of the configured split; returns how many units there are."""
+        b, t, form = self.b, self.t, self.form
         extent, unit = (form.m, t.mr) if self.split_rows else (form.n, t.nr)
         per_batch = _ceil(extent, unit)
         batches = math.prod(form.batch)
@@ -244,11 +282,7 @@ class _Gemm:
                 lo = maximum(b, b.sub(begin, base), const(0))
                 hi = minimum(b, b.sub(end, base), units)
                 self._units(batch, lo, hi)
-        self.ctx.finish()
-        fmas = batches * form.m * form.n * form.k
-        cost = max(fmas // FMAS_PER_OPERATION, 1) if is_static(fmas) else \
-            fmas // FMAS_PER_OPERATION
-        return Kernel(self.ctx.name, batches * per_batch, cost)
+        return batches * per_batch
 
     def _value(self, extent: DimLike) -> ir.Value:
         return extents.value(self.b, extent)

@@ -36,7 +36,7 @@ COLUMN_ROWS = 4
 @dataclass
 class Kernel:
     name: str
-    outer: DimLike      # the extent of the split dimension (1 when it cannot be split)
+    outer: DimLike | extents.Choice  # the extent of the split dimension (1: no split)
     cost: DimLike       # rough element operations, for the parallelism decision
 
 

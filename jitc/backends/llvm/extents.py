@@ -10,6 +10,7 @@ wherever that builder emits code; LLVM's GVN and LICM share and hoist the arithm
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from llvmlite import ir
 
@@ -38,12 +39,26 @@ def has_symbols(builder: ir.IRBuilder) -> bool:
     return hasattr(builder.function, _ATTRIBUTE)
 
 
-def value(builder: ir.IRBuilder, dim: DimLike | ir.Value) -> ir.Value:
+@dataclass(frozen=True)
+class Choice:
+    """`small` when `extent <= bound` at the call, else `large`: the extent of a kernel whose
+    code chooses between two variants by a symbolic size (gemm.py)."""
+
+    extent: DimLike
+    bound: int
+    small: DimLike
+    large: DimLike
+
+
+def value(builder: ir.IRBuilder, dim: DimLike | Choice | ir.Value) -> ir.Value:
     """`dim` as an i64: a constant when static; an ir.Value passes through."""
     if isinstance(dim, ir.Value):
         return dim
     if isinstance(dim, int):
         return ir.Constant(I64, dim)
+    if isinstance(dim, Choice):
+        few = builder.icmp_signed("<=", value(builder, dim.extent), ir.Constant(I64, dim.bound))
+        return builder.select(few, value(builder, dim.small), value(builder, dim.large))
     symbols = getattr(builder.function, _ATTRIBUTE, None)
     if symbols is None:
         raise SymbolicExtentError(f"the symbolic extent {dim} is needed in "
@@ -90,4 +105,4 @@ def positive(dim: DimLike) -> DimLike:
     return dim if isinstance(dim, Dim) else max(dim, 1)
 
 
-__all__ = ["SymbolicExtentError", "bind", "has_symbols", "positive", "static", "value"]
+__all__ = ["Choice", "SymbolicExtentError", "bind", "has_symbols", "positive", "static", "value"]
