@@ -9,6 +9,8 @@ import numpy as np
 import pytest
 
 import jitc
+from jitc.backends.llvm.extents import SymbolicExtentError
+from jitc.ir.interpreter import ArgumentError
 from jitc.tracing.function import AbstractArray
 
 RNG = np.random.default_rng(5)
@@ -78,6 +80,8 @@ PROGRAMS = {
     "concatenate along the symbolic axis": (
         lambda x: np.concatenate([x, x * 2.0]) + 1.0, ("f32[B,16]",),
         lambda n: (_floats(n, 16),)),
+    "pad (reads an operand that may be empty only inside it)": (
+        lambda x: np.pad(x, 1) * 2.0, ("f32[B,3]",), lambda n: (_floats(n, 3),)),
     "concatenate along a static axis": (
         lambda x, y: np.concatenate([x, y], axis=1) * 2.0, ("f32[B,3]", "f32[B,5]"),
         lambda n: (_floats(n, 3), _floats(n, 5))),
@@ -109,3 +113,79 @@ def test_one_compilation_agrees_with_numpy_and_the_interpreter(program: str) -> 
         assert got.shape == expected.shape == reference.shape and got.dtype == expected.dtype
         np.testing.assert_allclose(got, expected, rtol=2e-5, atol=2e-5)
         np.testing.assert_allclose(got, reference, rtol=2e-5, atol=2e-5)
+
+
+def _stats(f) -> list[tuple[str, bool]]:
+    return [(s["signature"], s["symbolic"]) for s in f.compile_stats()]
+
+
+def test_the_default_policy_serves_batches_1_to_512_with_three_compilations() -> None:
+    f = jitc.jit(mlp)
+    for batch in range(1, 513):
+        x = _floats(batch, 48)
+        got = f(x, W1, B1, W2)
+        if batch in (1, 2, 3, 64, 511):
+            np.testing.assert_allclose(got, mlp(x, W1, B1, W2), rtol=2e-5, atol=2e-5)
+    assert _stats(f) == [("f32[1,48], f32[48,32], f32[32], f32[32,10]", False),
+                         ("f32[2,48], f32[48,32], f32[32], f32[32,10]", False),
+                         ("f32[x_0,48], f32[48,32], f32[32], f32[32,10]", True)]
+
+
+def test_dynamic_true_compiles_once_for_every_size_even_0_and_1() -> None:
+    f = jitc.jit(softmax, dynamic=True)
+    for batch, width in ((5, 10), (0, 3), (1, 7), (64, 33)):
+        x = _floats(batch, width)
+        np.testing.assert_allclose(f(x), softmax(x), rtol=2e-5, atol=2e-6)
+    assert _stats(f) == [("f32[x_0,x_1]", True)]
+
+
+def test_a_call_that_breaks_a_constraint_names_it() -> None:
+    compiled = jitc.jit(lambda x, y: x * y).lower(AbstractArray("f32[n]"),
+                                                  AbstractArray("f32[m]")).compile()
+    np.testing.assert_array_equal(compiled(np.ones(4, np.float32), np.full(4, 2, np.float32)),
+                                  np.full(4, 2, np.float32))
+    executable = compiled.executable
+    with pytest.raises(ArgumentError, match=r"constraint m == n does not hold: m=3, n=5"):
+        executable([np.ones(5, np.float32), np.ones(3, np.float32)])
+    with pytest.raises(ArgumentError, match=r"expected f32\[n\], got float32\[2, 2\]"):
+        executable([np.ones((2, 2), np.float32), np.ones(3, np.float32)])
+
+
+def test_a_donated_argument_holds_the_result_of_a_symbolic_call() -> None:
+    f = jitc.jit(lambda x: x * 2.0 + 1.0, donate_argnums=(0,), dynamic=True)
+    for n in (3, 9):
+        x = _floats(n, 4)
+        expected = x * 2.0 + 1.0
+        got = f(x)
+        np.testing.assert_array_equal(got, expected)
+        assert got is x  # computed in place, as with static shapes
+    assert _stats(f) == [("f32[x_0,x_1]", True)]
+
+
+def test_an_unsupported_construct_is_refused_at_compile_time_and_compiled_exactly() -> None:
+    def body(x):
+        return jitc.lax.while_loop(lambda c: c[1] < 3, lambda c: (c[0] * 2.0 + 1.0, c[1] + 1),
+                                   (x, 0))[0]
+
+    with pytest.raises(SymbolicExtentError, match=r"the cpu backend cannot compile body with "
+                                                   r"symbolic dimensions \(B\) yet: while"):
+        jitc.jit(body).lower(AbstractArray("f32[B,3]")).compile()
+    f = jitc.jit(body, dynamic=True)
+    for n in (2, 5):
+        x = _floats(n, 3)
+        np.testing.assert_allclose(f(x), ((x * 2 + 1) * 2 + 1) * 2 + 1, rtol=1e-6)
+    reasons = [s["reason"] for s in f.compile_stats()]
+    assert [s["symbolic"] for s in f.compile_stats()] == [False, False]
+    assert "the symbolic compilation is refused (SymbolicExtentError: the cpu backend " \
+        "cannot compile body with symbolic dimensions" in reasons[0]
+
+
+def test_the_static_code_of_a_module_is_unchanged_by_symbol_support() -> None:
+    # A static module has no symbol slot and passes no symbol values: one buffer per argument,
+    # result and constant, and the workspace pointer (docs/backend-porting.md).
+    lowered = jitc.jit(mlp).lower(_floats(4, 48), W1, B1, W2)
+    ir_text = lowered.compile().executable.as_text()
+    assert "sym." not in ir_text
+    symbolic_text = jitc.jit(mlp).lower(AbstractArray("f32[B,48]"), W1, B1,
+                                        W2).compile().executable.as_text()
+    assert "sym.B" in symbolic_text

@@ -93,9 +93,7 @@ def _pad(e: ElementalEmitter, inst: Instruction, index: Index) -> ir.Value:
     b = e.builder
     operand = inst.operands[0].type
     fill = e.scalar(inst.operands[1])
-    # An operand that may be empty at the call would be read at a clamped index out of it.
-    extents.static(operand.size, "pad of an operand with symbolic dimensions")
-    if operand.size == 0:
+    if is_static(operand.size) and operand.size == 0:
         return fill
     interior = inst.attrs["interior"] or (0,) * operand.rank  # type: ignore[operator]
     inside: ir.Value = ir.Constant(I1, 1)
@@ -111,8 +109,18 @@ def _pad(e: ElementalEmitter, inst: Instruction, index: Index) -> ir.Value:
                                           e.index_const(0)))
         inside = b.and_(inside, ok)
         mapped.append(e.clamp_index(position, 0, size - 1))
-    # The load uses a clamped index, so it stays in bounds whether or not it is selected.
-    return b.select(inside, e.operand(inst, 0, mapped), fill)
+    if is_static(operand.size):
+        # The load uses a clamped index, so it stays in bounds whether or not it is selected.
+        return b.select(inside, e.operand(inst, 0, mapped), fill)
+    # An operand of symbolic size may be empty at the call: read it only inside.
+    before = b.block
+    with b.if_then(inside):
+        value = e.operand_in_branch(inst, 0, mapped)
+        read = b.block
+    result = b.phi(fill.type)
+    result.add_incoming(value, read)
+    result.add_incoming(fill, before)
+    return result
 
 
 # Up to this many operands, a concatenate's element is a chain of selects over every operand's
