@@ -88,6 +88,20 @@ PROGRAMS = {
 }
 
 
+def _while(x):
+    return jitc.lax.while_loop(lambda c: c[1] < 3, lambda c: (c[0] * 2.0 + 1.0, c[1] + 1),
+                               (x, 0))[0]
+
+
+def _cond(x):
+    return jitc.lax.cond(x.sum() > 0, lambda a: a * 2.0,
+                         lambda a: a - a.sum(axis=1, keepdims=True), x)
+
+
+PROGRAMS["while loop"] = (_while, ("f32[B,3]",), lambda n: (_floats(n, 3),))
+PROGRAMS["conditional"] = (_cond, ("f32[B,3]",), lambda n: (_floats(n, 3) + 0.2 * (n % 2),))
+
+
 def _compiled(program: str) -> tuple[jitc.api.Compiled, object]:
     fun, specs, _ = PROGRAMS[program]
     lowered = jitc.jit(fun).lower(*(AbstractArray(s) for s in specs))
@@ -163,21 +177,24 @@ def test_a_donated_argument_holds_the_result_of_a_symbolic_call() -> None:
 
 
 def test_an_unsupported_construct_is_refused_at_compile_time_and_compiled_exactly() -> None:
-    def body(x):
-        return jitc.lax.while_loop(lambda c: c[1] < 3, lambda c: (c[0] * 2.0 + 1.0, c[1] + 1),
-                                   (x, 0))[0]
+    def write_rows(x, rows, at):
+        return jitc.lax.dynamic_update_slice(x, rows, (at, 0)) * 2.0
 
-    with pytest.raises(SymbolicExtentError, match=r"the cpu backend cannot compile body with "
-                                                   r"symbolic dimensions \(B\) yet: while"):
-        jitc.jit(body).lower(AbstractArray("f32[B,3]")).compile()
-    f = jitc.jit(body, dynamic=True)
-    for n in (2, 5):
-        x = _floats(n, 3)
-        np.testing.assert_allclose(f(x), ((x * 2 + 1) * 2 + 1) * 2 + 1, rtol=1e-6)
-    reasons = [s["reason"] for s in f.compile_stats()]
-    assert [s["symbolic"] for s in f.compile_stats()] == [False, False]
+    specs = (AbstractArray("f32[B,3]"), AbstractArray("f32[R,3]"), np.int64(1))
+    with pytest.raises(SymbolicExtentError, match=r"the cpu backend cannot compile write_rows "
+                                                   r"with symbolic dimensions \(B, R\) yet: "
+                                                   r"dynamic_update_slice"):
+        jitc.jit(write_rows).lower(*specs).compile()
+    f = jitc.jit(write_rows, dynamic=True)
+    for n in (3, 5):
+        x, rows = _floats(n, 3), _floats(2, 3)
+        expected = x.copy()
+        expected[1:3] = rows
+        np.testing.assert_array_equal(f(x, rows, 1), expected * 2.0)
+    stats = f.compile_stats()
+    assert [s["symbolic"] for s in stats] == [False, False]
     assert "the symbolic compilation is refused (SymbolicExtentError: the cpu backend " \
-        "cannot compile body with symbolic dimensions" in reasons[0]
+        "cannot compile write_rows with symbolic dimensions" in stats[0]["reason"]
 
 
 def test_the_static_code_of_a_module_is_unchanged_by_symbol_support() -> None:

@@ -146,16 +146,17 @@ def lower_module(module: Module, num_threads: int = 1, name: str = "jitc",
                  linkage: Linkage = Linkage(), donated: frozenset[int] = frozenset(),
                  partitions: int = 1, external_routines: bool = False,
                  native_ldexp: bool = False, native_vnni: bool = False,
-                 timing: int | None = None) -> Lowering:
+                 timing: int | None = None, symbols: tuple[str, ...] = ()) -> Lowering:
     """The LLVM IR of `module`: its kernels spread over up to `partitions` modules (the first
     until it holds SPLIT_INSTRUCTIONS instructions, then whichever holds the least code), the
     GEMM routines declared rather than defined when `external_routines`, the vector math
     scaling with llvm.ldexp when `native_ldexp`, byte products with VNNI when `native_vnni`,
     the entry timing its kernels for profile number `timing` when given (regions run untimed
-    inside the kernel that steps them)."""
+    inside the kernel that steps them). A region of a symbolic program takes the program's
+    `symbols` (its entry gets their values after the workspace, like the program's)."""
     assert partitions == 1 or not linkage.internal, "internal kernels must share one module"
     fn = module.entry
-    plan = plan_buffers(fn, donated, module, views=True)
+    plan = plan_buffers(fn, donated, module, views=True, symbols=symbols)
     parts = [ir.Module(name=name if p == 0 else f"{name}.{p}") for p in range(partitions)]
     if native_ldexp:  # the target scales vectors by powers of two in one instruction
         for part in parts:
@@ -195,8 +196,8 @@ def lower_module(module: Module, num_threads: int = 1, name: str = "jitc",
         lowered = lower_module(optimized, num_threads, name=f"{name}.{region_prefix}",
                                linkage=replace(linkage, prefix=region_prefix,
                                                bake_constants=True),
-                               partitions=1,
-                               external_routines=external_routines, native_ldexp=native_ldexp)
+                               partitions=1, external_routines=external_routines,
+                               native_ldexp=native_ldexp, symbols=plan.symbols)
         if linkage.internal:
             # The step calls the region's entry from another module: the entry is linked
             # across modules, yet never exported from the library.
@@ -212,9 +213,6 @@ def lower_module(module: Module, num_threads: int = 1, name: str = "jitc",
         if inst.op.name in ("parameter", "constant") or id(inst.results[0]) in plan.aliases:
             continue
         if inst.op.has(Trait.REGIONS):
-            if plan.dims_slot is not None:
-                raise extents.SymbolicExtentError(
-                    f"{inst.op.name} regions do not take symbol values yet")
             # The step function is internal: it stays with the entry that calls it.
             step = f"{prefix}k{n}.{inst.op.name}"
             emitted.append(emit_control(parts[0], plan, step, inst, module, lower_region))

@@ -151,7 +151,8 @@ def _interval_overlaps(a: tuple[int, int], b: tuple[int, int]) -> bool:
 
 
 def plan_buffers(fn: Function, donated: frozenset[int] = frozenset(),
-                 program: Module | None = None, views: bool = False) -> BufferPlan:
+                 program: Module | None = None, views: bool = False,
+                 symbols: tuple[str, ...] = ()) -> BufferPlan:
     """Where every value lives: caller buffers for arguments and results, pointers for array
     constants, and offsets into one workspace for the rest.
 
@@ -162,6 +163,8 @@ def plan_buffers(fn: Function, donated: frozenset[int] = frozenset(),
     donated argument's buffer when that is safe (see `_donation`). With `views`, a slice that
     is a contiguous block of its operand (jitc.ir.views) is a pointer into the operand's buffer:
     a frame slot of its own, set by the entry function to the operand's address plus an offset.
+    `symbols`: the symbol values the function takes, when it is a region of a program with
+    those symbols (its own parameters need not have them all); else those of its parameters.
     """
     params = fn.parameters
     plan = BufferPlan(len(params), len(fn.outputs))
@@ -227,9 +230,10 @@ def plan_buffers(fn: Function, donated: frozenset[int] = frozenset(),
         plan.temp_offsets[next_slot] = placed[id(value)]
         next_slot += 1
     plan = _resolve_aliases(plan, owner, fn, offsets, next_slot)
-    symbols = set().union(*(t.symbols for t in fn.parameter_types))
+    if not symbols:
+        symbols = tuple(sorted(set().union(*(t.symbols for t in fn.parameter_types))))
     if symbols:
-        plan.symbols = tuple(sorted(symbols))
+        plan.symbols = symbols
         plan.dims_slot = plan.num_slots
     return plan
 
