@@ -9,8 +9,15 @@ import numpy as np
 import pytest
 
 import jitc
+from jitc.backends.base import get_backend
+from jitc.backends.cpu.plan import plan_buffers
 from jitc.backends.llvm.extents import SymbolicExtentError
 from jitc.ir.interpreter import ArgumentError
+from jitc.ir.parser import parse_module
+from jitc.ir.symbolic import is_static
+from jitc.options import Options
+from jitc.passes import KERNEL_PASSES
+from jitc.passes.pipeline import Pipeline
 from jitc.tracing.function import AbstractArray
 
 RNG = np.random.default_rng(5)
@@ -206,3 +213,39 @@ def test_the_static_code_of_a_module_is_unchanged_by_symbol_support() -> None:
     symbolic_text = jitc.jit(mlp).lower(AbstractArray("f32[B,48]"), W1, B1,
                                         W2).compile().executable.as_text()
     assert "sym.B" in symbolic_text
+
+
+SLICES = """
+constraint n >= 2
+constraint n % 4 == 0
+
+func @slices {
+  %x = parameter() index=0 : f32[n,6]{1,0}
+  %0 = slice(%x) start=[1,0] limit=[n,6] : f32[n-1,6]{1,0}
+  %1 = add(%0, %0) : f32[n-1,6]{1,0}
+  %2 = reshape(%x) : f32[n//4,24]{1,0}
+  %3 = slice(%x) start=[0,2] limit=[n-1,5] : f32[n-1,3]{1,0}
+  %4 = slice(%1) start=[1,0] limit=[n-1,6] stride=[2,1] : f32[(n+1)//2-1,6]{1,0}
+  %5 = slice(%x) start=[n-2,0] limit=[n,6] : f32[2,6]{1,0}
+  %6 = mul(%5, %5) : f32[2,6]{1,0}
+  return %1, %2, %3, %4, %6
+}
+"""
+
+
+def test_slices_and_reshapes_of_symbolic_extents_from_ir_text() -> None:
+    module = parse_module(SLICES)
+    optimized = Pipeline("cpu", list(KERNEL_PASSES)).run(module)
+    plan = plan_buffers(optimized.entry, frozenset(), optimized, views=True)
+    assert any(not is_static(offset) for _, offset in plan.views.values())  # x[n-2:] is a view
+    executable = get_backend("cpu").compile(optimized, Options())
+    for n in (4, 8, 12, 100):
+        x = _floats(n, 6)
+        got = executable([x])
+        expected = [x[1:] * 2, x.reshape(n // 4, 24), x[:n - 1, 2:5], (x[1:] * 2)[1::2],
+                    x[n - 2:] * x[n - 2:]]
+        for g, r, e in zip(got, jitc.interpret(module, [x]), expected, strict=True):
+            np.testing.assert_array_equal(g, e)
+            np.testing.assert_array_equal(r, e)
+    with pytest.raises(ArgumentError, match=r"constraint n % 4 == 0 does not hold: n=6"):
+        executable([_floats(6, 6)])

@@ -21,7 +21,7 @@ import numpy as np
 
 from jitc.ir.core import Function, Instruction, Module, Value
 from jitc.ir.opdef import Trait
-from jitc.ir.symbolic import Dim, DimLike
+from jitc.ir.symbolic import Dim, DimLike, is_static
 from jitc.ir.views import slice_view_offset
 
 ALIGNMENT = 64
@@ -192,14 +192,14 @@ def plan_buffers(fn: Function, donated: frozenset[int] = frozenset(),
             plan.slots[id(inst.result)] = next_slot
             next_slot += 1
     # A bitcast aliases its operand's buffer (unless it is a result: results are fresh arrays).
-    offsets: dict[int, int] = {}  # id(view) -> byte offset into its operand
+    offsets: dict[int, DimLike] = {}  # id(view) -> byte offset into its operand
     for inst in fn.body:
         if id(inst.results[0]) in plan.slots:
             continue
         view = slice_view_offset(inst) if views else None
         if is_bitcast(inst) or view is not None:
             plan.aliases[id(inst.result)] = inst.operands[0]
-            if view:
+            if view is not None and (not is_static(view) or view):
                 offsets[id(inst.result)] = view * inst.result.type.dtype.itemsize
     def owner(v: Value) -> Value:
         while id(v) in plan.aliases:
