@@ -6,6 +6,11 @@ jitted function per workload and backend, the persistent cache off, each size ca
 the total includes every trace and compile. Rows: compilations (of them symbolic), the jitted
 total, numpy's total for the same calls, and the reason the second compilation gives (why the
 sweep did or did not become one symbolic compilation).
+
+Then, per backend whose sweep compiled symbolically, the per-call time (median of repeated
+calls) at some of the sizes: of the symbolic compilation (as `jit` calls it, through the
+general call path) and of an exact compilation of that size (`dynamic=False`, the C fast
+path), and their ratio.
 """
 
 from __future__ import annotations
@@ -44,6 +49,43 @@ def _sweep(fn: Callable, make: Callable[[int], tuple], sizes: Sequence[int],
             "second_reason": reasons[0].splitlines()[0] if reasons else ""}
 
 
+PER_CALL_SIZES = (3, 13, 64, 256)
+
+
+def _median_call(fn: Callable, args: tuple, seconds: float = 0.2) -> float:
+    """Median seconds per call of `fn(*args)` over batches of calls lasting about `seconds`."""
+    fn(*args)
+    start = time.perf_counter()
+    fn(*args)
+    once = max(time.perf_counter() - start, 1e-7)
+    repeat = max(1, int(seconds / 5 / once))
+    samples = []
+    for _ in range(5):
+        start = time.perf_counter()
+        for _ in range(repeat):
+            fn(*args)
+        samples.append((time.perf_counter() - start) / repeat)
+    return float(np.median(samples))
+
+
+def _per_call(fn: Callable, make: Callable[[int], tuple], sizes: Sequence[int],
+              backend: str) -> list[tuple[int, float, float]]:
+    """(size, symbolic seconds, exact seconds) per size; empty when no symbolic compilation
+    serves them."""
+    symbolic = jitc.jit(fn, backend=backend, disk_cache=False)
+    symbolic(*make(sizes[0] + 1))
+    symbolic(*make(sizes[0] + 2))
+    if not any(s["symbolic"] for s in symbolic.compile_stats()):
+        return []
+    rows = []
+    for n in sizes:
+        args = make(n)
+        exact = jitc.jit(fn, backend=backend, disk_cache=False, dynamic=False)
+        rows.append((n, _median_call(symbolic, args), _median_call(exact, args)))
+    assert sum(s["symbolic"] for s in symbolic.compile_stats()) == 1
+    return rows
+
+
 def _mlp_calls() -> tuple[Callable, Callable[[int], tuple]]:
     rng = np.random.default_rng(0)
     x, *weights = _mlp_inputs(rng, False)
@@ -70,6 +112,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     args = parser.parse_args(argv)
     mlp_sizes = MLP_BATCHES[::3] if args.quick else MLP_BATCHES
     gpt2_sizes = range(1, (8 if args.quick else args.gpt2_max) + 1)
+    per_call: list[tuple[str, str, Callable, Callable[[int], tuple]]] = []
     print(f"{'workload':<28} {'backend':<12} {'compiles':>8} {'symbolic':>8} "
           f"{'jitc s':>8} {'numpy s':>8}  second compilation")
     for name, calls, sizes in (
@@ -81,6 +124,14 @@ def main(argv: Sequence[str] | None = None) -> None:
             print(f"{name:<28} {backend:<12} {row['compiles']:>8} {row['symbolic']:>8} "
                   f"{row['seconds']:>8.2f} {row['numpy_seconds']:>8.3f}  "
                   f"{row['second_reason'][:110]}")
+            if row["symbolic"] and backend != "interpreter":
+                per_call.append((name.split(",")[0], backend, fn, make))
+    print(f"\n{'per call':<28} {'backend':<12} {'size':>8} {'symbolic':>10} {'exact':>10} "
+          f"{'ratio':>6}")
+    for name, backend, fn, make in per_call:
+        for n, symbolic_s, exact_s in _per_call(fn, make, PER_CALL_SIZES, backend):
+            print(f"{name:<28} {backend:<12} {n:>8} {symbolic_s * 1e6:>8.1f}us "
+                  f"{exact_s * 1e6:>8.1f}us {symbolic_s / exact_s:>6.2f}")
 
 
 if __name__ == "__main__":

@@ -743,9 +743,66 @@ static PyTypeObject FastCallType = {
     .tp_getset = FastCall_getset,
 };
 
+/* call_entry(address, arrays, pointers, dims): the entry of a function with symbolic
+   dimensions (docs/dynamic-shapes.md), which the Dispatcher cannot check. `buffers` is the data
+   of each array (arguments, then results: C-contiguous ndarrays, checked by the caller), each
+   address in `pointers` (constants, workspace), then a pointer to the int64 values `dims`.
+   The GIL is released around the call. */
+static PyObject *call_entry(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 4 || !PyTuple_Check(args[1]) || !PyTuple_Check(args[2]) ||
+        !PyTuple_Check(args[3])) {
+        PyErr_SetString(PyExc_TypeError,
+                        "call_entry(address, arrays: tuple, pointers: tuple, dims: tuple)");
+        return NULL;
+    }
+    entry_fn entry = (entry_fn)(uintptr_t)PyLong_AsUnsignedLongLong(args[0]);
+    if (PyErr_Occurred()) return NULL;
+    Py_ssize_t narrays = PyTuple_GET_SIZE(args[1]), npointers = PyTuple_GET_SIZE(args[2]);
+    Py_ssize_t ndims = PyTuple_GET_SIZE(args[3]);
+    Py_ssize_t total = narrays + npointers + 1;
+    void *stack_buffers[64];
+    int64_t stack_dims[16];
+    void **buffers = total <= 64 ? stack_buffers : malloc(total * sizeof(void *));
+    int64_t *dims = ndims <= 16 ? stack_dims : malloc((ndims ? ndims : 1) * sizeof(int64_t));
+    PyObject *result = NULL;
+    if (!buffers || !dims) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < narrays; i++) {
+        PyObject *array = PyTuple_GET_ITEM(args[1], i);
+        if (!PyArray_Check(array)) {
+            PyErr_SetString(PyExc_TypeError, "call_entry: arrays must be ndarrays");
+            goto done;
+        }
+        buffers[i] = PyArray_DATA((PyArrayObject *)array);
+    }
+    for (Py_ssize_t i = 0; i < npointers; i++) {
+        buffers[narrays + i] =
+            (void *)(uintptr_t)PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(args[2], i));
+        if (PyErr_Occurred()) goto done;
+    }
+    for (Py_ssize_t i = 0; i < ndims; i++) {
+        dims[i] = PyLong_AsLongLong(PyTuple_GET_ITEM(args[3], i));
+        if (PyErr_Occurred()) goto done;
+    }
+    buffers[total - 1] = dims;
+    Py_BEGIN_ALLOW_THREADS
+    entry(buffers);
+    Py_END_ALLOW_THREADS
+    result = Py_None;
+    Py_INCREF(result);
+done:
+    if (buffers && buffers != stack_buffers) free(buffers);
+    if (dims && dims != stack_dims) free(dims);
+    return result;
+}
+
 static PyMethodDef runtime_functions[] = {
     {"release_recycled_results", release_recycled, METH_NOARGS,
      "Free the result memory kept for reuse (it is otherwise kept until the process ends)."},
+    {"call_entry", (PyCFunction)(void (*)(void))call_entry, METH_FASTCALL,
+     "call_entry(address, arrays, pointers, dims): run a symbolic entry (see pymodule.c)."},
     {NULL, NULL, 0, NULL},
 };
 

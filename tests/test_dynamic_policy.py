@@ -168,14 +168,22 @@ def test_an_extent_used_as_a_float_falls_back_to_exact_compilations() -> None:
                           "'float'): exact compilation")
 
 
-def test_the_cpu_backend_compiles_exactly_and_says_why() -> None:
-    f = jitc.jit(layer)
+def test_a_backend_with_static_extents_compiles_exactly_and_says_why() -> None:
+    f = jitc.jit(layer, backend="cuda-sim")
     _sweep(f, (3, 5, 7), W)
     reasons = _reasons(f)
     assert [r[2] for r in reasons] == [False, False, False]
     assert reasons[2][1] == ("dimension 0 of x changed (5 -> 7); the symbolic compilation is "
-                             "refused (the cpu backend takes static extents only): exact "
+                             "refused (the cuda-sim backend takes static extents only): exact "
                              "compilation")
+
+
+def test_the_cpu_backend_compiles_the_changed_dimension_symbolically() -> None:
+    f = jitc.jit(layer)
+    _sweep(f, (3, 5, 7, 64), W)
+    assert _reasons(f) == [("f32[3,8], f32[8,4]", "first call", False),
+                           ("f32[x_0,8], f32[8,4]",
+                            "dimension 0 of x changed (3 -> 5): now symbolic", True)]
 
 
 def _double(x):

@@ -16,8 +16,11 @@ from jitc.backends.cpu.codegen import ENTRY, Lowering, lower_module
 from jitc.backends.cpu.gemm_routines import declared_routines
 from jitc.backends.cpu.plan import contiguous_argument
 from jitc.backends.cpu.runtime import register_runtime_symbols
+from jitc.backends.cpu.symbolic_call import SymbolicEntry
 from jitc.backends.llvm import target
-from jitc.ir.core import Module
+from jitc.backends.llvm.extents import SymbolicExtentError
+from jitc.ir.core import Function, Module
+from jitc.ir.symbolic import Constraint, UnknownDimensionError
 from jitc.options import Options, compile_threads
 from jitc.passes import KERNEL_PASSES
 from jitc.passes.pipeline import Pass
@@ -42,14 +45,22 @@ class EntryPoint:
     # Per kernel, the entry body index of the instruction it computes (None: a copy into a
     # donated result); only timed executables (profiling) keep it.
     kernel_positions: list[int | None] | None = None
+    # A symbolic entry (docs/dynamic-shapes.md): the function its calls bind symbols with,
+    # the constraints they check and the order of the symbol values; shapes and the
+    # workspace size above are then expressions.
+    symbolic: tuple[Function, tuple[Constraint, ...], tuple[str, ...]] | None = None
 
     @classmethod
     def of(cls, module: Module, lowering: Lowering) -> EntryPoint:
         fn, plan = module.entry, lowering.plan
-        return cls(fn.name, [(p.type.shape, np.dtype(p.type.dtype.numpy)) for p in fn.parameters],
-                   [(v.type.shape, np.dtype(v.type.dtype.numpy)) for v in fn.outputs],
-                   [np.ascontiguousarray(c) for c in plan.constants], plan.workspace_bytes,
-                   dict(plan.donations), len(lowering.kernels))
+        entry = cls(fn.name, [(p.type.shape, np.dtype(p.type.dtype.numpy))
+                              for p in fn.parameters],
+                    [(v.type.shape, np.dtype(v.type.dtype.numpy)) for v in fn.outputs],
+                    [np.ascontiguousarray(c) for c in plan.constants], plan.workspace_bytes,
+                    dict(plan.donations), len(lowering.kernels))
+        if plan.dims_slot is not None:
+            entry.symbolic = (fn, tuple(module.constraints), plan.symbols)
+        return entry
 
 
 class CpuExecutable:
@@ -74,6 +85,13 @@ class CpuExecutable:
         self.out_types = entry.out_types
         self.constants = entry.constants
         self.workspace_bytes = entry.workspace_bytes
+        if entry.symbolic is not None:
+            fn, constraints, symbols = entry.symbolic
+            self.release_gil = True  # the ctypes call always releases it
+            self._call = SymbolicEntry(self.address, engine, fn, constraints, symbols,
+                                       self.out_types, self.constants, self.workspace_bytes,
+                                       entry.donations)
+            return
         touched = sum(int(np.prod(s)) for s, _ in self.arg_types + self.out_types)
         self.release_gil = touched + self.workspace_bytes // 4 >= RELEASE_GIL_ELEMENTS
         from jitc._runtime import RESULT_LIST
@@ -97,7 +115,10 @@ class CpuExecutable:
         """A C-level callable for exactly this signature; returns None on any mismatch.
         `writes`: the arguments the last len(writes) results are copied into after a call.
         `types`: the (shape, dtype) of the arguments and results callers pass and get, when
-        they differ from the code's but have its bytes (complex arrays for float pairs)."""
+        they differ from the code's but have its bytes (complex arrays for float pairs).
+        None for a symbolic entry: the dispatcher checks exact shapes."""
+        if self.entry.symbolic is not None:
+            return None
         from jitc._runtime import Dispatcher
         arg_types, out_types = types or (self.arg_types, self.out_types)
         specs = [(d.num, s) for s, d in arg_types]
@@ -108,6 +129,8 @@ class CpuExecutable:
                           self.entry.name, writes)
 
     def __call__(self, args: Sequence[np.ndarray]) -> list[np.ndarray]:
+        if self.entry.symbolic is not None:
+            return self._call(args)
         result = self._call(tuple(args))
         if result is None:
             # Not C-contiguous, not aligned, or not an ndarray of exactly the dtype (or a
@@ -134,6 +157,9 @@ class CpuExecutable:
 
 class CpuBackend:
     name = "cpu"
+    # Symbolic modules compile once for every size their constraints accept (a construct
+    # the kernels cannot take symbolically yet is refused at compile time).
+    symbolic_extents = True
     # A profile calls a variant of each function that times its kernels (`compile(timing=)`).
     times_kernels = True
 
@@ -145,6 +171,20 @@ class CpuBackend:
         """The machine code of `module`; with `timing` (a profile's number for it, see
         jitc/profiling.py) the variant whose entry records each kernel's time."""
         threads = options.num_threads if register_runtime_symbols() else 1
+        symbols = sorted(set().union(*(t.symbols for t in module.entry.parameter_types)))
+        if symbols:
+            try:
+                return self._compile(module, options, timing, threads)
+            except (UnknownDimensionError, SymbolicExtentError, TypeError) as exc:
+                # Every construct the kernels cannot take symbolically ends here, loudly,
+                # before any code runs; jit's policy then compiles each shape exactly.
+                raise SymbolicExtentError(
+                    f"the cpu backend cannot compile {module.entry.name} with symbolic "
+                    f"dimensions ({', '.join(symbols)}) yet: {exc}") from exc
+        return self._compile(module, options, timing, threads)
+
+    def _compile(self, module: Module, options: Options, timing: int | None,
+                 threads: int) -> CpuExecutable:
         # The kernels go to several modules compiled on as many threads; the GEMM routines
         # they call are compiled once per process (objects.py). Neither changes the code of
         # any function: only where it is compiled.
@@ -159,7 +199,8 @@ class CpuBackend:
         if timing is not None:
             entry.kernel_positions = lowering.positions
         progress.stage(f"codegen: LLVM compiling {len(lowering.parts)} module(s)")
-        keep = compile_cache.wanted(options) and timing is None
+        # A symbolic entry is not stored in the persistent cache (its metadata holds shapes).
+        keep = compile_cache.wanted(options) and timing is None and entry.symbolic is None
         routines = {r for part in lowering.parts for r in declared_routines(part)}
         if len(lowering.parts) == 1 and not routines:
             return self._compile_whole(entry, lowering, keep)

@@ -37,6 +37,7 @@ from jitc.backends.cpu.control import RegionCode, emit_control
 from jitc.backends.cpu.fusions import emit_fusion, fusion_buffers
 from jitc.backends.cpu.plan import ALIGNMENT, BufferPlan, plan_buffers
 from jitc.backends.cpu.sort_kernel import emit_sort
+from jitc.backends.llvm import extents
 from jitc.backends.llvm.elemental import RULES
 from jitc.backends.llvm.types import I8, I64, PTR, VOID
 from jitc.backends.llvm.vmath_base import scale_with_ldexp
@@ -145,16 +146,17 @@ def lower_module(module: Module, num_threads: int = 1, name: str = "jitc",
                  linkage: Linkage = Linkage(), donated: frozenset[int] = frozenset(),
                  partitions: int = 1, external_routines: bool = False,
                  native_ldexp: bool = False, native_vnni: bool = False,
-                 timing: int | None = None) -> Lowering:
+                 timing: int | None = None, symbols: tuple[str, ...] = ()) -> Lowering:
     """The LLVM IR of `module`: its kernels spread over up to `partitions` modules (the first
     until it holds SPLIT_INSTRUCTIONS instructions, then whichever holds the least code), the
     GEMM routines declared rather than defined when `external_routines`, the vector math
     scaling with llvm.ldexp when `native_ldexp`, byte products with VNNI when `native_vnni`,
     the entry timing its kernels for profile number `timing` when given (regions run untimed
-    inside the kernel that steps them)."""
+    inside the kernel that steps them). A region of a symbolic program takes the program's
+    `symbols` (its entry gets their values after the workspace, like the program's)."""
     assert partitions == 1 or not linkage.internal, "internal kernels must share one module"
     fn = module.entry
-    plan = plan_buffers(fn, donated, module, views=True)
+    plan = plan_buffers(fn, donated, module, views=True, symbols=symbols)
     parts = [ir.Module(name=name if p == 0 else f"{name}.{p}") for p in range(partitions)]
     if native_ldexp:  # the target scales vectors by powers of two in one instruction
         for part in parts:
@@ -194,8 +196,8 @@ def lower_module(module: Module, num_threads: int = 1, name: str = "jitc",
         lowered = lower_module(optimized, num_threads, name=f"{name}.{region_prefix}",
                                linkage=replace(linkage, prefix=region_prefix,
                                                bake_constants=True),
-                               partitions=1,
-                               external_routines=external_routines, native_ldexp=native_ldexp)
+                               partitions=1, external_routines=external_routines,
+                               native_ldexp=native_ldexp, symbols=plan.symbols)
         if linkage.internal:
             # The step calls the region's entry from another module: the entry is linked
             # across modules, yet never exported from the library.
@@ -231,6 +233,8 @@ def lower_module(module: Module, num_threads: int = 1, name: str = "jitc",
                 kernels.share_body(body)
                 bodies[key] = (body, first, True)
             slots = [plan.slot(v) for v in values]
+            if plan.dims_slot is not None:
+                slots.append(plan.dims_slot)
             # The wrapper goes where the (internal) body is.
             home[name] = home[first.name]
             kernels.emit_wrapper(parts[home[name]], name, body, slots)  # type: ignore[arg-type]
@@ -304,33 +308,55 @@ def _emit_entry(module: ir.Module, plan: BufferPlan, emitted: list[kernels.Kerne
     for slot, value in enumerate(baked, start=passed):
         b.store(value, b.gep(frame, [ir.Constant(I64, slot)], source_etype=PTR))
     workspace = b.load(b.gep(buffers, [ir.Constant(I64, passed)], source_etype=PTR), typ=PTR)
+    if plan.dims_slot is not None:
+        # The symbol values follow the workspace pointer (docs/dynamic-shapes.md).
+        dims = b.load(b.gep(buffers, [ir.Constant(I64, passed + 1)], source_etype=PTR),
+                      typ=PTR)
+        b.store(dims, b.gep(frame, [ir.Constant(I64, plan.dims_slot)], source_etype=PTR))
+        extents.bind(b, dims, plan.symbols)
     for slot, offset in plan.temp_offsets.items():
-        pointer = b.gep(workspace, [ir.Constant(I64, offset)], source_etype=I8)
+        pointer = b.gep(workspace, [extents.value(b, offset)], source_etype=I8)
         b.store(pointer, b.gep(frame, [ir.Constant(I64, slot)], source_etype=PTR))
     for slot, (owner, offset) in sorted(plan.views.items()):
         base = b.load(b.gep(frame, [ir.Constant(I64, owner)], source_etype=PTR), typ=PTR)
-        pointer = b.gep(base, [ir.Constant(I64, offset)], source_etype=I8)
+        pointer = b.gep(base, [extents.value(b, offset)], source_etype=I8)
         b.store(pointer, b.gep(frame, [ir.Constant(I64, slot)], source_etype=PTR))
     parallel_for = None
     clock = _Clock(module, timing) if timing is not None else None
     for index, kernel in enumerate(emitted):
         fn = module.get_global(kernel.name)
-        threads = min(num_threads, kernel.outer, max(1, kernel.cost // PARALLEL_GRAIN))
         started = clock.now(b) if clock is not None else None
-        if threads > 1:
+        outer = extents.value(b, kernel.outer)
+        if isinstance(kernel.outer, int) and isinstance(kernel.cost, int):
+            threads = min(num_threads, kernel.outer, max(1, kernel.cost // PARALLEL_GRAIN))
+            split = threads > 1
+        else:
+            # Decided per call: jitc_parallel_for runs one chunk on the caller's thread
+            # when the count is 1 (or more than the extent).
+            threads = _run_time_threads(b, kernel, num_threads)
+            split = num_threads > 1
+        if split:
             if parallel_for is None:
                 parallel_for = ir.Function(module, ir.FunctionType(
                     VOID, [PTR, PTR, I64, I64]), linkage.parallel_for)
             task = clock.timed_chunks(fn, index) if clock is not None else fn
-            b.call(parallel_for, [task, frame, ir.Constant(I64, kernel.outer),
-                                  ir.Constant(I64, threads)])
+            b.call(parallel_for, [task, frame, outer, extents.value(b, threads)])
         else:
-            b.call(fn, [frame, ir.Constant(I64, 0), ir.Constant(I64, kernel.outer)])
+            b.call(fn, [frame, ir.Constant(I64, 0), outer])
         if clock is not None:
-            clock.record(b, index, 0, ir.Constant(I64, 0), ir.Constant(I64, kernel.outer),
-                         started)
+            clock.record(b, index, 0, ir.Constant(I64, 0), outer, started)
     b.ret_void()
     return entry
+
+
+def _run_time_threads(b: ir.IRBuilder, kernel: kernels.Kernel, num_threads: int) -> ir.Value:
+    """min(num_threads, max(1, cost // PARALLEL_GRAIN)) for a cost the call decides (the
+    parallel-for call limits it by the extent)."""
+    per_grain = b.sdiv(extents.value(b, kernel.cost), ir.Constant(I64, PARALLEL_GRAIN))
+    at_least_one = b.select(b.icmp_signed("<", per_grain, ir.Constant(I64, 1)),
+                            ir.Constant(I64, 1), per_grain)
+    limit = ir.Constant(I64, num_threads)
+    return b.select(b.icmp_signed("<", at_least_one, limit), at_least_one, limit)
 
 
 class _Clock:

@@ -19,10 +19,13 @@ from llvmlite import ir
 
 from jitc.backends.cpu.kernels import Kernel
 from jitc.backends.cpu.plan import ALIGNMENT, BufferPlan, is_inline_constant
+from jitc.backends.llvm import extents
 from jitc.backends.llvm.types import I8, I32, I64, PTR, VOID, constant, memory_type
 from jitc.ir.core import Function, Instruction, Module, Value, reachable_functions
 from jitc.ir.ops import CONDITIONAL, DYNAMIC_UPDATE_SLICE, WHILE
 from jitc.ir.ops.control import branch_index
+from jitc.ir.symbolic import DimLike, is_static
+from jitc.ir.types import TensorType
 
 
 @dataclass
@@ -30,15 +33,20 @@ class RegionCode:
     """A lowered region: the symbol of its entry and the workspace it needs."""
 
     entry: str
-    workspace_bytes: int
+    workspace_bytes: DimLike
 
 
 # (region module, symbol prefix) -> its lowered code; the caller keeps the LLVM modules.
 LowerRegion = Callable[[Module, str], RegionCode]
 
 
-def _aligned(n: int) -> int:
+def _aligned(n: DimLike) -> DimLike:
     return (n + ALIGNMENT - 1) // ALIGNMENT * ALIGNMENT
+
+
+def _block_bytes(t: TensorType) -> DimLike:
+    """The bytes a buffer of type `t` takes in scratch: at least one, aligned."""
+    return _aligned(max(t.nbytes, 1) if is_static(t.nbytes) else t.nbytes + 1)
 
 
 def region_module(program: Module, name: str, outputs: Sequence[Value] | None = None) -> Module:
@@ -47,10 +55,12 @@ def region_module(program: Module, name: str, outputs: Sequence[Value] | None = 
     fn = program.functions[name]
     if outputs is not None:
         fn = Function(fn.name, fn.body, list(outputs))
-    return Module(reachable_functions({**program.functions, name: fn}, name).values(), name)
+    # The program's constraints hold in its regions (their extents are the program's symbols).
+    return Module(reachable_functions({**program.functions, name: fn}, name).values(), name,
+                  program.constraints)
 
 
-def _scratch(plan: BufferPlan, size: int) -> int:
+def _scratch(plan: BufferPlan, size: DimLike) -> int:
     """A new frame slot pointing at `size` fresh bytes at the end of the workspace."""
     return plan.add_scratch(size)
 
@@ -66,6 +76,10 @@ class _Step:
         self.frame = self.function.args[0]
         self.b = ir.IRBuilder(self.function.append_basic_block("entry"))
         self.memcpy = module.declare_intrinsic("llvm.memcpy", [PTR, PTR, I64])
+        # A symbolic program passes its symbol values on to every region it calls.
+        self.dims = None if plan.dims_slot is None else self.slot(plan.dims_slot)
+        if self.dims is not None:
+            extents.bind(self.b, self.dims, plan.symbols)
 
     def slot(self, slot: int) -> ir.Value:
         return self.b.load(self.b.gep(self.frame, [ir.Constant(I64, slot)], source_etype=PTR),
@@ -86,18 +100,20 @@ class _Step:
         self.b.store(llvm_value, cell)
         return cell
 
-    def copy(self, target: ir.Value, source: ir.Value, nbytes: int) -> None:
-        self.b.call(self.memcpy, [target, source, ir.Constant(I64, nbytes),
+    def copy(self, target: ir.Value, source: ir.Value, nbytes: DimLike) -> None:
+        self.b.call(self.memcpy, [target, source, extents.value(self.b, nbytes),
                                   ir.Constant(ir.IntType(1), 0)])
 
     def buffers(self, count: int) -> ir.Value:
-        """An array of `count` + 1 pointers for a region's `buffers` argument (made once, in
-        the entry block: an alloca in the loop would grow the stack every iteration)."""
-        return self.b.alloca(PTR, ir.Constant(I64, count + 1))
+        """An array of `count` + 1 pointers (+ 1 for the symbol values) for a region's `buffers`
+        argument (made once, in the entry block: an alloca in the loop would grow the stack
+        every iteration)."""
+        return self.b.alloca(PTR, ir.Constant(I64, count + 1 + (self.dims is not None)))
 
     def call_region(self, code: RegionCode, buffers: ir.Value, pointers: Sequence[ir.Value],
                     workspace: ir.Value) -> None:
-        for n, pointer in enumerate([*pointers, workspace]):
+        passed = [*pointers, workspace] + ([self.dims] if self.dims is not None else [])
+        for n, pointer in enumerate(passed):
             self.b.store(pointer, self.b.gep(buffers, [ir.Constant(I64, n)], source_etype=PTR))
         entry = self.module.globals.get(code.entry)
         if entry is None:
@@ -127,9 +143,9 @@ class CarryLayout:
     writes: dict[int, Instruction]
     moving: list[int]
     block_outputs: list[Value]
-    offsets: dict[int, int]
-    block_offsets: list[int]
-    carry_bytes: int
+    offsets: dict[int, DimLike]
+    block_offsets: list[DimLike]
+    carry_bytes: DimLike
 
     def body_outputs(self, body: Function) -> list[Value]:
         """What the lowered body returns: the moving carries, then the written blocks."""
@@ -141,14 +157,15 @@ def carry_layout(inst: Instruction, body: Function) -> CarryLayout:
     moving = [i for i, out in enumerate(body.outputs)
               if out is not body.parameters[i] and i not in writes]
     block_outputs = [v for j in writes for v in writes[j].operands[1:]]
-    offsets, size = {}, 0
+    offsets: dict[int, DimLike] = {}
+    size: DimLike = 0
     for i in moving:
         offsets[i] = size
-        size += _aligned(max(inst.results[i].type.nbytes, 1))
+        size += _block_bytes(inst.results[i].type)
     block_offsets = []
     for v in block_outputs:
         block_offsets.append(size)
-        size += _aligned(max(v.type.nbytes, 1))
+        size += _block_bytes(v.type)
     return CarryLayout(writes, moving, block_outputs, offsets, block_offsets, size)
 
 
@@ -185,7 +202,7 @@ def _emit_while(module: ir.Module, plan: BufferPlan, name: str, inst: Instructio
     cond = lower_region(region_module(program, inst.attrs["cond"]), f"{name}.cond.")  # type: ignore
     body = lower_region(region_module(program, body_fn.name, layout.body_outputs(body_fn)),
                         f"{name}.body.")
-    size = region_workspace + max(cond.workspace_bytes, body.workspace_bytes)
+    size = region_workspace + _larger(cond.workspace_bytes, body.workspace_bytes)
     scratch_slot = _scratch(plan, size)
 
     step = _Step(module, plan, name)
@@ -203,13 +220,13 @@ def _emit_while(module: ir.Module, plan: BufferPlan, name: str, inst: Instructio
     for i, result in enumerate(results):
         b.store(result, cell(current, i))
         if i in offsets:
-            b.store(b.gep(scratch, [ir.Constant(I64, offsets[i])], source_etype=I8),
+            b.store(b.gep(scratch, [extents.value(b, offsets[i])], source_etype=I8),
                     cell(spare, i))
-    workspace = b.gep(scratch, [ir.Constant(I64, region_workspace)], source_etype=I8)
+    workspace = b.gep(scratch, [extents.value(b, region_workspace)], source_etype=I8)
     predicate = b.alloca(I8)
     cond_buffers = step.buffers(count + 1)
     body_buffers = step.buffers(count + len(moving) + len(block_outputs))
-    blocks = [b.gep(scratch, [ir.Constant(I64, offset)], source_etype=I8)
+    blocks = [b.gep(scratch, [extents.value(b, offset)], source_etype=I8)
               for offset in block_offsets]
     loop = step.function.append_basic_block("loop")
     run_body = step.function.append_basic_block("body")
@@ -256,13 +273,25 @@ def _write_block(step: _Step, target: ir.Value, write: Instruction, block: ir.Va
         start = b.load(pointer, typ=memory_type(start_value.type.dtype))
         if start.type != I64:
             start = b.sext(start, I64)
-        limit = ir.Constant(I64, operand.shape[d] - update.shape[d])
+        limit = extents.value(b, operand.shape[d] - update.shape[d])
         start = b.select(b.icmp_signed("<", start, ir.Constant(I64, 0)), ir.Constant(I64, 0),
                          start)
         start = b.select(b.icmp_signed(">", start, limit), limit, start)
         stride = operand.strides[d] * operand.dtype.itemsize
-        offset = b.add(offset, b.mul(start, ir.Constant(I64, stride)))
+        offset = b.add(offset, b.mul(start, extents.value(b, stride)))
     step.copy(b.gep(target, [offset], source_etype=I8), block, update.nbytes)
+
+
+def _larger(a: DimLike, b: DimLike) -> DimLike:
+    """The larger of two sizes; of symbolic ones (whose order only the call knows) the sum."""
+    return max(a, b) if is_static(a) and is_static(b) else a + b
+
+
+def _largest(sizes: Sequence[DimLike]) -> DimLike:
+    largest = sizes[0]
+    for size in sizes[1:]:
+        largest = _larger(largest, size)
+    return largest
 
 
 def _emit_conditional(module: ir.Module, plan: BufferPlan, name: str, inst: Instruction,
@@ -270,7 +299,7 @@ def _emit_conditional(module: ir.Module, plan: BufferPlan, name: str, inst: Inst
     branches = inst.attrs["branches"]
     codes = [lower_region(region_module(program, branch), f"{name}.branch{k}.")
              for k, branch in enumerate(branches)]  # type: ignore[union-attr]
-    scratch_slot = _scratch(plan, max(code.workspace_bytes for code in codes))
+    scratch_slot = _scratch(plan, _largest([code.workspace_bytes for code in codes]))
     step = _Step(module, plan, name)
     b = step.b
     workspace = step.slot(scratch_slot)

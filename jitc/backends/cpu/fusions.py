@@ -14,7 +14,7 @@ from jitc.backends.cpu import kernels
 from jitc.backends.cpu.kernels import Kernel, KernelContext
 from jitc.backends.cpu.lanes import Lanes, flush_count, lane_count, reduction_loops
 from jitc.backends.cpu.plan import BufferPlan
-from jitc.backends.llvm import indexing
+from jitc.backends.llvm import extents, indexing
 from jitc.backends.llvm.elemental import convert_value
 from jitc.backends.llvm.loops import loop_nest
 from jitc.backends.llvm.reductions import accumulator_dtype
@@ -22,6 +22,7 @@ from jitc.backends.llvm.types import I32, I64, PTR, declare, memory_type
 from jitc.ir import ops
 from jitc.ir.core import Function, Instruction, Module, Value
 from jitc.ir.opdef import Trait
+from jitc.ir.symbolic import DimLike, at_most
 from jitc.ir.types import TensorType
 
 # A row buffer on the stack: 64 KiB of float32.
@@ -146,11 +147,12 @@ def _row_kernel(ctx: KernelContext, body: Function, inst: Instruction) -> Kernel
             row([])
     ctx.finish()
     extent = full.shape[0] if outer_rank else 1
-    return Kernel(ctx.name, extent, max(full.size, 1) * (len(reduces) + len(body.outputs)))
+    return Kernel(ctx.name, extent,
+                  extents.positive(full.size) * (len(reduces) + len(body.outputs)))
 
 
 def _prefetch_next_row(ctx: KernelContext, inst: Instruction, full: TensorType,
-                       index: list[ir.Value], row_size: int, count: int) -> None:
+                       index: list[ir.Value], row_size: DimLike, count: int) -> None:
     """Prefetch the cache lines of the block at `index` one row further on (`row_size`
     elements) in every row-major operand of the row shape. A prefetch never faults, so the
     row after the last one needs no test."""
@@ -160,7 +162,7 @@ def _prefetch_next_row(ctx: KernelContext, inst: Instruction, full: TensorType,
         t = operand.type
         if t.shape != full.shape or not t.is_row_major or id(operand) not in ctx.emitter.buffers:
             continue
-        offset = b.add(indexing.linear_offset(b, t, index), ir.Constant(I64, row_size))
+        offset = b.add(indexing.linear_offset(b, t, index), extents.value(b, row_size))
         base = b.gep(ctx.pointer(operand), [offset], source_etype=memory_type(t.dtype))
         for line in range(0, count * t.dtype.itemsize, 64):
             address = b.gep(base, [ir.Constant(I64, line)], source_etype=ir.IntType(8))
@@ -172,12 +174,13 @@ def _prefetch_intrinsic(module: ir.Module) -> ir.Function:
     return declare(module, "llvm.prefetch.p0", ir.FunctionType(ir.VoidType(), [PTR, I32, I32, I32]))
 
 
-def _worth_keeping(body: Function, reduces: list[Instruction], row_size: int) -> list[Value]:
+def _worth_keeping(body: Function, reduces: list[Instruction], row_size: DimLike
+                   ) -> list[Value]:
     """Reduced values that the row kernel should keep in a row buffer for their other users
     instead of computing them twice: those with a transcendental op in their expression (the
     exp of softmax is reduced, then divided by the sum). Rows above ROW_BUFFER_LIMIT elements
     recompute instead of growing the stack."""
-    if row_size > ROW_BUFFER_LIMIT:
+    if not at_most(row_size, ROW_BUFFER_LIMIT):  # a symbolic row length counts as large
         return []
     users: dict[int, int] = {}
     for i in body.body:

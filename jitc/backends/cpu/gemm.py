@@ -23,7 +23,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from llvmlite import ir
 
@@ -40,11 +40,12 @@ from jitc.backends.cpu.gemm_routines import (
     tiling_for,
 )
 from jitc.backends.cpu.kernels import Kernel, KernelContext
-from jitc.backends.llvm import indexing
+from jitc.backends.llvm import extents, indexing
 from jitc.backends.llvm.loops import for_range
 from jitc.backends.llvm.types import memory_type
-from jitc.ir import dtypes
+from jitc.ir import dtypes, symbolic
 from jitc.ir.core import Instruction, Value
+from jitc.ir.symbolic import DimLike, at_most, is_static
 
 # Below this many multiply-adds (over all batch indices) the row kernel in kernels.py is
 # used: the blocked kernel is faster from about 20^3 up, but under 32^3 that saves less than
@@ -59,6 +60,10 @@ MIN_WORK = 1 << 15
 FMAS_PER_OPERATION = 8
 # Products with at most this many rows read a row-major rhs in place instead of packing it.
 DIRECT_ROWS = 128
+# The value a symbol is taken to have where a heuristic needs a number (how threads split).
+SYMBOLIC_GUESS = 1024
+# The row count the in-place variant of a product with symbolic rows is split for.
+SMALL_ROWS_GUESS = 16
 
 
 # -- which dot_generals become a GEMM ------------------------------------------------------
@@ -138,7 +143,9 @@ def analyse(inst: Instruction, lhs: Value, rhs: Value) -> Form | None:
     a = Side(lhs, tuple(sl[d] for d in lb), a_free, a_depth)
     b = Side(rhs, tuple(sr[d] for d in rb), b_free, b_depth)
     c_batch = tuple(so[:nb])
-    if min(m, n) < 2 or k < 1 or math.prod(batch) * m * n * k < MIN_WORK:
+    # A symbolic extent counts as large (`at_most` is false for it).
+    if at_most(m, 1) or at_most(n, 1) or at_most(k, 0) or \
+            at_most(math.prod(batch) * m * n * k, MIN_WORK - 1):
         return None
     if c_col == 1:
         return Form(batch, m, n, k, a, b, c_batch, c_row, row_parts, col_parts)
@@ -152,7 +159,14 @@ def _split_rows(form: Form, t: Tiling, threads: int = 2, packs_rhs: bool = True)
     """Whether threads should divide row strips (else column panels), by the estimated
     cycles of the busiest of `threads` threads: multiply-adds (`lanes` per half-cycle) plus
     packing, about half a cycle per element read (the lhs once per column block, the rhs once;
-    both mostly come from L3 or memory)."""
+    both mostly come from L3 or memory). Symbolic extents are estimated as SYMBOLIC_GUESS."""
+    if not all(is_static(x) for x in (form.m, form.n, form.k, *form.batch)):
+        guess = {name: SYMBOLIC_GUESS for name in symbolic.symbols_of(
+            (form.m, form.n, form.k, *form.batch))}
+        form = replace(form, m=symbolic.evaluate(form.m, guess),
+                       n=symbolic.evaluate(form.n, guess), k=symbolic.evaluate(form.k, guess),
+                       batch=tuple(symbolic.evaluate(x, guess) for x in form.batch))
+
     def busiest(split_rows: bool) -> float:
         extent, unit = (form.m, t.mr) if split_rows else (form.n, t.nr)
         per_batch = _ceil(extent, unit)
@@ -183,16 +197,37 @@ class _Gemm:
         self.strip = strip_function(module, dtype, t, packing_kind(form.a.free, form.a.contract))
         self.pack_rhs = pack_function(module, dtype, t, packing_kind(form.b.free, form.b.contract))
         # Equal blocks no larger than the limits: 784 deep is 4 x 196, not 3 x 256 + 16.
-        self.k_blocks = _ceil(form.k, t.kc)
-        self.kc = _ceil(form.k, self.k_blocks)
+        # A symbolic depth: blocks of the full depth, the last one shorter.
+        self.k_blocks: int | None = None
+        self.kc = t.kc
+        if is_static(form.k):
+            self.k_blocks = _ceil(form.k, t.kc)
+            self.kc = _ceil(form.k, self.k_blocks)
         # A short product reads a row-major rhs in place: packing it would cost a pass over
         # memory not overlapped with arithmetic, which a few row strips cannot amortise. Not
         # when its rows are a multiple of 4 KiB apart: every row of a panel would then fall
         # into the same cache sets (64x768x3072 ran 17% slower in place).
         row_bytes = form.b.contract * self.out.type.dtype.itemsize
-        self.direct = form.b.free == 1 and form.n % t.nr == 0 and form.m <= DIRECT_ROWS \
-            and row_bytes % 4096 != 0
-        self.split_rows = _split_rows(form, t, packs_rhs=not self.direct)
+        in_place = form.b.free == 1 and is_static(form.n) and form.n % t.nr == 0 and \
+            is_static(row_bytes) and row_bytes % 4096 != 0
+        if is_static(form.m):
+            direct = in_place and form.m <= DIRECT_ROWS
+            self.variants = [(direct, _split_rows(form, t, packs_rhs=not direct))]
+        else:
+            # A symbolic row count: the call chooses between the variant for at most
+            # DIRECT_ROWS rows (in place when it can be) and the packed one for more.
+            self.variants = [(False, _split_rows(form, t, packs_rhs=True))]
+            if in_place:
+                small = replace(form, m=SMALL_ROWS_GUESS)
+                self.variants.insert(0, (True, _split_rows(small, t, packs_rhs=False)))
+        self._configure(*self.variants[-1])
+
+    def _configure(self, direct: bool, split_rows: bool) -> None:
+        t, form = self.t, self.form
+        self.direct, self.split_rows = direct, split_rows
+        if not is_static(form.n):
+            self.nc = t.nc
+            return
         # The columns one thread covers (of two, when they split the columns), cut into equal
         # blocks: 1152 is 3 x 384, not 2 x 512 + 128.
         width = _ceil(form.n, t.nr)
@@ -203,12 +238,35 @@ class _Gemm:
 
     def emit(self) -> Kernel:
         b, t, form = self.b, self.t, self.form
-        if not self.direct:
+        if not self.direct:  # the last variant packs if any does
             with b.goto_entry_block():
                 # Slack for the whole-vector stores of a transposed copy: up to a block of
                 # depth steps past kc, and a vector past the last step.
                 slack = t.lanes + 1
                 self.packed_b = self._stack_buffer((self.kc + slack) * self.nc, "bpack")
+        batches = math.prod(form.batch)
+        if len(self.variants) == 1:
+            outer = self._emit_variant()
+        else:
+            rows = self._value(form.m)
+            few = b.icmp_signed("<=", rows, const(DIRECT_ROWS))
+            with b.if_else(few) as (small, large):
+                with small:
+                    self._configure(*self.variants[0])
+                    few_units = self._emit_variant()
+                with large:
+                    self._configure(*self.variants[1])
+                    many_units = self._emit_variant()
+            outer = extents.Choice(form.m, DIRECT_ROWS, few_units, many_units)
+        self.ctx.finish()
+        fmas = batches * form.m * form.n * form.k
+        cost = max(fmas // FMAS_PER_OPERATION, 1) if is_static(fmas) else \
+            fmas // FMAS_PER_OPERATION
+        return Kernel(self.ctx.name, outer, cost)
+
+    def _emit_variant(self) -> DimLike:
+        """The units [begin, end) of the configured split; returns how many units there are."""
+        b, t, form = self.b, self.t, self.form
         extent, unit = (form.m, t.mr) if self.split_rows else (form.n, t.nr)
         per_batch = _ceil(extent, unit)
         batches = math.prod(form.batch)
@@ -216,16 +274,22 @@ class _Gemm:
         if batches == 1:
             self._units(const(0), begin, end)
         else:
-            first = b.sdiv(begin, const(per_batch))
-            last = b.sdiv(b.sub(end, const(1)), const(per_batch))
+            units = self._value(per_batch)
+            first = b.sdiv(begin, units)
+            last = b.sdiv(b.sub(end, const(1)), units)
             with for_range(b, first, b.add(last, const(1)), name="batch") as batch:
-                base = b.mul(batch, const(per_batch))
+                base = b.mul(batch, units)
                 lo = maximum(b, b.sub(begin, base), const(0))
-                hi = minimum(b, b.sub(end, base), const(per_batch))
+                hi = minimum(b, b.sub(end, base), units)
                 self._units(batch, lo, hi)
-        self.ctx.finish()
-        fmas = batches * form.m * form.n * form.k
-        return Kernel(self.ctx.name, batches * per_batch, max(fmas // FMAS_PER_OPERATION, 1))
+        return batches * per_batch
+
+    def _value(self, extent: DimLike) -> ir.Value:
+        return extents.value(self.b, extent)
+
+    @staticmethod
+    def _scaled(b: ir.IRBuilder, x: ir.Value, stride: DimLike) -> ir.Value:
+        return scaled(b, x, stride if is_static(stride) else extents.value(b, stride))
 
     def _stack_buffer(self, elements: int, name: str) -> ir.Value:
         buffer = self.b.alloca(self.elem, size=const(elements), name=name)
@@ -235,12 +299,13 @@ class _Gemm:
     def _units(self, batch: ir.Value, lo: ir.Value, hi: ir.Value) -> None:
         """Units [lo, hi) of the split in batch `batch`."""
         b, t, form = self.b, self.t, self.form
+        m, n = self._value(form.m), self._value(form.n)
         if self.split_rows:
-            rows = (b.mul(lo, const(t.mr)), minimum(b, b.mul(hi, const(t.mr)), const(form.m)))
-            cols = (const(0), const(form.n))
+            rows = (b.mul(lo, const(t.mr)), minimum(b, b.mul(hi, const(t.mr)), m))
+            cols = (const(0), n)
         else:
-            rows = (const(0), const(form.m))
-            cols = (b.mul(lo, const(t.nr)), minimum(b, b.mul(hi, const(t.nr)), const(form.n)))
+            rows = (const(0), m)
+            cols = (b.mul(lo, const(t.nr)), minimum(b, b.mul(hi, const(t.nr)), n))
         self._region(batch, rows, cols)
 
     def _region(self, batch: ir.Value, rows: tuple[ir.Value, ir.Value],
@@ -248,8 +313,9 @@ class _Gemm:
         """Output rows [m0, m1) x columns [n0, n1) of one batch index."""
         b, t, form = self.b, self.t, self.form
         batch_index = _unflatten(b, batch, form.batch)
+        scaled = self._scaled
 
-        def base(pointer: ir.Value, strides: Sequence[int]) -> ir.Value:
+        def base(pointer: ir.Value, strides: Sequence[DimLike]) -> ir.Value:
             offset: ir.Value = const(0)
             for i, stride in zip(batch_index, strides):
                 offset = b.add(offset, scaled(b, i, stride), flags=["nsw"])
@@ -261,41 +327,61 @@ class _Gemm:
         c_base = base(self.ctx.pointer(self.out), form.c_batch)
         (m0, m1), (n0, n1) = rows, cols
         a, rhs = form.a, form.b
-        with for_range(b, n0, n1, self.nc, name="jc") as jc:
-            nc = minimum(b, const(self.nc), b.sub(n1, jc))
+        def blocks() -> None:
+            with for_range(b, n0, n1, self.nc, name="jc") as jc:
+                nc = minimum(b, const(self.nc), b.sub(n1, jc))
 
-            def depth_block(pc: ir.Value, kc: ir.Value, last: ir.Value | None) -> None:
-                source = at(b, b_base, b.add(scaled(b, jc, rhs.free),
-                                             scaled(b, pc, rhs.contract)), self.elem)
-                if self.direct:
-                    panels, step, ldb = source, const(1), const(rhs.contract)
-                else:
-                    b.call(self.pack_rhs, [self.packed_b, source, kc, nc, const(rhs.free),
-                                             const(rhs.contract)])
-                    panels, step, ldb = self.packed_b, kc, const(t.nr)
-                accumulate = b.icmp_signed("!=", pc, const(0))
-                with for_range(b, m0, m1, t.mr, name="ic") as ic:
-                    mr = minimum(b, const(t.mr), b.sub(m1, ic))
-                    source = at(b, a_base, b.add(scaled(b, ic, a.free),
-                                                 scaled(b, pc, a.contract)), self.elem)
-                    rows = at(b, c_base, b.add(scaled(b, ic, form.c_row), jc), self.elem)
-                    b.call(self.strip, [kc, source, mr, const(a.free), const(a.contract),
-                                        panels, step, ldb, nc, rows, const(form.c_row),
-                                        accumulate])
-                    if self.epilogue is not None:
-                        if last is None:
-                            self._apply_epilogue(batch_index, ic, mr, jc, nc)
-                        else:
-                            with b.if_then(last):
+                def depth_block(pc: ir.Value, kc: ir.Value, last: ir.Value | None) -> None:
+                    source = at(b, b_base, b.add(scaled(b, jc, rhs.free),
+                                                 scaled(b, pc, rhs.contract)), self.elem)
+                    if self.direct:
+                        panels, step, ldb = source, const(1), const(rhs.contract)
+                    else:
+                        b.call(self.pack_rhs, [self.packed_b, source, kc, nc,
+                                               self._value(rhs.free), self._value(rhs.contract)])
+                        panels, step, ldb = self.packed_b, kc, const(t.nr)
+                    accumulate = b.icmp_signed("!=", pc, const(0))
+                    with for_range(b, m0, m1, t.mr, name="ic") as ic:
+                        mr = minimum(b, const(t.mr), b.sub(m1, ic))
+                        source = at(b, a_base, b.add(scaled(b, ic, a.free),
+                                                     scaled(b, pc, a.contract)), self.elem)
+                        rows = at(b, c_base, b.add(scaled(b, ic, form.c_row), jc), self.elem)
+                        b.call(self.strip, [kc, source, mr, self._value(a.free),
+                                            self._value(a.contract), panels, step, ldb, nc, rows,
+                                            self._value(form.c_row), accumulate])
+                        if self.epilogue is not None:
+                            if last is None:
                                 self._apply_epilogue(batch_index, ic, mr, jc, nc)
+                            else:
+                                with b.if_then(last):
+                                    self._apply_epilogue(batch_index, ic, mr, jc, nc)
 
-            if self.k_blocks == 1:
-                depth_block(const(0), const(form.k), None)
-            else:
-                with for_range(b, 0, form.k, self.kc, name="pc") as pc:
-                    kc = minimum(b, const(self.kc), b.sub(const(form.k), pc))
-                    last = b.icmp_signed(">=", b.add(pc, const(self.kc)), const(form.k))
-                    depth_block(pc, kc, last)
+                k = self._value(form.k)
+                if self.k_blocks == 1:
+                    depth_block(const(0), k, None)
+                else:
+                    # A symbolic depth runs at least one block: with k = 0 it clears the output.
+                    stop = k if self.k_blocks is not None else maximum(b, k, const(1))
+                    with for_range(b, 0, stop, self.kc, name="pc") as pc:
+                        kc = minimum(b, const(self.kc), b.sub(k, pc))
+                        last = b.icmp_signed(">=", b.add(pc, const(self.kc)), k)
+                        depth_block(pc, kc, last)
+
+        if self.k_blocks is not None:
+            blocks()
+            return
+        # The micro-kernel runs at least one depth step: a call whose k is 0 clears the
+        # region (and applies the epilogue) instead.
+        with b.if_else(b.icmp_signed("==", self._value(form.k), const(0))) as (empty, full):
+            with empty:
+                with for_range(b, m0, m1, name="zi") as i, \
+                        for_range(b, n0, n1, name="zj") as j:
+                    row = at(b, c_base, b.add(scaled(b, i, form.c_row), j), self.elem)
+                    b.store(ir.Constant(self.elem, 0.0), row)
+                if self.epilogue is not None:
+                    self._apply_epilogue(batch_index, m0, b.sub(m1, m0), n0, b.sub(n1, n0))
+            with full:
+                blocks()
 
     def _apply_epilogue(self, batch_index: list[ir.Value], ic: ir.Value, mr: ir.Value,
                         jc: ir.Value, nc: ir.Value) -> None:
@@ -319,7 +405,8 @@ def _ceil(x: int, y: int) -> int:
     return -(-x // y)
 
 
-def _unflatten(b: ir.IRBuilder, linear: ir.Value, sizes: Sequence[int]) -> list[ir.Value]:
+def _unflatten(b: ir.IRBuilder, linear: ir.Value, sizes: Sequence[DimLike]
+               ) -> list[ir.Value]:
     """The index of each dimension (major first) of a linear index over `sizes`."""
     result: list[ir.Value] = []
     rest = linear
@@ -329,8 +416,8 @@ def _unflatten(b: ir.IRBuilder, linear: ir.Value, sizes: Sequence[int]) -> list[
         elif size == 1:
             result.append(const(0))
         else:
-            result.append(b.urem(rest, const(size)))
-            rest = b.udiv(rest, const(size))
+            result.append(b.urem(rest, extents.value(b, size)))
+            rest = b.udiv(rest, extents.value(b, size))
     return list(reversed(result))
 
 

@@ -16,7 +16,7 @@ from llvmlite import ir
 
 from jitc.backends.cpu.lanes import Lanes, flush_count, lane_count, reduction_loops
 from jitc.backends.cpu.plan import BufferPlan, is_inline_constant
-from jitc.backends.llvm import indexing
+from jitc.backends.llvm import extents, indexing
 from jitc.backends.llvm.convolution import convolution_element, window_size
 from jitc.backends.llvm.elemental import RULES, ElementalEmitter, convert_value
 from jitc.backends.llvm.loops import for_range, loop_nest
@@ -26,6 +26,7 @@ from jitc.ir import dtypes
 from jitc.ir.core import Instruction, Value
 from jitc.ir.dtypes import Kind
 from jitc.ir.ops.reduce import reduce_identity
+from jitc.ir.symbolic import DimLike, is_static
 from jitc.ir.types import TensorType
 
 # Rows a column reduction adds together before touching its result row.
@@ -35,8 +36,8 @@ COLUMN_ROWS = 4
 @dataclass
 class Kernel:
     name: str
-    outer: int          # the extent of the split dimension (1 when it cannot be split)
-    cost: int           # rough element operations, for the parallelism decision
+    outer: DimLike | extents.Choice  # the extent of the split dimension (1: no split)
+    cost: DimLike       # rough element operations, for the parallelism decision
 
 
 def physical_order(t: TensorType) -> list[int]:
@@ -53,6 +54,9 @@ class KernelContext:
         self.name = name
         self.values = list(values)
         self.slots = [plan.slot(v) for v in self.values] + list(extra_slots)
+        # A symbolic function's kernels also get the pointer to the symbol values, last.
+        if plan.dims_slot is not None:
+            self.slots.append(plan.dims_slot)
         assert all(s is not None for s in self.slots), "a kernel buffer has no slot"
         body_type = ir.FunctionType(VOID, [PTR] * len(self.slots) + [I64, I64])
         self.body = ir.Function(module, body_type, f"{name}.body")
@@ -61,8 +65,10 @@ class KernelContext:
         for arg in self.body.args[:len(self.slots)]:
             arg.add_attribute("noalias")
         self.begin, self.end = self.body.args[-2:]
-        self.extra = list(self.body.args[len(self.values):len(self.slots)])
+        self.extra = list(self.body.args[len(self.values):len(self.values) + len(extra_slots)])
         self.builder = ir.IRBuilder(self.body.append_basic_block("entry"))
+        if plan.dims_slot is not None:
+            extents.bind(self.builder, self.body.args[len(self.slots) - 1], plan.symbols)
         buffers = {id(v): a for v, a in zip(self.values, self.body.args)}
         self.emitter = ElementalEmitter(self.builder, buffers)
         self._wrapper()
@@ -195,7 +201,7 @@ def _each_element(ctx: KernelContext, t: TensorType, store: Callable[[list[ir.Va
     else:
         loop_nest(ctx.builder, _outer_bounds(ctx, t), body)
     ctx.finish()
-    return Kernel(ctx.name, _outer_extent(t), max(t.size, 1) * outputs)
+    return Kernel(ctx.name, _outer_extent(t), extents.positive(t.size) * outputs)
 
 
 # -- reductions ------------------------------------------------------------------------------
@@ -256,7 +262,8 @@ def _row_reduce(ctx: KernelContext, inst: Instruction) -> Kernel:
     else:
         loop_nest(b, _outer_bounds(ctx, out_type), body)
     ctx.finish()
-    return Kernel(ctx.name, _outer_extent(out_type), max(in_type.size, 1) * len(inst.operands))
+    return Kernel(ctx.name, _outer_extent(out_type),
+                  extents.positive(in_type.size) * len(inst.operands))
 
 
 def _column_reduce(ctx: KernelContext, inst: Instruction) -> Kernel:
@@ -299,7 +306,8 @@ def _column_reduce(ctx: KernelContext, inst: Instruction) -> Kernel:
 
         last = reduced[-1]
         extent = in_type.shape[last]
-        main = extent - extent % COLUMN_ROWS
+        main = extent - extent % COLUMN_ROWS if is_static(extent) else \
+            extent // COLUMN_ROWS * COLUMN_ROWS
 
         def rows(first: ir.Value, count: int, partial: dict[int, ir.Value]) -> None:
             def accumulate(inner_counters: list[ir.Value]) -> None:
@@ -324,17 +332,19 @@ def _column_reduce(ctx: KernelContext, inst: Instruction) -> Kernel:
 
         def over_reduced(reduced_counters: list[ir.Value]) -> None:
             partial = {**fixed, **dict(zip(reduced, reduced_counters))}
-            if main:
+            # A symbolic extent emits both loops (either may run zero times).
+            if not is_static(main) or main:
                 with for_range(b, 0, main, COLUMN_ROWS, name="rb") as first:
                     rows(first, COLUMN_ROWS, partial)
-            if main < extent:
+            if not is_static(extent) or main < extent:
                 with for_range(b, main, extent, name="rt") as first:
                     rows(first, 1, partial)
         loop_nest(b, [(0, in_type.shape[d]) for d in reduced[:-1]], over_reduced, name="r")
 
     loop_nest(b, bounds(outer_kept), outer, name="o")
     ctx.finish()
-    return Kernel(ctx.name, in_type.shape[split], max(in_type.size, 1) * len(inst.operands))
+    return Kernel(ctx.name, in_type.shape[split],
+                  extents.positive(in_type.size) * len(inst.operands))
 
 
 # -- argmax / argmin -------------------------------------------------------------------------
@@ -384,7 +394,7 @@ def arg_into(ctx: KernelContext, inst: Instruction) -> Kernel:
     else:
         loop_nest(b, _outer_bounds(ctx, out.type), body)
     ctx.finish()
-    return Kernel(ctx.name, _outer_extent(out.type), max(in_type.size, 1))
+    return Kernel(ctx.name, _outer_extent(out.type), extents.positive(in_type.size))
 
 
 # -- dot_general -----------------------------------------------------------------------------
@@ -514,7 +524,7 @@ def dot_into(ctx: KernelContext, inst: Instruction, epilogue: Value | None = Non
                 row([])
     ctx.finish()
     outer = out.type.shape[0] if row_dims else 1
-    cost = max(out.type.size, 1) * max(1, _product(contract_sizes))
+    cost = extents.positive(out.type.size) * extents.positive(_product(contract_sizes))
     return Kernel(ctx.name, outer, cost)
 
 
@@ -556,7 +566,7 @@ def convolution_into(ctx: KernelContext, inst: Instruction,
 
     loop_nest(b, _outer_bounds(ctx, out.type), element)
     ctx.finish()
-    cost = max(out.type.size, 1) * max(1, window_size(inst))
+    cost = extents.positive(out.type.size) * max(1, window_size(inst))
     return Kernel(ctx.name, _outer_extent(out.type), cost)
 
 

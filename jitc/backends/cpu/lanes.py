@@ -23,11 +23,13 @@ from collections.abc import Callable, Sequence
 
 from llvmlite import ir
 
+from jitc.backends.llvm import extents
 from jitc.backends.llvm.loops import for_range, loop_nest
 from jitc.backends.llvm.reductions import combine
 from jitc.backends.llvm.types import I32, I64, constant, declare, pointer_to, value_type
 from jitc.ir import dtypes
 from jitc.ir.ops.reduce import reduce_identity
+from jitc.ir.symbolic import DimLike, is_static
 from jitc.ir.types import TensorType
 
 # Four 512-bit registers of partial results: enough independent chains to hide the add latency.
@@ -36,6 +38,8 @@ MAX_LANES = 64
 # Elements a lane of a float sum adds in sequence before its partial sum joins the cascade:
 # numpy's pairwise sum adds 16 in sequence per accumulator; a flush costs about one block.
 BLOCK_STEPS = 32
+# The flushes a row of symbolic length may need: 2^32 blocks of BLOCK_STEPS elements per lane.
+SYMBOLIC_FLUSHES = (1 << 32) - 1
 
 
 def is_pairwise(kind: str, dtype: dtypes.DType) -> bool:
@@ -169,10 +173,14 @@ def _steps(t: TensorType, order: list[int], count: int) -> tuple[int, int]:
 
 
 def flush_count(t: TensorType, order: list[int], count: int) -> int:
-    """How often `reduction_loops` flushes the lanes over `order` of `t` (at most)."""
+    """How often `reduction_loops` flushes the lanes over `order` of `t` (at most). With a
+    symbolic extent the rows count as long: SYMBOLIC_FLUSHES bounds the flushes of any
+    row that fits in memory."""
     if not order:
         return 0
     rows, steps = _steps(t, order, count)
+    if not (is_static(rows) and is_static(steps)):
+        return SYMBOLIC_FLUSHES
     if steps > BLOCK_STEPS:  # long rows: every BLOCK_STEPS blocks, and at each row's end
         return rows * (steps // BLOCK_STEPS + (rows > 1))
     if rows * steps > BLOCK_STEPS:  # short rows: every BLOCK_STEPS // steps rows
@@ -195,11 +203,13 @@ def reduction_loops(b: ir.IRBuilder, t: TensorType, order: list[int], count: int
         return
     outer, inner = order[:-1], order[-1]
     n = t.shape[inner]
-    main = n - n % count
+    main = n - n % count if is_static(n) else n // count * count
     rows, steps = _steps(t, order, count)
     if not flush_count(t, order, count):
         flush = None
-    chunk = count * BLOCK_STEPS if flush is not None and steps > BLOCK_STEPS else 0
+    # A row of symbolic length is taken as long.
+    long_rows = not is_static(steps) or steps > BLOCK_STEPS
+    chunk = count * BLOCK_STEPS if flush is not None and long_rows else 0
     pending = None
     if flush is not None and not chunk:
         with b.goto_entry_block():
@@ -216,19 +226,23 @@ def reduction_loops(b: ir.IRBuilder, t: TensorType, order: list[int], count: int
 
     def innermost(counters: list[ir.Value]) -> None:
         fixed = dict(zip(outer, counters))
-        chunked = main - main % chunk if chunk else 0
-        if chunked:
+        if not chunk:
+            chunked: DimLike = 0
+        else:
+            chunked = main - main % chunk if is_static(main) else main // chunk * chunk
+        # Symbolic bounds emit each loop; its trip count may be zero at the call.
+        if not is_static(chunked) or chunked:
             with for_range(b, 0, chunked, chunk, name="chunk") as first:
                 blocks(fixed, first, b.add(first, ir.Constant(I64, chunk), flags=["nsw"]))
                 assert flush is not None
                 flush()
-        if chunked < main:
+        if not (is_static(chunked) and is_static(main)) or chunked < main:
             blocks(fixed, chunked, main)
-        if main < n:
+        if not is_static(n) or main < n:
             with for_range(b, 0, n - main, name="rest") as lane:
-                position = b.add(ir.Constant(I64, main), lane, flags=["nsw"])
+                position = b.add(extents.value(b, main), lane, flags=["nsw"])
                 accumulate(lane, {**fixed, inner: position})
-        if chunk and rows > 1:
+        if chunk and (not is_static(rows) or rows > 1):
             assert flush is not None
             flush()
         if pending is not None:

@@ -3,6 +3,11 @@
 Slots of the frame a compiled entry function works on, in order: the caller's arguments, the
 caller's result buffers, array constants (passed by pointer, never baked into code), and
 temporaries carved out of one workspace arena whose size is known at compile time.
+
+A function with symbolic dimensions (docs/dynamic-shapes.md) has one more slot, `dims_slot`,
+holding the pointer to the call's symbol values; the sizes and offsets of its temporaries
+whose shapes have symbols are `Dim` expressions, laid out after the static ones, and the
+workspace size is an expression the caller evaluates per call.
 """
 
 from __future__ import annotations
@@ -16,13 +21,19 @@ import numpy as np
 
 from jitc.ir.core import Function, Instruction, Module, Value
 from jitc.ir.opdef import Trait
+from jitc.ir.symbolic import Dim, DimLike, is_static
 from jitc.ir.views import slice_view_offset
 
 ALIGNMENT = 64
 
 
-def _aligned(n: int) -> int:
+def _aligned(n: DimLike) -> DimLike:
     return (n + ALIGNMENT - 1) // ALIGNMENT * ALIGNMENT
+
+
+def _at_least_one(n: DimLike) -> DimLike:
+    """A buffer size of at least one byte; a symbolic size may be 0, so it gets one more."""
+    return n + 1 if isinstance(n, Dim) else max(n, 1)
 
 
 @dataclass
@@ -31,29 +42,33 @@ class BufferPlan:
     num_outputs: int
     constants: list[np.ndarray] = field(default_factory=list)
     slots: dict[int, int] = field(default_factory=dict)          # id(Value) -> frame slot
-    temp_offsets: dict[int, int] = field(default_factory=dict)   # frame slot -> arena offset
-    workspace_bytes: int = 0
+    temp_offsets: dict[int, DimLike] = field(default_factory=dict)  # frame slot -> offset
+    workspace_bytes: DimLike = 0
     copies: list[tuple[Value, int]] = field(default_factory=list)  # (source, output slot)
     aliases: dict[int, Value] = field(default_factory=dict)  # id(bitcast value) -> its operand
     donations: dict[int, int] = field(default_factory=dict)  # result index -> argument index
     # Views: frame slot -> (slot of the buffer it lies in, byte offset); see plan_buffers.
-    views: dict[int, tuple[int, int]] = field(default_factory=dict)
+    views: dict[int, tuple[int, DimLike]] = field(default_factory=dict)
+    # The symbols of a symbolic function, in the order of the call's values, and the frame
+    # slot holding the pointer to those values (None for a static function).
+    symbols: tuple[str, ...] = ()
+    dims_slot: int | None = None
 
     @property
     def num_slots(self) -> int:
         return (self.num_args + self.num_outputs + len(self.constants) + len(self.temp_offsets)
-                + len(self.views))
+                + len(self.views) + (self.dims_slot is not None))
 
     def slot(self, value: Value) -> int | None:
         return self.slots.get(id(value))
 
-    def add_scratch(self, size: int) -> int:
+    def add_scratch(self, size: DimLike) -> int:
         """A new frame slot pointing at `size` fresh bytes at the end of the workspace (which
         the runtime keeps between calls, so its pages are touched once)."""
         slot = self.num_slots
         offset = _aligned(self.workspace_bytes)
         self.temp_offsets[slot] = offset
-        self.workspace_bytes = offset + _aligned(max(size, 1))
+        self.workspace_bytes = offset + _aligned(_at_least_one(size))
         return slot
 
 
@@ -136,7 +151,8 @@ def _interval_overlaps(a: tuple[int, int], b: tuple[int, int]) -> bool:
 
 
 def plan_buffers(fn: Function, donated: frozenset[int] = frozenset(),
-                 program: Module | None = None, views: bool = False) -> BufferPlan:
+                 program: Module | None = None, views: bool = False,
+                 symbols: tuple[str, ...] = ()) -> BufferPlan:
     """Where every value lives: caller buffers for arguments and results, pointers for array
     constants, and offsets into one workspace for the rest.
 
@@ -147,6 +163,8 @@ def plan_buffers(fn: Function, donated: frozenset[int] = frozenset(),
     donated argument's buffer when that is safe (see `_donation`). With `views`, a slice that
     is a contiguous block of its operand (jitc.ir.views) is a pointer into the operand's buffer:
     a frame slot of its own, set by the entry function to the operand's address plus an offset.
+    `symbols`: the symbol values the function takes, when it is a region of a program with
+    those symbols (its own parameters need not have them all); else those of its parameters.
     """
     params = fn.parameters
     plan = BufferPlan(len(params), len(fn.outputs))
@@ -174,14 +192,14 @@ def plan_buffers(fn: Function, donated: frozenset[int] = frozenset(),
             plan.slots[id(inst.result)] = next_slot
             next_slot += 1
     # A bitcast aliases its operand's buffer (unless it is a result: results are fresh arrays).
-    offsets: dict[int, int] = {}  # id(view) -> byte offset into its operand
+    offsets: dict[int, DimLike] = {}  # id(view) -> byte offset into its operand
     for inst in fn.body:
         if id(inst.results[0]) in plan.slots:
             continue
         view = slice_view_offset(inst) if views else None
         if is_bitcast(inst) or view is not None:
             plan.aliases[id(inst.result)] = inst.operands[0]
-            if view:
+            if view is not None and (not is_static(view) or view):
                 offsets[id(inst.result)] = view * inst.result.type.dtype.itemsize
     def owner(v: Value) -> Value:
         while id(v) in plan.aliases:
@@ -203,12 +221,21 @@ def plan_buffers(fn: Function, donated: frozenset[int] = frozenset(),
                 continue
             start = position[id(inst)]
             temps.append((value, (start, last_use.get(id(value), start))))
-    placed = _assign_offsets(fn, temps, plan, owner)
+    static_temps = [(v, span) for v, span in temps if v.type.is_static]
+    placed = _assign_offsets(fn, static_temps, plan, owner)
+    if len(static_temps) < len(temps):
+        placed.update(_assign_symbolic_offsets(fn, temps, plan, owner))
     for value, _ in temps:
         plan.slots[id(value)] = next_slot
         plan.temp_offsets[next_slot] = placed[id(value)]
         next_slot += 1
-    return _resolve_aliases(plan, owner, fn, offsets, next_slot)
+    plan = _resolve_aliases(plan, owner, fn, offsets, next_slot)
+    if not symbols:
+        symbols = tuple(sorted(set().union(*(t.symbols for t in fn.parameter_types))))
+    if symbols:
+        plan.symbols = symbols
+        plan.dims_slot = plan.num_slots
+    return plan
 
 
 def _assign_offsets(fn: Function, temps: list[tuple[Value, tuple[int, int]]],
@@ -245,6 +272,45 @@ def _assign_offsets(fn: Function, temps: list[tuple[Value, tuple[int, int]]],
             offsets[m] = offset
     plan.workspace_bytes = max((o + s for o, s, _ in placed), default=0)
     return offsets
+
+
+def _assign_symbolic_offsets(fn: Function, temps: list[tuple[Value, tuple[int, int]]],
+                             plan: BufferPlan, owner: Callable[[Value], Value]
+                             ) -> dict[int, DimLike]:
+    """Offsets (expressions) for the temporaries whose sizes have symbols, after the static
+    ones. Blocks of the same size expression whose lifetimes do not overlap share bytes (the
+    layers of an MLP); sizes are never compared otherwise, since their order is only known
+    at the call. A result computed in place shares its operand's block."""
+    intervals = {id(v): span for v, span in temps}
+    symbolic = [(v, span) for v, span in temps if not v.type.is_static]
+    block_of = {id(v): id(v) for v, _ in symbolic}
+    for result, operand in _in_place_pairs(fn, intervals, owner).items():
+        if result in block_of and operand in block_of:
+            block_of[result] = block_of[operand]
+    members: dict[int, list[Value]] = {}
+    for v, _ in symbolic:
+        members.setdefault(block_of[id(v)], []).append(v)
+    bins: list[tuple[DimLike, list[tuple[int, int]]]] = []  # (size, spans living there)
+    offsets: dict[int, DimLike] = {}
+    for values in members.values():
+        span = (min(intervals[id(v)][0] for v in values),
+                max(intervals[id(v)][1] for v in values))
+        size = _aligned(_at_least_one(values[0].type.nbytes))
+        shared = next((n for n, (bin_size, spans) in enumerate(bins) if bin_size == size
+                       and not any(_interval_overlaps(span, s) for s in spans)), None)
+        if shared is None:
+            shared = len(bins)
+            bins.append((size, []))
+        bins[shared][1].append(span)
+        for v in values:
+            offsets[id(v)] = shared
+    starts: list[DimLike] = []
+    end: DimLike = _aligned(plan.workspace_bytes)
+    for size, _ in bins:
+        starts.append(end)
+        end = end + size
+    plan.workspace_bytes = end
+    return {key: starts[n] for key, n in offsets.items()}  # type: ignore[index]
 
 
 class _Lifetimes:

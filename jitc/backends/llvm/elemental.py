@@ -14,11 +14,12 @@ from collections.abc import Callable, Mapping
 
 from llvmlite import ir
 
-from jitc.backends.llvm import indexing
+from jitc.backends.llvm import extents, indexing
 from jitc.backends.llvm.types import FLOAT, I1, I64, constant, declare, value_type
 from jitc.ir.analysis import elementwise_chain
 from jitc.ir.core import Instruction, Value
 from jitc.ir.dtypes import DType, Kind, float32
+from jitc.ir.symbolic import DimLike, is_static
 from jitc.ir.types import TensorType
 
 Index = list[ir.Value]
@@ -139,8 +140,9 @@ class ElementalEmitter:
     def const(self, dtype: DType, value: object) -> ir.Constant:
         return constant(dtype, value)
 
-    def index_const(self, n: int) -> ir.Constant:
-        return ir.Constant(I64, n)
+    def index_const(self, n: DimLike) -> ir.Value:
+        """An extent or position as an i64: a constant, or computed from the symbol values."""
+        return extents.value(self.builder, n)
 
     def to_index(self, value: ir.Value, dtype: DType) -> ir.Value:
         """An integer element as an i64 index (sign- or zero-extended)."""
@@ -151,9 +153,12 @@ class ElementalEmitter:
             return b.zext(value, I64)
         return b.sext(value, I64)
 
-    def clamp_index(self, value: ir.Value, lo: int, hi: int) -> ir.Value:
+    def clamp_index(self, value: ir.Value, lo: int, hi: DimLike) -> ir.Value:
         b = self.builder
         low, high = self.index_const(lo), self.index_const(hi)
+        if not is_static(hi):  # hi may be below lo at the call: lo wins, never out of bounds
+            value = b.select(b.icmp_signed(">", value, high), high, value)
+            return b.select(b.icmp_signed("<", value, low), low, value)
         value = b.select(b.icmp_signed("<", value, low), low, value)
         return b.select(b.icmp_signed(">", value, high), high, value)
 

@@ -8,9 +8,11 @@ from collections.abc import Sequence
 
 from llvmlite import ir
 
+from jitc.backends.llvm import extents
 from jitc.backends.llvm.elemental import ElementalEmitter, Index, rule
 from jitc.backends.llvm.types import I1, I64
 from jitc.ir.core import Instruction, Value
+from jitc.ir.symbolic import DimLike, is_static
 
 # -- data movement ---------------------------------------------------------------------------
 
@@ -30,7 +32,7 @@ def delinearize(b: ir.IRBuilder, linear: ir.Value, shape: Sequence[int]) -> Inde
         if d == 1:
             out.append(ir.Constant(I64, 0))
             continue
-        size = ir.Constant(I64, d)
+        size = extents.value(b, d)
         out.append(b.urem(linear, size))
         linear = b.udiv(linear, size)
     return out[::-1]
@@ -39,7 +41,7 @@ def delinearize(b: ir.IRBuilder, linear: ir.Value, shape: Sequence[int]) -> Inde
 def linearize(b: ir.IRBuilder, index: Index, shape: Sequence[int]) -> ir.Value:
     linear: ir.Value = ir.Constant(I64, 0)
     for i, d in zip(index, shape):
-        linear = b.add(b.mul(linear, ir.Constant(I64, d)), i)
+        linear = b.add(b.mul(linear, extents.value(b, d)), i)
     return linear
 
 
@@ -91,7 +93,7 @@ def _pad(e: ElementalEmitter, inst: Instruction, index: Index) -> ir.Value:
     b = e.builder
     operand = inst.operands[0].type
     fill = e.scalar(inst.operands[1])
-    if operand.size == 0:
+    if is_static(operand.size) and operand.size == 0:
         return fill
     interior = inst.attrs["interior"] or (0,) * operand.rank  # type: ignore[operator]
     inside: ir.Value = ir.Constant(I1, 1)
@@ -107,8 +109,18 @@ def _pad(e: ElementalEmitter, inst: Instruction, index: Index) -> ir.Value:
                                           e.index_const(0)))
         inside = b.and_(inside, ok)
         mapped.append(e.clamp_index(position, 0, size - 1))
-    # The load uses a clamped index, so it stays in bounds whether or not it is selected.
-    return b.select(inside, e.operand(inst, 0, mapped), fill)
+    if is_static(operand.size):
+        # The load uses a clamped index, so it stays in bounds whether or not it is selected.
+        return b.select(inside, e.operand(inst, 0, mapped), fill)
+    # An operand of symbolic size may be empty at the call: read it only inside.
+    before = b.block
+    with b.if_then(inside):
+        value = e.operand_in_branch(inst, 0, mapped)
+        read = b.block
+    result = b.phi(fill.type)
+    result.add_incoming(value, read)
+    result.add_incoming(fill, before)
+    return result
 
 
 # Up to this many operands, a concatenate's element is a chain of selects over every operand's
@@ -165,13 +177,48 @@ def _concatenate(e: ElementalEmitter, inst: Instruction, index: Index) -> ir.Val
     pieces = []  # (operand, first position, size) of each operand with elements
     for n, v in enumerate(inst.operands):
         size = v.type.shape[axis]  # type: ignore[index]
-        if size:
+        if not is_static(size) or size:
             pieces.append((n, start, size))
         start += size
     assert pieces, "concatenate of empty operands has no elements"
+    if not all(is_static(size) for _, _, size in pieces):
+        return _concatenate_symbolic(e, inst, index, pieces)
     if len(pieces) > SELECTED_PIECES:
         return _concatenate_branched(e, inst, index, pieces)
     return _concatenate_selected(e, inst, index, pieces)
+
+
+def _concatenate_symbolic(e: ElementalEmitter, inst: Instruction, index: Index,
+                          pieces: list[tuple[int, DimLike, DimLike]]) -> ir.Value:
+    """A concatenate whose pieces have symbolic extents (any may be empty at the call): a
+    chain of tests on the position, each branch reading only the piece the element lies in
+    (a select chain would load from every piece, out of an empty one)."""
+    b = e.builder
+    axis = inst.attrs["dimension"]
+    position = index[axis]  # type: ignore[index]
+    merge = b.function.append_basic_block("concat.merge")
+    incoming = []
+    for k, (n, begin, size) in enumerate(pieces):
+        last = k == len(pieces) - 1
+        here = b.function.append_basic_block(f"concat.{n}")
+        if last:
+            b.branch(here)
+        else:
+            following = b.function.append_basic_block(f"concat.after{n}")
+            inside = b.icmp_signed("<", position, e.index_const(begin + size))
+            b.cbranch(inside, here, following)
+        b.position_at_end(here)
+        mapped = list(index)
+        mapped[axis] = b.sub(position, e.index_const(begin))  # type: ignore[index]
+        incoming.append((e.operand_in_branch(inst, n, mapped), b.block))
+        b.branch(merge)
+        if not last:
+            b.position_at_end(following)
+    b.position_at_end(merge)
+    result = b.phi(incoming[0][0].type)
+    for value, block in incoming:
+        result.add_incoming(value, block)
+    return result
 
 
 def _concatenate_selected(e: ElementalEmitter, inst: Instruction, index: Index,
@@ -215,6 +262,7 @@ def _dynamic_slice(e: ElementalEmitter, inst: Instruction, index: Index) -> ir.V
 @rule("dynamic_update_slice")
 def _dynamic_update_slice(e: ElementalEmitter, inst: Instruction, index: Index) -> ir.Value:
     operand, update = inst.operands[0].type, inst.operands[1].type
+    extents.static(update.size, "dynamic_update_slice of an update with symbolic dimensions")
     if update.size == 0:
         return e.operand(inst, 0, index)
     starts = _clamped_starts(e, inst.operands[2:], operand.shape, update.shape)

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 
 from llvmlite import ir
 
+from jitc.backends.llvm import extents
 from jitc.backends.llvm.types import I1, I64, memory_type, value_type
 from jitc.ir.types import TensorType
 
@@ -20,7 +21,8 @@ def linear_offset(builder: ir.IRBuilder, t: TensorType, index: Sequence[ir.Value
     for i, stride in zip(index, t.strides):
         if stride == 0 or (isinstance(i, ir.Constant) and i.constant == 0):
             continue
-        term = i if stride == 1 else builder.mul(i, ir.Constant(I64, stride), flags=["nsw"])
+        term = i if stride == 1 else builder.mul(i, extents.value(builder, stride),
+                                                 flags=["nsw"])
         offset = term if (isinstance(offset, ir.Constant) and offset.constant == 0) \
             else builder.add(offset, term, flags=["nsw"])
     return offset

@@ -7,19 +7,22 @@ from contextlib import contextmanager
 
 from llvmlite import ir
 
+from jitc.backends.llvm import extents
 from jitc.backends.llvm.types import I64
+from jitc.ir.symbolic import DimLike
 
 
 @contextmanager
-def for_range(builder: ir.IRBuilder, start: ir.Value | int, stop: ir.Value | int,
+def for_range(builder: ir.IRBuilder, start: ir.Value | DimLike, stop: ir.Value | DimLike,
               step: int = 1, name: str = "i") -> Iterator[ir.Value]:
-    """`for i in range(start, stop, step)` (step > 0); yields i inside the body.
+    """`for i in range(start, stop, step)` (step > 0); yields i inside the body. A symbolic
+    bound is computed from the function's symbol values (extents.py).
 
     The loop is in canonical form (preheader, header with one phi, latch) so LLVM's
     vectorizer recognises it.
     """
-    start = ir.Constant(I64, start) if isinstance(start, int) else start
-    stop = ir.Constant(I64, stop) if isinstance(stop, int) else stop
+    start = extents.value(builder, start)
+    stop = extents.value(builder, stop)
     preheader = builder.block
     header = builder.append_basic_block(f"{name}.header")
     body = builder.append_basic_block(f"{name}.body")
@@ -31,13 +34,15 @@ def for_range(builder: ir.IRBuilder, start: ir.Value | int, stop: ir.Value | int
     builder.cbranch(builder.icmp_signed("<", counter, stop), body, exit_)
     builder.position_at_end(body)
     yield counter
-    following = builder.add(counter, ir.Constant(I64, step), name=f"{name}.next", flags=["nsw"])
+    following = builder.add(counter, extents.value(builder, step), name=f"{name}.next",
+                            flags=["nsw"])
     counter.add_incoming(following, builder.block)
     builder.branch(header)
     builder.position_at_end(exit_)
 
 
-def loop_nest(builder: ir.IRBuilder, bounds: Sequence[tuple[ir.Value | int, ir.Value | int]],
+def loop_nest(builder: ir.IRBuilder,
+              bounds: Sequence[tuple[ir.Value | DimLike, ir.Value | DimLike]],
               body: Callable[[list[ir.Value]], None], name: str = "d") -> None:
     """Nested loops over (start, stop) pairs, outermost first; body gets the counters.
 
@@ -49,7 +54,7 @@ def loop_nest(builder: ir.IRBuilder, bounds: Sequence[tuple[ir.Value | int, ir.V
             return
         start, stop = bounds[k]
         if isinstance(start, int) and isinstance(stop, int) and (start, stop) == (0, 1):
-            level(k + 1, counters + [ir.Constant(I64, 0)])
+            level(k + 1, counters + [extents.value(builder, 0)])
             return
         with for_range(builder, start, stop, name=f"{name}{k}") as i:
             level(k + 1, counters + [i])

@@ -1,0 +1,251 @@
+"""The cpu backend with symbolic extents (docs/dynamic-shapes.md): a module with `Dim`
+dimensions compiles once and runs for every size its constraints accept, agreeing with numpy
+and with the interpreter; what the kernels cannot take symbolically is refused at compile time,
+and `jit`'s policy then compiles exactly."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import jitc
+from jitc.backends.base import get_backend
+from jitc.backends.cpu.plan import plan_buffers
+from jitc.backends.llvm.extents import SymbolicExtentError
+from jitc.ir.interpreter import ArgumentError
+from jitc.ir.parser import parse_module
+from jitc.ir.symbolic import is_static
+from jitc.options import Options
+from jitc.passes import KERNEL_PASSES
+from jitc.passes.pipeline import Pipeline
+from jitc.tracing.function import AbstractArray
+
+RNG = np.random.default_rng(5)
+SIZES = (0, 1, 2, 7, 33, 100)
+W1 = RNG.standard_normal((48, 32)).astype(np.float32)
+B1 = RNG.standard_normal(32).astype(np.float32)
+W2 = RNG.standard_normal((32, 10)).astype(np.float32)
+GAIN = RNG.standard_normal(16).astype(np.float32)
+ROWS = RNG.standard_normal((6, 48)).astype(np.float32)
+
+
+def _floats(*shape: int) -> np.ndarray:
+    return RNG.standard_normal(shape).astype(np.float32)
+
+
+def mlp(x, w1, b1, w2):
+    return np.tanh(x @ w1 + b1) @ w2
+
+
+def softmax(x):
+    e = np.exp(x - x.max(axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+def layernorm(x, gain):
+    centred = x - x.sum(axis=-1, keepdims=True) / x.shape[-1]
+    variance = (centred * centred).sum(axis=-1, keepdims=True) / x.shape[-1]
+    return centred / np.sqrt(variance + 1e-5) * gain + 1.0
+
+
+def attention(q, k, v):
+    scores = q @ k.T
+    e = np.exp(scores - scores.max(axis=-1, keepdims=True))
+    return (e / e.sum(axis=-1, keepdims=True)) @ v
+
+
+# name: (program, argument specs, the arguments for a size)
+PROGRAMS = {
+    "elementwise with broadcasting": (
+        lambda x, y: np.tanh(x * 2.0 + y) - x.sum(axis=1, keepdims=True), ("f32[B,10]", "f32[10]"),
+        lambda n: (_floats(n, 10), _floats(10))),
+    "two symbols": (
+        lambda x, y: x.reshape(-1, 1) * y.reshape(1, -1) + 1.0, ("f32[n]", "f32[m]"),
+        lambda n: (_floats(n), _floats(n % 5 + 3))),
+    "sum over the symbolic axis": (lambda x: x.sum(axis=0) * 2.0, ("f32[B,16]",),
+                                   lambda n: (_floats(n, 16),)),
+    "sum over a static axis": (lambda x: x.sum(axis=1) + 1.0, ("f32[B,16]",),
+                               lambda n: (_floats(n, 16),)),
+    "long symbolic rows": (lambda x: x.sum(axis=-1) - x.min(axis=-1, initial=9.0),
+                           ("f32[3,S]",), lambda n: (_floats(3, 41 * n),)),
+    "whole sum": (lambda x: x.sum() + 1.0, ("f32[B,16]",), lambda n: (_floats(n, 16),)),
+    "softmax over a symbolic batch": (softmax, ("f32[B,10]",), lambda n: (_floats(n, 10),)),
+    "softmax along a symbolic axis": (softmax, ("f32[4,S]",), lambda n: (_floats(4, n),)),
+    "layernorm": (layernorm, ("f32[B,16]", "f32[16]"), lambda n: (_floats(n, 16), GAIN)),
+    "matmul, M symbolic": (lambda x, w: x @ w, ("f32[M,48]", "f32[48,32]"),
+                           lambda n: (_floats(n, 48), W1)),
+    "matmul, N symbolic": (lambda x, y: x @ y, ("f32[6,48]", "f32[48,N]"),
+                           lambda n: (ROWS, _floats(48, n))),
+    "matmul, K symbolic": (lambda x, y: x @ y, ("f32[6,K]", "f32[K,40]"),
+                           lambda n: (_floats(6, n), _floats(n, 40))),
+    "attention": (attention, ("f32[S,64]", "f32[S,64]", "f32[S,64]"),
+                  lambda n: (_floats(n, 64), _floats(n, 64), _floats(n, 64))),
+    "mlp": (mlp, ("f32[B,48]", "f32[48,32]", "f32[32]", "f32[32,10]"),
+            lambda n: (_floats(n, 48), W1, B1, W2)),
+    "transpose and flatten": (lambda x: (x.T * 3.0).reshape(-1), ("f32[B,16]",),
+                              lambda n: (_floats(n, 16),)),
+    "concatenate along the symbolic axis": (
+        lambda x: np.concatenate([x, x * 2.0]) + 1.0, ("f32[B,16]",),
+        lambda n: (_floats(n, 16),)),
+    "pad (reads an operand that may be empty only inside it)": (
+        lambda x: np.pad(x, 1) * 2.0, ("f32[B,3]",), lambda n: (_floats(n, 3),)),
+    "concatenate along a static axis": (
+        lambda x, y: np.concatenate([x, y], axis=1) * 2.0, ("f32[B,3]", "f32[B,5]"),
+        lambda n: (_floats(n, 3), _floats(n, 5))),
+}
+
+
+def _while(x):
+    return jitc.lax.while_loop(lambda c: c[1] < 3, lambda c: (c[0] * 2.0 + 1.0, c[1] + 1),
+                               (x, 0))[0]
+
+
+def _cond(x):
+    return jitc.lax.cond(x.sum() > 0, lambda a: a * 2.0,
+                         lambda a: a - a.sum(axis=1, keepdims=True), x)
+
+
+PROGRAMS["while loop"] = (_while, ("f32[B,3]",), lambda n: (_floats(n, 3),))
+PROGRAMS["conditional"] = (_cond, ("f32[B,3]",), lambda n: (_floats(n, 3) + 0.2 * (n % 2),))
+
+
+def _compiled(program: str) -> tuple[jitc.api.Compiled, object]:
+    fun, specs, _ = PROGRAMS[program]
+    lowered = jitc.jit(fun).lower(*(AbstractArray(s) for s in specs))
+    compiled = lowered.compile()
+    return compiled, lowered.module
+
+
+@pytest.mark.parametrize("program", sorted(PROGRAMS))
+def test_one_compilation_agrees_with_numpy_and_the_interpreter(program: str) -> None:
+    fun, _, arguments = PROGRAMS[program]
+    compiled, module = _compiled(program)
+    for size in SIZES:
+        args = arguments(size)
+        try:
+            expected = fun(*args)
+        except ValueError:  # numpy's max of an empty axis: both refuse the call
+            for run in (compiled, lambda *a: jitc.interpret(module, a)):
+                with pytest.raises(TypeError, match=r"constraint S >= 1"):
+                    run(*args)
+            continue
+        (reference,) = jitc.interpret(module, args)
+        got = compiled(*args)
+        assert got.shape == expected.shape == reference.shape and got.dtype == expected.dtype
+        np.testing.assert_allclose(got, expected, rtol=2e-5, atol=2e-5)
+        np.testing.assert_allclose(got, reference, rtol=2e-5, atol=2e-5)
+
+
+def _stats(f) -> list[tuple[str, bool]]:
+    return [(s["signature"], s["symbolic"]) for s in f.compile_stats()]
+
+
+def test_the_default_policy_serves_batches_1_to_512_with_three_compilations() -> None:
+    f = jitc.jit(mlp)
+    for batch in range(1, 513):
+        x = _floats(batch, 48)
+        got = f(x, W1, B1, W2)
+        if batch in (1, 2, 3, 64, 511):
+            np.testing.assert_allclose(got, mlp(x, W1, B1, W2), rtol=2e-5, atol=2e-5)
+    assert _stats(f) == [("f32[1,48], f32[48,32], f32[32], f32[32,10]", False),
+                         ("f32[2,48], f32[48,32], f32[32], f32[32,10]", False),
+                         ("f32[x_0,48], f32[48,32], f32[32], f32[32,10]", True)]
+
+
+def test_dynamic_true_compiles_once_for_every_size_even_0_and_1() -> None:
+    f = jitc.jit(softmax, dynamic=True)
+    for batch, width in ((5, 10), (0, 3), (1, 7), (64, 33)):
+        x = _floats(batch, width)
+        np.testing.assert_allclose(f(x), softmax(x), rtol=2e-5, atol=2e-6)
+    assert _stats(f) == [("f32[x_0,x_1]", True)]
+
+
+def test_a_call_that_breaks_a_constraint_names_it() -> None:
+    compiled = jitc.jit(lambda x, y: x * y).lower(AbstractArray("f32[n]"),
+                                                  AbstractArray("f32[m]")).compile()
+    np.testing.assert_array_equal(compiled(np.ones(4, np.float32), np.full(4, 2, np.float32)),
+                                  np.full(4, 2, np.float32))
+    executable = compiled.executable
+    with pytest.raises(ArgumentError, match=r"constraint m == n does not hold: m=3, n=5"):
+        executable([np.ones(5, np.float32), np.ones(3, np.float32)])
+    with pytest.raises(ArgumentError, match=r"expected f32\[n\], got float32\[2, 2\]"):
+        executable([np.ones((2, 2), np.float32), np.ones(3, np.float32)])
+
+
+def test_a_donated_argument_holds_the_result_of_a_symbolic_call() -> None:
+    f = jitc.jit(lambda x: x * 2.0 + 1.0, donate_argnums=(0,), dynamic=True)
+    for n in (3, 9):
+        x = _floats(n, 4)
+        expected = x * 2.0 + 1.0
+        got = f(x)
+        np.testing.assert_array_equal(got, expected)
+        assert got is x  # computed in place, as with static shapes
+    assert _stats(f) == [("f32[x_0,x_1]", True)]
+
+
+def test_an_unsupported_construct_is_refused_at_compile_time_and_compiled_exactly() -> None:
+    def write_rows(x, rows, at):
+        return jitc.lax.dynamic_update_slice(x, rows, (at, 0)) * 2.0
+
+    specs = (AbstractArray("f32[B,3]"), AbstractArray("f32[R,3]"), np.int64(1))
+    with pytest.raises(SymbolicExtentError, match=r"the cpu backend cannot compile write_rows "
+                                                   r"with symbolic dimensions \(B, R\) yet: "
+                                                   r"dynamic_update_slice"):
+        jitc.jit(write_rows).lower(*specs).compile()
+    f = jitc.jit(write_rows, dynamic=True)
+    for n in (3, 5):
+        x, rows = _floats(n, 3), _floats(2, 3)
+        expected = x.copy()
+        expected[1:3] = rows
+        np.testing.assert_array_equal(f(x, rows, 1), expected * 2.0)
+    stats = f.compile_stats()
+    assert [s["symbolic"] for s in stats] == [False, False]
+    assert "the symbolic compilation is refused (SymbolicExtentError: the cpu backend " \
+        "cannot compile write_rows with symbolic dimensions" in stats[0]["reason"]
+
+
+def test_the_static_code_of_a_module_is_unchanged_by_symbol_support() -> None:
+    # A static module has no symbol slot and passes no symbol values: one buffer per argument,
+    # result and constant, and the workspace pointer (docs/backend-porting.md).
+    lowered = jitc.jit(mlp).lower(_floats(4, 48), W1, B1, W2)
+    ir_text = lowered.compile().executable.as_text()
+    assert "sym." not in ir_text
+    symbolic_text = jitc.jit(mlp).lower(AbstractArray("f32[B,48]"), W1, B1,
+                                        W2).compile().executable.as_text()
+    assert "sym.B" in symbolic_text
+
+
+SLICES = """
+constraint n >= 2
+constraint n % 4 == 0
+
+func @slices {
+  %x = parameter() index=0 : f32[n,6]{1,0}
+  %0 = slice(%x) start=[1,0] limit=[n,6] : f32[n-1,6]{1,0}
+  %1 = add(%0, %0) : f32[n-1,6]{1,0}
+  %2 = reshape(%x) : f32[n//4,24]{1,0}
+  %3 = slice(%x) start=[0,2] limit=[n-1,5] : f32[n-1,3]{1,0}
+  %4 = slice(%1) start=[1,0] limit=[n-1,6] stride=[2,1] : f32[(n+1)//2-1,6]{1,0}
+  %5 = slice(%x) start=[n-2,0] limit=[n,6] : f32[2,6]{1,0}
+  %6 = mul(%5, %5) : f32[2,6]{1,0}
+  return %1, %2, %3, %4, %6
+}
+"""
+
+
+def test_slices_and_reshapes_of_symbolic_extents_from_ir_text() -> None:
+    module = parse_module(SLICES)
+    optimized = Pipeline("cpu", list(KERNEL_PASSES)).run(module)
+    plan = plan_buffers(optimized.entry, frozenset(), optimized, views=True)
+    assert any(not is_static(offset) for _, offset in plan.views.values())  # x[n-2:] is a view
+    executable = get_backend("cpu").compile(optimized, Options())
+    for n in (4, 8, 12, 100):
+        x = _floats(n, 6)
+        got = executable([x])
+        expected = [x[1:] * 2, x.reshape(n // 4, 24), x[:n - 1, 2:5], (x[1:] * 2)[1::2],
+                    x[n - 2:] * x[n - 2:]]
+        for g, r, e in zip(got, jitc.interpret(module, [x]), expected, strict=True):
+            np.testing.assert_array_equal(g, e)
+            np.testing.assert_array_equal(r, e)
+    with pytest.raises(ArgumentError, match=r"constraint n % 4 == 0 does not hold: n=6"):
+        executable([_floats(6, 6)])
