@@ -158,3 +158,12 @@ def test_a_symbol_must_be_a_whole_dimension():
         jitc.export("f32[2*n,4]")(lambda x: x)
     exported = jitc.export("f32[n,4]", "f32[4]", name="mv")(lambda x, w: x @ w)
     assert exported.symbols == ("n",)
+
+
+@needs_gcc
+def test_threads_split_a_run_time_extent(tmp_path):
+    model = write(tmp_path / "model.py", MODEL)
+    lib = jitc.aot.load(build(model, tmp_path / "libmt.so", "--threads", "2"))
+    for n in (1, 3, 4099):
+        x = np.random.default_rng(n).standard_normal((n, 16)).astype(np.float32)
+        np.testing.assert_allclose(lib.predict(x), numpy_predict(x), rtol=2e-6, atol=1e-7)
