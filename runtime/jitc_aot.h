@@ -20,7 +20,9 @@ enum jitc_status {
     JITC_ERROR_NULL_POINTER = 1,       /* an argument or result pointer is NULL */
     JITC_ERROR_OUT_OF_MEMORY = 2,      /* the temporary workspace could not be allocated */
     JITC_ERROR_BAD_WORKSPACE = 3,      /* caller workspace NULL or not aligned */
-    JITC_ERROR_OVERLAPPING_BUFFERS = 4 /* a result buffer overlaps an argument or result */
+    JITC_ERROR_OVERLAPPING_BUFFERS = 4, /* a result buffer overlaps an argument or result */
+    JITC_ERROR_BAD_DIMENSION = 5        /* a dimension argument is negative or breaks a
+                                           constraint of the function */
 };
 
 /* Element types, as the header's NAME_ARGi_DTYPE / NAME_RESi_DTYPE macros give them. */

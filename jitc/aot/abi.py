@@ -12,6 +12,7 @@ from pathlib import Path
 
 from jitc.ir import dtypes
 from jitc.ir.dtypes import DType
+from jitc.ir.symbolic import Constraint, DimLike, ceil_divide
 from jitc.ir.types import TensorType
 
 ABI_VERSION = 1
@@ -25,9 +26,11 @@ STATUS: dict[int, tuple[str, str]] = {
     3: ("JITC_ERROR_BAD_WORKSPACE",
         f"the workspace is NULL or not aligned to {WORKSPACE_ALIGNMENT} bytes"),
     4: ("JITC_ERROR_OVERLAPPING_BUFFERS", "a result buffer overlaps an argument or a result"),
+    5: ("JITC_ERROR_BAD_DIMENSION",
+        "a dimension argument is negative or breaks a constraint of the function"),
 }
 UNKNOWN_STATUS = "unknown jitc status code"
-OK, NULL_POINTER, OUT_OF_MEMORY, BAD_WORKSPACE, OVERLAPPING_BUFFERS = range(5)
+OK, NULL_POINTER, OUT_OF_MEMORY, BAD_WORKSPACE, OVERLAPPING_BUFFERS, BAD_DIMENSION = range(6)
 
 # dtype -> (C enumerator, code, C element type)
 DTYPES: dict[DType, tuple[str, int, str]] = {
@@ -82,9 +85,14 @@ def dtype_enum(dtype: DType) -> str:
     return DTYPES[dtype][0]
 
 
-def padded(nbytes: int) -> int:
+def padded(nbytes: DimLike) -> DimLike:
     """`nbytes` rounded up to the workspace alignment."""
-    return -(-nbytes // WORKSPACE_ALIGNMENT) * WORKSPACE_ALIGNMENT
+    return ceil_divide(nbytes, WORKSPACE_ALIGNMENT) * WORKSPACE_ALIGNMENT
+
+
+def dim_text(dim: DimLike) -> int | str:
+    """An extent as the manifest writes it: an int, or the expression (`n`, `784*n`)."""
+    return dim if isinstance(dim, int) else str(dim)
 
 
 @dataclass(frozen=True)
@@ -98,7 +106,8 @@ class Argument:
 
 @dataclass(frozen=True)
 class FunctionABI:
-    """The C interface of one export: `int NAME(const T *args..., T *results...)`."""
+    """The C interface of one export: `int NAME(int64_t symbols..., const T *args...,
+    T *results...)`; sizes are expressions over the symbols when it has any."""
 
     c_name: str
     python_name: str
@@ -106,20 +115,27 @@ class FunctionABI:
     args: tuple[Argument, ...]
     results: tuple[Argument, ...]
     single_result: bool        # Python returns one array rather than a tuple
-    workspace_bytes: int       # all the caller provides: the entry's, then `scratch`
+    workspace_bytes: DimLike   # all the caller provides: the entry's, then `scratch`
     written: tuple[int, ...] = ()  # arguments the function writes (in/out parameters)
-    entry_workspace_bytes: int = -1  # the compiled entry's part (-1: all of it)
+    entry_workspace_bytes: DimLike | None = None  # the compiled entry's part (None: all)
     notes: tuple[str, ...] = ()  # more for the header's comment (jitc.quant's scales)
+    symbols: tuple[str, ...] = ()  # the `int64_t` parameters, in order
+    constraints: tuple[Constraint, ...] = ()  # checked before each call
+
+    @property
+    def workspace_function(self) -> str:
+        """`NAME_workspace_bytes(symbols...)`, which symbolic exports have."""
+        return f"{self.c_name}_workspace_bytes"
 
     @property
     def with_workspace(self) -> str:
         return f"{self.c_name}_with_workspace"
 
-    def scratch(self) -> list[tuple[int, int]]:
+    def scratch(self) -> list[tuple[DimLike, DimLike]]:
         """(workspace offset, bytes) of the buffer each written argument's new value is
         computed in before it is copied over the argument (compiled code reads the argument
         while it computes the new value)."""
-        offset = self.workspace_bytes if self.entry_workspace_bytes < 0 else \
+        offset = self.workspace_bytes if self.entry_workspace_bytes is None else \
             self.entry_workspace_bytes
         out = []
         for index in self.written:
@@ -135,15 +151,17 @@ class FunctionABI:
     def manifest(self) -> dict[str, object]:
         def describe(a: Argument) -> dict[str, object]:
             described = {"name": a.name, "dtype": a.type.dtype.name,
-                         "shape": list(a.type.shape)}
+                         "shape": [dim_text(d) for d in a.type.shape]}
             if a.complex_dtype:
                 described["complex_dtype"] = a.complex_dtype
             return described
         return {"name": self.c_name, "python_name": self.python_name,
                 "args": [describe(a) for a in self.args],
                 "results": [describe(a) for a in self.results],
-                "single_result": self.single_result, "workspace_bytes": self.workspace_bytes,
-                "written": list(self.written)}
+                "single_result": self.single_result,
+                "workspace_bytes": dim_text(self.workspace_bytes),
+                "written": list(self.written), "symbols": list(self.symbols),
+                "constraints": [str(c) for c in self.constraints]}
 
 
 @dataclass(frozen=True)

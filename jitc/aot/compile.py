@@ -38,6 +38,7 @@ from jitc.backends.cpu.codegen import ExternalConstants, Linkage, lower_module
 from jitc.backends.llvm import target
 from jitc.ir import dtypes
 from jitc.ir.core import Module
+from jitc.ir.symbolic import DimLike
 from jitc.options import Options
 from jitc.stages import Lowered
 from jitc.tracing import pytree
@@ -212,9 +213,9 @@ def _complex_name(dtype: np.dtype | None) -> str:
 
 
 def _describe(e: Exported, c_name: str, lowered: Lowered, optimized: Module,
-              workspace: int) -> FunctionABI:
+              workspace: DimLike) -> FunctionABI:
     fn = optimized.entry
-    taken = {f"res{i}" for i in range(len(fn.outputs))} | {"workspace"}
+    taken = {f"res{i}" for i in range(len(fn.outputs))} | {"workspace"} | set(e.symbols)
     pairs = lowered.complex_boundary
     complex_params = {} if pairs is None else pairs.params
     complex_outputs = {} if pairs is None else pairs.outputs
@@ -233,9 +234,14 @@ def _describe(e: Exported, c_name: str, lowered: Lowered, optimized: Module,
             raise AotError(f"{e.source[0]}:{e.source[1]}: {e.name}: internal error: "
                            f"{a.name} has the non-row-major layout {a.type}")
     scratch = sum(abi.padded(args[i].type.nbytes) for i in written)
+    for symbol in e.symbols:
+        if not _is_c_identifier(symbol):
+            raise AotError(f"{e.source[0]}:{e.source[1]}: {e.name}: the symbol {symbol!r} is "
+                           "not a valid C parameter name; rename it in the signature")
     return FunctionABI(c_name, e.name, e.source, tuple(args), results,
                        lowered.out_tree == pytree.LEAF, workspace + scratch, tuple(written),
-                       workspace, tuple(e.header_notes()))
+                       workspace, tuple(e.header_notes()), e.symbols,
+                       tuple(sorted(optimized.constraints, key=str)))
 
 
 def _compile_export(e: Exported, c_name: str, lib_name: str, threads: int,

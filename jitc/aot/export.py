@@ -20,14 +20,14 @@ from typing import Any
 import numpy as np
 
 from jitc.api import Jitted, Lowered
-from jitc.ir import dtypes
+from jitc.ir import dtypes, symbolic
 from jitc.ir.parser import ParseError, parse_type
 from jitc.ir.types import TensorType
 from jitc.options import Options
 from jitc.quant.quantize import Quantized
 from jitc.tracing import pytree
 from jitc.tracing.errors import JitcError
-from jitc.tracing.function import ArgSpec, trace_function
+from jitc.tracing.function import AbstractArray, ArgSpec, trace_function
 
 
 class AotError(JitcError):
@@ -74,10 +74,6 @@ def as_tensor_type(spec: object) -> TensorType:
             raise ValueError(str(exc).removeprefix("line 1: ")) from None
         if "{" in spec:
             raise ValueError("exported arguments are row-major C arrays; drop the {layout}")
-        if not type_.is_static:
-            raise ValueError(f"symbolic dimensions ({', '.join(sorted(type_.symbols))}) cannot "
-                             "be exported yet; give every dimension a size "
-                             "(see docs/dynamic-shapes.md)")
     elif hasattr(spec, "shape") and hasattr(spec, "dtype"):
         try:
             type_ = TensorType(dtypes.from_numpy(spec.dtype), tuple(spec.shape))
@@ -86,9 +82,24 @@ def as_tensor_type(spec: object) -> TensorType:
     else:
         raise ValueError(f"expected a type string like 'f32[8,784]', an object with .shape and "
                          f".dtype or an example array, got {type(spec).__name__}")
-    if any(d < 0 for d in type_.shape):
+    if any(isinstance(d, int) and d < 0 for d in type_.shape):
         raise ValueError("dimensions cannot be negative")
     return type_
+
+
+def _check_symbols(fun: Callable, signature: Sequence[object],
+                   types: Sequence[TensorType]) -> None:
+    """Every symbol must be a whole dimension of some argument: the C caller passes its value
+    and the library checks that every argument agrees with it."""
+    bare = {symbolic.symbol_name(d) for t in types for d in t.shape} - {None}
+    for i, (spec, t) in enumerate(zip(signature, types)):
+        for d in t.shape:
+            missing = sorted(symbolic.symbols_of(d) - bare)
+            if missing:
+                raise _fail(fun, f"bad signature {spec!r} for argument {i}: the dimension {d} "
+                                 f"uses {', '.join(missing)}, which is not a whole dimension "
+                                 f"of any argument; give {missing[0]} a dimension of its own "
+                                 f"(f32[{missing[0]},...]) or use a size")
 
 
 class Exported(Jitted):
@@ -102,6 +113,8 @@ class Exported(Jitted):
         self.source = source_of(fun)
         params = list(inspect.signature(fun).parameters.values())
         self.arg_names = tuple(p.name for p in params[:len(self.arg_types)])
+        # The symbolic dimensions of the signature, in the order the C function takes them.
+        self.symbols = tuple(sorted(set().union(*(t.symbols for t in self.arg_types))))
         self.quantized: Quantized | None = None  # a jitc.quant function's export
 
     def header_notes(self) -> list[str]:
@@ -114,7 +127,8 @@ class Exported(Jitted):
 
     def lower_export(self, options: Options) -> Lowered:
         """Trace the function for its export signature, to be compiled with `options`."""
-        placeholders = {name: ShapeDtype(t.shape, t.dtype.numpy)
+        placeholders = {name: ShapeDtype(t.shape, t.dtype.numpy) if t.is_static
+                        else AbstractArray(t.shape, t.dtype.numpy)
                         for name, t in zip(self.arg_names, self.arg_types)}
         treedef = pytree.TreeDef("tuple", (pytree.LEAF,) * len(self.arg_types))
         specs = tuple(ArgSpec(t) for t in self.arg_types)
@@ -156,6 +170,10 @@ def export(*signature: object, name: str | None = None) -> Callable[[Callable], 
     objects with `.shape` and `.dtype` (`jitc.ShapeDtype`, example arrays). Parameters beyond
     the signature keep their Python defaults. `name` is the C function name (default: the
     Python name). The result is a normal `jitc.jit` function; `__wrapped__` is the original.
+
+    A dimension may be a symbol (`f32[n,784]`): the C function then takes `int64_t n` before
+    the arrays, checks it against the function's constraints, and sizes its workspace from it
+    (docs/aot.md, "Symbolic dimensions").
     """
     def wrap(fun: Callable) -> Exported:
         quantized = fun if isinstance(fun, Quantized) else None
@@ -176,6 +194,7 @@ def export(*signature: object, name: str | None = None) -> Callable[[Callable], 
             except ValueError as exc:
                 raise _fail(fun, f"bad signature {spec!r} for argument {i}: {exc}") from None
         _check_parameters(fun, len(types))
+        _check_symbols(fun, signature, types)
         export_name = name if name is not None else getattr(fun, "__name__", "")
         if not export_name.isidentifier():
             raise _fail(fun, f"{export_name!r} is not a valid C name; pass "

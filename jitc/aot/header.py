@@ -12,30 +12,58 @@ from pathlib import Path
 
 from jitc.aot import abi
 from jitc.aot.abi import Argument, FunctionABI, LibraryABI
+from jitc.ir.symbolic import DimLike
 
 
 def _macro_base(fn: FunctionABI) -> str:
     return fn.c_name.upper()
 
 
-def _array_macros(base: str, a: Argument) -> list[tuple[str, str]]:
+def c_expression(dim: DimLike) -> str:
+    """An extent as a C expression over `int64_t` symbols (`((int64_t)784*(n))`); C's `/`
+    is the floor division for the non-negative numerators of valid sizes."""
+    if isinstance(dim, int):
+        return str(dim)
+    terms = []
+    for monomial, coefficient in dim.terms:
+        factors = [f"({a})" if isinstance(a, str) else
+                   f"({c_expression(a.numerator)}/{a.divisor})" for a in monomial]
+        if not factors or coefficient != 1:
+            factors.insert(0, f"(int64_t){coefficient}")
+        terms.append("*".join(factors))
+    return terms[0] if len(terms) == 1 and "*" not in terms[0] else "(" + " + ".join(terms) + ")"
+
+
+def _array_macros(base: str, a: Argument, symbols: str) -> list[tuple[str, str]]:
+    """A static array's size and shape are constants; a symbolic one's are function-like
+    macros of the export's symbols (`NAME_ARG0_SIZE(n)`)."""
     t = a.type
     macros = [(f"{base}_DTYPE", abi.dtype_enum(t.dtype)), (f"{base}_TYPE", abi.c_type(t.dtype)),
-              (f"{base}_RANK", str(t.rank)), (f"{base}_SIZE", str(t.size))]
-    if t.rank:  # C has no empty initializer list before C23
-        macros.append((f"{base}_SHAPE", "{" + ", ".join(str(d) for d in t.shape) + "}"))
+              (f"{base}_RANK", str(t.rank))]
+    if t.is_static:
+        macros.append((f"{base}_SIZE", str(t.size)))
+        if t.rank:  # C has no empty initializer list before C23
+            macros.append((f"{base}_SHAPE", "{" + ", ".join(str(d) for d in t.shape) + "}"))
+        return macros
+    macros.append((f"{base}_SIZE({symbols})", c_expression(t.size)))
+    macros.append((f"{base}_SHAPE({symbols})",
+                   "{" + ", ".join(c_expression(d) for d in t.shape) + "}"))
     return macros
 
 
 def export_macros(fn: FunctionABI) -> list[tuple[str, str]]:
     base = _macro_base(fn)
     macros = [(f"{base}_NUM_ARGS", str(len(fn.args))),
-              (f"{base}_NUM_RESULTS", str(len(fn.results))),
-              (f"{base}_WORKSPACE_BYTES", str(fn.workspace_bytes))]
+              (f"{base}_NUM_RESULTS", str(len(fn.results)))]
+    symbols = ", ".join(fn.symbols)
+    if fn.symbols:
+        macros.append((f"{base}_NUM_SYMBOLS", str(len(fn.symbols))))
+    else:
+        macros.append((f"{base}_WORKSPACE_BYTES", str(fn.workspace_bytes)))
     for i, a in enumerate(fn.args):
-        macros += _array_macros(f"{base}_ARG{i}", a)
+        macros += _array_macros(f"{base}_ARG{i}", a, symbols)
     for i, a in enumerate(fn.results):
-        macros += _array_macros(f"{base}_RES{i}", a)
+        macros += _array_macros(f"{base}_RES{i}", a, symbols)
     return macros
 
 
@@ -64,8 +92,10 @@ def declared_names(lib: LibraryABI) -> Iterator[tuple[str, str]]:
     for fn in lib.exports:
         yield fn.c_name, fn.c_name
         yield fn.c_name, fn.with_workspace
+        if fn.symbols:
+            yield fn.c_name, fn.workspace_function
         for macro, _ in export_macros(fn):
-            yield fn.c_name, macro
+            yield fn.c_name, macro.split("(")[0]
 
 
 def type_text(a: Argument) -> str:
@@ -76,13 +106,16 @@ def type_text(a: Argument) -> str:
     return text
 
 
-def _prototype(fn: FunctionABI, name: str, workspace: bool) -> str:
-    params = [f"{'' if i in fn.written else 'const '}{abi.c_type(a.type.dtype)} *{a.name}"
-              for i, a in enumerate(fn.args)]
-    params += [f"{abi.c_type(a.type.dtype)} *{a.name}" for a in fn.results]
+def _prototype(fn: FunctionABI, name: str, workspace: bool | None) -> str:
+    """`int NAME(...)`; with `workspace` None, `int64_t NAME_workspace_bytes(symbols...)`."""
+    params = [f"int64_t {s}" for s in fn.symbols]
+    if workspace is not None:
+        params += [f"{'' if i in fn.written else 'const '}{abi.c_type(a.type.dtype)} *{a.name}"
+                   for i, a in enumerate(fn.args)]
+        params += [f"{abi.c_type(a.type.dtype)} *{a.name}" for a in fn.results]
     if workspace:
         params.append("void *workspace")
-    head = f"int {name}("
+    head = f"{'int' if workspace is not None else 'int64_t'} {name}("
     lines, line = [], head
     for i, p in enumerate(params):
         piece = p + (", " if i < len(params) - 1 else ");")
@@ -103,7 +136,17 @@ def _export_section(fn: FunctionABI) -> str:
     base = _macro_base(fn)
     width = max(len(m) for m, _ in export_macros(fn)) + 1
     macros = "\n".join(f"#define {m.ljust(width)}{v}" for m, v in export_macros(fn))
-    if fn.workspace_bytes:
+    if fn.symbols:
+        names = ", ".join(fn.symbols)
+        rules = "; ".join(str(c) for c in fn.constraints)
+        memory = (f"Symbolic dimensions: {names}, passed first as int64_t, must be >= 0"
+                  + (f" and satisfy {rules}" if rules else "")
+                  + "; otherwise the call returns JITC_ERROR_BAD_DIMENSION and touches no "
+                  f"buffer. {fn.c_name} allocates {fn.workspace_function}({names}) bytes of "
+                  f"temporary memory for each call; {fn.with_workspace} uses the caller's "
+                  "buffer instead (aligned to JITC_WORKSPACE_ALIGNMENT, at least that many "
+                  "bytes; one call at a time per buffer).")
+    elif fn.workspace_bytes:
         memory = (f"{fn.c_name} allocates {base}_WORKSPACE_BYTES bytes of temporary memory "
                   f"for each call; {fn.with_workspace} uses the caller's buffer instead (aligned "
                   "to JITC_WORKSPACE_ALIGNMENT; one call at a time per buffer).")
@@ -128,7 +171,7 @@ def _export_section(fn: FunctionABI) -> str:
 {macros}
 {_prototype(fn, fn.c_name, False)}
 {_prototype(fn, fn.with_workspace, True)}
-"""
+{_prototype(fn, fn.workspace_function, None) + chr(10) if fn.symbols else ""}"""
 
 
 def render(lib: LibraryABI, header_name: str, source: Path) -> str:

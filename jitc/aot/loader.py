@@ -8,14 +8,15 @@ from __future__ import annotations
 
 import ctypes
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from jitc.aot.abi import default_name
-from jitc.aot.export import ShapeDtype
-from jitc.ir import dtypes
+from jitc.ir import dtypes, symbolic
+from jitc.ir.symbolic import DimLike
 
 
 class AotCallError(RuntimeError):
@@ -26,12 +27,25 @@ class AotCallError(RuntimeError):
         self.status = status
 
 
-def _visible(buffer: dict[str, Any]) -> ShapeDtype:
+@dataclass(frozen=True)
+class BufferType:
+    """The array Python passes for a buffer; dimensions may be expressions of the export's
+    symbols (`n`, `2*n`)."""
+
+    shape: tuple[DimLike, ...]
+    dtype: np.dtype
+
+    def concrete(self, env: dict[str, int]) -> tuple[int, ...]:
+        return tuple(symbolic.evaluate(d, env) for d in self.shape)
+
+
+def _visible(buffer: dict[str, Any]) -> BufferType:
     """The array Python passes for a buffer: a complex one for interleaved float pairs (the
     same bytes)."""
+    shape = tuple(d if isinstance(d, int) else symbolic.parse_dim(d) for d in buffer["shape"])
     if buffer.get("complex_dtype"):
-        return ShapeDtype(buffer["shape"][:-1], dtypes.by_name(buffer["complex_dtype"]).numpy)
-    return ShapeDtype(buffer["shape"], dtypes.by_name(buffer["dtype"]).numpy)
+        return BufferType(shape[:-1], np.dtype(dtypes.by_name(buffer["complex_dtype"]).numpy))
+    return BufferType(shape, np.dtype(dtypes.by_name(buffer["dtype"]).numpy))
 
 
 class AotFunction:
@@ -43,22 +57,59 @@ class AotFunction:
         self.args = [_visible(a) for a in manifest["args"]]
         self.results = [_visible(r) for r in manifest["results"]]
         self.single_result: bool = manifest["single_result"]
-        self.workspace_bytes: int = manifest["workspace_bytes"]
+        workspace = manifest["workspace_bytes"]
+        self.workspace_bytes: DimLike = workspace if isinstance(workspace, int) else \
+            symbolic.parse_dim(workspace)
         self.written: tuple[int, ...] = tuple(manifest.get("written", ()))
+        self.symbols: tuple[str, ...] = tuple(manifest.get("symbols", ()))
         count = len(self.args) + len(self.results)
         self._plain = self._function(self.name, count)
         self._with_workspace = self._function(f"{self.name}_with_workspace", count + 1)
+        self._workspace_function = None
+        if self.symbols:
+            self._workspace_function = getattr(self.library.dll, f"{self.name}_workspace_bytes")
+            self._workspace_function.argtypes = [ctypes.c_int64] * len(self.symbols)
+            self._workspace_function.restype = ctypes.c_int64
 
     def _function(self, symbol: str, count: int) -> Any:
         fn = getattr(self.library.dll, symbol)
-        fn.argtypes = [ctypes.c_void_p] * count
+        fn.argtypes = [ctypes.c_int64] * len(self.symbols) + [ctypes.c_void_p] * count
         fn.restype = ctypes.c_int
         return fn
+
+    def _bind(self, arrays: list[np.ndarray]) -> dict[str, int]:
+        """The symbol values from the arguments' shapes; TypeError when a shape does not fit
+        (the library checks the constraints)."""
+        env: dict[str, int] = {}
+        for want, array in zip(self.args, arrays):
+            for dim, size in zip(want.shape, array.shape):
+                name = symbolic.symbol_name(dim)
+                if name is not None:
+                    env.setdefault(name, size)
+        for i, (want, array) in enumerate(zip(self.args, arrays)):
+            if array.ndim != len(want.shape) or want.concrete(env) != array.shape:
+                shape = ", ".join(str(d) for d in want.shape)
+                bound = "".join(f", {s}={v}" for s, v in sorted(env.items()))
+                raise TypeError(f"{self.name}: argument {i} must have shape [{shape}]{bound}, "
+                                f"got {list(array.shape)}")
+        return env
+
+    def workspace_size(self, *args: object) -> int:
+        """The bytes a `workspace` needs for a call with these arguments."""
+        if not self.symbols:
+            return int(self.workspace_bytes)
+        env = self._bind([np.asarray(a) for a in args])
+        assert self._workspace_function is not None
+        return int(self._workspace_function(*(env[s] for s in self.symbols)))
 
     def _convert(self, i: int, value: object) -> np.ndarray:
         want = self.args[i]
         array = np.asarray(value)
-        if array.shape != want.shape:
+        if self.symbols:  # the shape is checked once every symbol is bound
+            if array.ndim != len(want.shape):
+                raise TypeError(f"{self.name}: argument {i} must have {len(want.shape)} "
+                                f"dimension(s), got {list(array.shape)}")
+        elif array.shape != want.shape:
             raise TypeError(f"{self.name}: argument {i} must have shape {list(want.shape)}, "
                             f"got {list(array.shape)}")
         if array.dtype != want.dtype and not np.can_cast(array.dtype, want.dtype, "same_kind"):
@@ -78,14 +129,16 @@ class AotFunction:
                 raise TypeError(f"{self.name}: argument {i} is written in place (in/out), so it "
                                 "must be a writable numpy array")
         arrays = [self._convert(i, a) for i, a in enumerate(args)]
-        results = [np.empty(r.shape, r.dtype) for r in self.results]
-        pointers = [a.ctypes.data for a in arrays + results]
+        env = self._bind(arrays) if self.symbols else {}
+        results = [np.empty(r.concrete(env), r.dtype) for r in self.results]
+        pointers = [*(env[s] for s in self.symbols), *(a.ctypes.data for a in arrays + results)]
         if workspace is None:
             status = self._plain(*pointers)
         else:
-            if not workspace.flags.c_contiguous or workspace.nbytes < self.workspace_bytes:
+            needed = self.workspace_size(*arrays) if self.symbols else self.workspace_bytes
+            if not workspace.flags.c_contiguous or workspace.nbytes < needed:
                 raise ValueError(f"{self.name}: the workspace must be a contiguous buffer of "
-                                 f"at least {self.workspace_bytes} bytes")
+                                 f"at least {needed} bytes")
             status = self._with_workspace(*pointers, workspace.ctypes.data)
         if status != 0:
             raise AotCallError(self.name, status, self.library.error_string(status))

@@ -47,7 +47,7 @@ def test_no_exports(tmp_path):
 @pytest.mark.parametrize("signature,problem", [
     ('"f33[8]"', "unknown dtype 'f33'"),
     ('"f32[8"', "expected ','"),
-    ('"f32[8,x]"', "symbolic dimensions (x) cannot be exported yet"),
+    ('"f32[8,2*x]"', "the dimension 2*x uses x, which is not a whole dimension"),
     ('"f32[8,]"', "expected an integer"),
     ('"f32[2,3]{0,1}"', "row-major"),
     ('"f32[-1]"', "negative"),

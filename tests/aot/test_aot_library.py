@@ -196,7 +196,7 @@ def test_status_codes_and_library_strings(built):
             printf("%d\\n", mlp_with_workspace(x, y, ws));
             printf("%d\\n", axpy_stats_with_workspace(x, x + 100, y, y + 100, NULL));
             printf("%d\\n", axpy_stats(x, x, y, y + 50));
-            for (int code = 0; code <= 5; code++) printf("%s\\n", model_error_string(code));
+            for (int code = 0; code <= 6; code++) printf("%s\\n", model_error_string(code));
             printf("%s\\n", model_error_string(-1));
             printf("%d %d\\n", strcmp(model_jitc_version(), MODEL_JITC_VERSION),
                    strcmp(model_target_cpu(), MODEL_TARGET_CPU));
@@ -210,9 +210,9 @@ def test_status_codes_and_library_strings(built):
     assert lines[:9] == ["8 64", "1", "1", "4", "3", "3", "0", "0", "4"]
     assert lines[9] == "success"
     assert "NULL" in lines[10] and "allocated" in lines[11] and "aligned" in lines[12]
-    assert "overlaps" in lines[13]
-    assert lines[14] == lines[15] == "unknown jitc status code"
-    assert lines[16] == "0 0"
+    assert "overlaps" in lines[13] and "dimension" in lines[14]
+    assert lines[15] == lines[16] == "unknown jitc status code"
+    assert lines[17] == "0 0"
 
 
 THREADS_CLIENT = """\

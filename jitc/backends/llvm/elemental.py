@@ -538,6 +538,12 @@ def _constant(e: ElementalEmitter, inst: Instruction, index: Index) -> ir.Value:
     return constant(inst.results[0].type.dtype, array.reshape(()).item())
 
 
+@rule("extent")
+def _extent(e: ElementalEmitter, inst: Instruction, index: Index) -> ir.Value:
+    """A symbolic extent's value, from the call's symbol values (jitc.backends.llvm.extents)."""
+    return extents.value(e.builder, inst.attrs["size"][0])  # type: ignore[index]
+
+
 @rule("iota")
 def _iota(e: ElementalEmitter, inst: Instruction, index: Index) -> ir.Value:
     i = index[inst.attrs["dimension"]]  # type: ignore[index]
