@@ -2,7 +2,7 @@
 whether a symbolic compilation serves a call (docs/dynamic-shapes.md, "Automatic policy").
 
 - `None` (the default): the first call compiles for its exact shapes; a call that differs from
-  an earlier exact signature only in some extents, all of them at least 2 in both calls,
+  an earlier exact signature only in some extents, each of them at least 2 in the new call,
   compiles once with those dimensions symbolic (guarded `>= 2`), and that compilation serves
   every later call its constraints accept. Extents 0 and 1 keep exact compilations: they are
   where numpy's broadcasting and empty-axis rules change meaning.
@@ -134,14 +134,16 @@ def _changed(leaves: Sequence[str], specs: Sequence[ArgSpec],
                    if old != new]
         if not changed or any(index >= len(leaves) for index, *_ in changed):
             continue  # only a captured array changed: nothing to name
+        # Only the new extent must be past the guard: the earlier size keeps its own exact
+        # compilation, so a sweep 1, 2, 3, ... compiles twice (1 exactly, then n >= 2).
         small = [(index, axis, old, new) for index, axis, old, new in changed
-                 if min(old, new) < GUARD]
+                 if new < GUARD]
         if small:
             index, axis, old, new = small[0]
             if why.startswith("dimension"):
                 continue  # the most recent signature's reason stands
             why = (f"dimension {axis} of {leaves[index]} changed ({old} -> {new}); sizes 0 "
-                   "and 1 keep exact compilations")
+                   "and 1 get exact compilations")
             continue
         # Dimensions that changed the same way share one symbol (the batch of x and of y).
         names: dict[tuple[int, int], str] = {}

@@ -140,7 +140,7 @@ def _stats(f) -> list[tuple[str, bool]]:
     return [(s["signature"], s["symbolic"]) for s in f.compile_stats()]
 
 
-def test_the_default_policy_serves_batches_1_to_512_with_three_compilations() -> None:
+def test_the_default_policy_serves_batches_1_to_512_with_two_compilations() -> None:
     f = jitc.jit(mlp)
     for batch in range(1, 513):
         x = _floats(batch, 48)
@@ -148,7 +148,6 @@ def test_the_default_policy_serves_batches_1_to_512_with_three_compilations() ->
         if batch in (1, 2, 3, 64, 511):
             np.testing.assert_allclose(got, mlp(x, W1, B1, W2), rtol=2e-5, atol=2e-5)
     assert _stats(f) == [("f32[1,48], f32[48,32], f32[32], f32[32,10]", False),
-                         ("f32[2,48], f32[48,32], f32[32], f32[32,10]", False),
                          ("f32[x_0,48], f32[48,32], f32[32], f32[32,10]", True)]
 
 

@@ -45,12 +45,27 @@ def test_sizes_0_and_1_keep_exact_compilations() -> None:
     f = jitc.jit(layer, backend="interpreter")
     _sweep(f, (1, 4, 0, 6, 9, 1, 0), W)
     assert _reasons(f) == [
-        ("f32[0,8], f32[8,4]", "dimension 0 of x changed (4 -> 0); sizes 0 and 1 keep exact "
-         "compilations", False),
+        ("f32[0,8], f32[8,4]", "constraint x_0 >= 2 failed (x_0=0): exact compilation", False),
         ("f32[1,8], f32[8,4]", "first call", False),
-        ("f32[4,8], f32[8,4]", "dimension 0 of x changed (1 -> 4); sizes 0 and 1 keep exact "
-         "compilations", False),
-        ("f32[x_0,8], f32[8,4]", "dimension 0 of x changed (4 -> 6): now symbolic", True)]
+        ("f32[x_0,8], f32[8,4]", "dimension 0 of x changed (1 -> 4): now symbolic", True)]
+
+
+def test_a_sweep_from_1_compiles_twice() -> None:
+    # The generate loop's shape: 1 exactly, then one symbolic compilation for 2, 3, ...
+    f = jitc.jit(layer, backend="interpreter")
+    _sweep(f, range(1, 20), W)
+    assert _reasons(f) == [
+        ("f32[1,8], f32[8,4]", "first call", False),
+        ("f32[x_0,8], f32[8,4]", "dimension 0 of x changed (1 -> 2): now symbolic", True)]
+
+
+def test_a_change_to_size_0_or_1_compiles_exactly() -> None:
+    f = jitc.jit(layer, backend="interpreter")
+    _sweep(f, (4, 1, 0), W)
+    assert [r[1] for r in _reasons(f)] == [
+        "dimension 0 of x changed (1 -> 0); sizes 0 and 1 get exact compilations",
+        "dimension 0 of x changed (4 -> 1); sizes 0 and 1 get exact compilations",
+        "first call"]
 
 
 def test_the_guard_sends_a_size_1_call_after_the_symbolic_compilation_to_its_own() -> None:

@@ -301,7 +301,7 @@ def test_the_gpt2_block_lowers_once_for_every_sequence_length() -> None:
         np.testing.assert_allclose(got, _gpt2(x, *weights), rtol=1e-4, atol=1e-5)
 
 
-def test_a_sequence_sweep_of_the_gpt2_block_compiles_at_most_three_times() -> None:
+def test_a_sequence_sweep_of_the_gpt2_block_compiles_twice() -> None:
     from bench.runner import bind_numpy
     from bench.workloads import gpt2_block
     weights = _gpt2_weights(48)
@@ -311,7 +311,7 @@ def test_a_sequence_sweep_of_the_gpt2_block_compiles_at_most_three_times() -> No
         x = _floats(seq, 48)
         np.testing.assert_allclose(jitted(x, *weights), block(x, *weights), rtol=1e-4,
                                    atol=1e-5)
-    assert [s["symbolic"] for s in jitted.compile_stats()] == [False, False, True]
+    assert [s["symbolic"] for s in jitted.compile_stats()] == [False, True]
 
 
 @pytest.mark.parametrize("fun", [
