@@ -19,10 +19,12 @@ from jitc.ir import ops
 from jitc.ir.core import Function, Instruction, Module, Value
 from jitc.ir.opdef import Trait
 from jitc.ir.printer import print_module, value_names
+from jitc.ir.symbolic import DimLike
 from jitc.ir.types import TensorType
 
-from .cgen import c_identifier
+from .cgen import c_identifier, symbol_variable
 from .elemental import RULES
+from .extents import WorkspaceLayout, module_symbols, plan_symbolic, refuse_unsupported
 from .fusions import emit_fusion
 from .helpers import HELPERS, preamble
 from .kernels import Kernel, emit_arg, emit_convolution, emit_copy, emit_dot, emit_elemental
@@ -30,6 +32,9 @@ from .kernels import emit_reduce as _emit_reduce
 from .sort_kernel import emit_sort
 
 ENTRY = "jitc_entry"
+# A symbolic module's library also exports `int64_t WORKSPACE_BYTES(const int64_t *dims)`.
+WORKSPACE_BYTES = "jitc_workspace_bytes"
+_LAYOUT = "jitc_workspace_layout"
 INCLUDES = ("math.h", "stdbool.h", "stdint.h", "string.h")
 _SPECIAL = {ops.REDUCE: _emit_reduce, ops.ARGMAX: emit_arg, ops.ARGMIN: emit_arg,
             ops.DOT_GENERAL: emit_dot, ops.CONVOLUTION: emit_convolution, ops.SORT: emit_sort}
@@ -49,15 +54,24 @@ def instruction_texts(module: Module) -> dict[int, str]:
 
 class Program:
     """What the kernels of one compiled function share: the buffer plan, the C names of the
-    entry function's values and buffers, and the IR text of every instruction."""
+    entry function's values and buffers, and the IR text of every instruction. A symbolic
+    module's (`symbols`, in the order of the entry's `dims`) also has the `layout` of its
+    workspace, whose offsets the code computes at each call."""
 
     def __init__(self, module: Module, donated: frozenset[int] = frozenset()) -> None:
         self.module = module
         fn = module.entry
-        self.plan: BufferPlan = plan_buffers(fn, donated, module)
+        self.symbols = module_symbols(module)
+        self.layout: WorkspaceLayout | None = None
+        if self.symbols:
+            refuse_unsupported(module)
+            self.plan, self.layout = plan_symbolic(fn, module)
+        else:
+            self.plan = plan_buffers(fn, donated, module)
+        self.symbol_variables = [symbol_variable(s) for s in self.symbols]
         self.texts = instruction_texts(module)
         self.names: dict[int, str] = {}
-        taken: set[str] = set()
+        taken: set[str] = set(self.symbol_variables)
         for key, name in value_names(fn).items():
             self.names[key] = _unique(c_identifier(name), taken)
         self.slot_names = self._slot_names(fn, taken)
@@ -92,13 +106,20 @@ class Program:
         expression, a storage key)."""
         return self.scratch_bytes(t.nbytes)
 
-    def scratch_bytes(self, nbytes: int) -> tuple[str, object]:
+    def scratch_bytes(self, nbytes: DimLike) -> tuple[str, object]:
+        if self.layout is not None:
+            index = self.layout.add_scratch(nbytes, ALIGNMENT)
+            return f"(void *)(workspace + offsets[{index}])", ("scratch", index)
         end = self.workspace_bytes
         self.scratch_offsets.append((end, max(nbytes, 1)))
         return f"(void *)(workspace + {end})", ("scratch", end)
 
     @property
-    def workspace_bytes(self) -> int:
+    def workspace_bytes(self) -> int | None:
+        """The workspace's size; None for a symbolic module, whose size the binding decides
+        (WORKSPACE_BYTES in its library)."""
+        if self.layout is not None:
+            return None
         if not self.scratch_offsets:
             return self.plan.workspace_bytes
         offset, size = self.scratch_offsets[-1]
@@ -129,7 +150,8 @@ class Translation:
     source: str
     plan: BufferPlan
     kernel_count: int
-    workspace_bytes: int
+    workspace_bytes: int | None  # None: computed per call (WORKSPACE_BYTES)
+    symbols: list[str]
 
 
 @dataclass
@@ -155,7 +177,7 @@ def lower_module(module: Module, donated: frozenset[int] = frozenset()) -> Trans
         parts.append(preamble(unit.helpers))
     parts += unit.functions
     return Translation("\n\n".join(parts) + "\n", unit.program.plan, unit.kernel_count,
-                       unit.workspace_bytes)
+                       unit.workspace_bytes, unit.program.symbols)
 
 
 def lower_unit(module: Module, donated: frozenset[int] = frozenset(), prefix: str = "",
@@ -201,6 +223,12 @@ def lower_unit(module: Module, donated: frozenset[int] = frozenset(), prefix: st
         functions.append(_entry(fn, program, kernels, entry, prefix if region else None))
     else:
         entry = ENTRY
+        if program.layout is not None:
+            functions.append(program.layout.function(program.symbols, _LAYOUT))
+            functions.append("\n".join([
+                f"int64_t {WORKSPACE_BYTES}(const int64_t *dims) {{",
+                f"    int64_t offsets[{max(program.layout.count, 1)}];",
+                f"    return {_LAYOUT}(dims, offsets);", "}"]))
         functions.append(_entry(fn, program, kernels, entry, None))
     return Unit(functions, helpers, entry, program.workspace_bytes, len(kernels), program)
 
@@ -236,7 +264,13 @@ def _header(fn: Function, program: Program) -> str:
     rows = [f"argument {program.names[id(p)]}: {p.type}" for p in fn.parameters]
     rows += [f"result {n}: {v.type}" for n, v in enumerate(fn.outputs)]
     rows += [f"constant {program.slot_names[s]}: {v.type}" for s, v in constants]  # type: ignore
-    rows.append(f"workspace: {program.workspace_bytes} bytes, aligned to {ALIGNMENT}")
+    if program.layout is None:
+        rows.append(f"workspace: {program.workspace_bytes} bytes, aligned to {ALIGNMENT}")
+    else:
+        rows.append(f"workspace: {WORKSPACE_BYTES}(dims) bytes, aligned to {ALIGNMENT}")
+    call = f"{ENTRY}(buffers)"
+    if program.symbols:
+        call = f"{ENTRY}(buffers, dims), dims = {{{', '.join(program.symbols)}}},"
     return "\n".join([
         f"/* @{fn.name}({params}) -> ({results})",
         " *",
@@ -244,7 +278,7 @@ def _header(fn: Function, program: Program) -> str:
         " * IR instruction as the comment above the code that computes it. It needs a C99",
         " * compiler and libm:",
         " *     cc -std=c99 -O3 -march=native -ffp-contract=off -shared -fPIC -o lib.so this.c -lm",
-        f" * {ENTRY}(buffers) runs it; buffers holds pointers to dense arrays in the layouts",
+        f" * {call} runs it; buffers holds pointers to dense arrays in the layouts",
         " * shown (array constants are passed in, not written here):",
         *(f" *   buffers[{n}]  {row}" for n, row in enumerate(rows)),
         " */"])
@@ -262,7 +296,10 @@ def _entry(fn: Function, program: Program, kernels: list[Kernel], entry: str,
     roles = ["argument"] * plan.num_args + ["result"] * plan.num_outputs + \
         ["constant"] * len(plan.constants)
     linkage = "static " if baked is not None else ""
-    lines = [f"{linkage}void {entry}(void **buffers) {{"]
+    extents = ", const int64_t *dims" if program.symbols else ""
+    lines = [f"{linkage}void {entry}(void **buffers{extents}) {{"]
+    lines += [f"    const int64_t {name} = dims[{n}];"
+              for n, name in enumerate(program.symbol_variables)]
     for slot in range(direct):
         name = program.slot_names[slot]
         if name not in used:
@@ -271,14 +308,19 @@ def _entry(fn: Function, program: Program, kernels: list[Kernel], entry: str,
             lines.append(f"    void *{name} = (void *){baked}const{slot - passed};")
         else:
             lines.append(f"    void *{name} = buffers[{slot}]; /* {roles[slot]} */")
+    layout = program.layout
     if any("workspace" in arg for arg in used) or \
             any(program.slot_names[s] in used for s in plan.temp_offsets):
-        lines.append(f"    char *workspace = buffers[{workspace_index}]; /* "
-                     f"{program.workspace_bytes} bytes */")
+        size = program.workspace_bytes if layout is None else f"{WORKSPACE_BYTES}(dims)"
+        lines.append(f"    char *workspace = buffers[{workspace_index}]; /* {size} bytes */")
+        if layout is not None:
+            lines.append(f"    int64_t offsets[{max(layout.count, 1)}];")
+            lines.append(f"    {_LAYOUT}(dims, offsets);")
     for slot, offset in sorted(plan.temp_offsets.items(), key=lambda item: item[1]):
         name = program.slot_names[slot]
         if name in used:
-            lines.append(f"    void *{name} = workspace + {offset};")
+            where = offset if layout is None else f"offsets[{layout.level_of[slot]}]"
+            lines.append(f"    void *{name} = workspace + {where};")
     if len(lines) == 1:
         lines.append("    (void)buffers;")
     for kernel in kernels:
@@ -287,4 +329,5 @@ def _entry(fn: Function, program: Program, kernels: list[Kernel], entry: str,
     return "\n".join(lines)
 
 
-__all__ = ["ENTRY", "Program", "Translation", "Unit", "lower_module", "lower_unit"]
+__all__ = ["ENTRY", "WORKSPACE_BYTES", "Program", "Translation", "Unit", "lower_module",
+           "lower_unit"]

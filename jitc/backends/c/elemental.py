@@ -16,10 +16,12 @@ from jitc.ir.analysis import elementwise_chain
 from jitc.ir.core import Instruction, Value
 from jitc.ir.dtypes import DType, Kind, bool_, float64, int64
 from jitc.ir.opdef import Trait
+from jitc.ir.symbolic import DimLike, is_static
 from jitc.ir.types import TensorType
 
 from .cgen import (
     Writer,
+    extent,
     float_name,
     float_suffix,
     literal,
@@ -161,8 +163,9 @@ class CEmitter:
         """An integer element as an int64_t index (C's conversion sign- or zero-extends)."""
         return self.let_index(f"(int64_t){value}")
 
-    def clamp_index(self, value: str, lo: int, hi: int) -> str:
-        return self.let_index(f"{self.helper('jitc_clamp')}({value}, {lo}, {hi})")
+    def clamp_index(self, value: str, lo: DimLike, hi: DimLike) -> str:
+        return self.let_index(f"{self.helper('jitc_clamp')}({value}, {extent(lo)}, "
+                              f"{extent(hi)})")
 
 
 def _is_atom(text: str) -> bool:
@@ -453,8 +456,8 @@ def delinearize(e: CEmitter, linear: str, shape: Sequence[int]) -> Index:
         elif n == len(shape) - 1:
             out.append(linear)
         else:
-            out.append(e.let_index(f"{linear} % {d}"))
-            linear = e.let_index(f"{linear} / {d}")
+            out.append(e.let_index(f"{linear} % {extent(d)}"))
+            linear = e.let_index(f"{linear} / {extent(d)}")
     return out[::-1]
 
 
@@ -463,7 +466,7 @@ def linearize(e: CEmitter, index: Index, shape: Sequence[int]) -> str:
     stride = 1
     for i, d in reversed(list(zip(index, shape))):
         if i != "0":
-            terms.append(i if stride == 1 else f"{i} * {stride}")
+            terms.append(i if stride == 1 else f"{i} * {extent(stride)}")
         stride *= d
     return e.let_index(" + ".join(reversed(terms)) or "0")
 
@@ -494,7 +497,7 @@ def _slice(e: CEmitter, inst: Instruction, index: Index) -> str:
     mapped = []
     for i, start, step in zip(index, inst.attrs["start"], stride):  # type: ignore[arg-type]
         term = i if step == 1 else f"{i} * {step}"
-        mapped.append(e.let_index(term if start == 0 else f"{term} + {start}"))
+        mapped.append(e.let_index(term if start == 0 else f"{term} + {extent(start)}"))
     return e.operand(inst, 0, mapped)
 
 
@@ -502,7 +505,7 @@ def _slice(e: CEmitter, inst: Instruction, index: Index) -> str:
 def _reverse(e: CEmitter, inst: Instruction, index: Index) -> str:
     shape = inst.results[0].type.shape
     dims = set(inst.attrs["dims"])  # type: ignore[arg-type]
-    mapped = [e.let_index(f"{shape[a] - 1} - {i}") if a in dims else i
+    mapped = [e.let_index(f"{extent(shape[a] - 1)} - {i}") if a in dims else i
               for a, i in enumerate(index)]
     return e.operand(inst, 0, mapped)
 
@@ -541,6 +544,8 @@ SWITCH_CASES = 1 << 14
 def _concatenate(e: CEmitter, inst: Instruction, index: Index) -> str:
     axis = inst.attrs["dimension"]
     position = index[axis]  # type: ignore[index]
+    if not all(is_static(v.type.shape[axis]) for v in inst.operands):  # type: ignore[index]
+        return _concatenate_run_time(e, inst, index)
     pieces, start = [], 0
     for n, v in enumerate(inst.operands):
         size = v.type.shape[axis]  # type: ignore[index]
@@ -589,6 +594,32 @@ def _concatenate_switch(e: CEmitter, inst: Instruction, index: Index,
                 mapped[axis] = e.clamp_index(local, 0, size - 1)  # type: ignore[index]
                 e.w.line(f"{result} = {e.operand(inst, n, mapped)};")
                 e.w.line("break;")
+    return result
+
+
+def _concatenate_run_time(e: CEmitter, inst: Instruction, index: Index) -> str:
+    """A concatenate along an axis of run-time extent: an if-else chain over the pieces that
+    reads only the piece the position falls in (any piece may be empty at run time, so none
+    is read unselected)."""
+    axis = inst.attrs["dimension"]
+    position = index[axis]  # type: ignore[index]
+    pieces = [(n, v.type.shape[axis]) for n, v in enumerate(inst.operands)  # type: ignore
+              if not is_static(v.type.shape[axis]) or v.type.shape[axis]]  # type: ignore
+    result = e.w.fresh("t")
+    e.w.line(f"{register_type(inst.results[0].type.dtype)} {result};")
+    begin: DimLike = 0
+    for k, (n, size) in enumerate(pieces):
+        end = begin + size
+        # The last piece takes every position left (positions are below the result's extent).
+        header = "else" if k else ""
+        if k < len(pieces) - 1:
+            header = f"{header} if ({position} < {extent(end)})".lstrip()
+        with e.w.block(header):
+            mapped = list(index)
+            mapped[axis] = position if is_static(begin) and begin == 0 else \
+                e.let_index(f"{position} - {extent(begin)}")  # type: ignore[index]
+            e.w.line(f"{result} = {e.operand(inst, n, mapped)};")
+        begin = end
     return result
 
 
