@@ -142,7 +142,9 @@ def extent(value: DimLike | str) -> str:
         return str(value)
     text = ""
     for monomial, coefficient in value.terms:
-        factors = [_atom(a) for a in monomial]
+        alone = len(value.terms) == 1 and len(monomial) == 1 and abs(coefficient) == 1
+        factors = [_atom(a) if alone or isinstance(a, str) else f"({_atom(a)})"
+                   for a in monomial]
         if abs(coefficient) != 1 or not factors:
             factors.insert(0, str(abs(coefficient)))
         term = " * ".join(factors)
@@ -160,8 +162,8 @@ def _atom(atom: str | FloorDiv) -> str:
         return symbol_variable(atom)
     numerator, k = extent(atom.numerator), atom.divisor
     if symbolic.implied(symbolic.at_least(atom.numerator, 0), ()):
-        return f"({numerator} / {k})"  # C's division truncates: the floor, for n >= 0
-    return f"({numerator} >= 0 ? {numerator} / {k} : -(({k - 1} - {numerator}) / {k}))"
+        return f"{numerator} / {k}"  # C's division truncates: the floor, for n >= 0
+    return f"{numerator} >= 0 ? {numerator} / {k} : -(({k - 1} - {numerator}) / {k})"
 
 
 def offset(t: TensorType, index: Sequence[str]) -> str:
