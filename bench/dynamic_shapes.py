@@ -1,11 +1,15 @@
 """Compilations over a sweep of sizes under `jit`'s default dynamic policy (docs/jit.md).
 
-Run: ``python -m bench.dynamic_shapes`` (``--backends cpu interpreter``; ``--gpt2-max N``: the
-GPT-2 block over sequence lengths 1..N, default 48; ``--quick``: fewer sizes). One fresh
+Run: ``python -m bench.dynamic_shapes`` (``--backends cpu c interpreter``; ``--gpt2-max N``:
+the GPT-2 block over sequence lengths 1..N, default 48; ``--quick``: fewer sizes). One fresh
 jitted function per workload and backend, the persistent cache off, each size called once:
 the total includes every trace and compile. Rows: compilations (of them symbolic), the jitted
 total, numpy's total for the same calls, and the reason the second compilation gives (why the
 sweep did or did not become one symbolic compilation).
+
+Then, per backend that takes symbolic extents, the MLP's time per call at a few batch sizes:
+one compilation with a symbolic batch against a compilation for each exact size (both called
+as `Compiled` objects, the median of repeated calls).
 """
 
 from __future__ import annotations
@@ -19,8 +23,11 @@ import numpy as np
 import jitc
 from bench.runner import bind_numpy
 from bench.workloads import _gpt2_inputs, _mlp_inputs, gpt2_block, mlp
+from jitc.backends import get_backend
+from jitc.tracing.function import AbstractArray
 
 MLP_BATCHES = (1, 2, 3, 5, 8, 13, 21, 32, 50, 64, 100, 128, 256)
+PER_CALL_BATCHES = (2, 7, 64, 256)
 
 
 def _sweep(fn: Callable, make: Callable[[int], tuple], sizes: Sequence[int],
@@ -62,9 +69,36 @@ def _gpt2_calls() -> tuple[Callable, Callable[[int], tuple]]:
     return bind_numpy(gpt2_block), make
 
 
+def _median_call_seconds(call: Callable, args: tuple, budget: float = 0.2) -> float:
+    call(*args)
+    times: list[float] = []
+    deadline = time.perf_counter() + budget
+    while len(times) < 5 or (time.perf_counter() < deadline and len(times) < 2000):
+        start = time.perf_counter()
+        call(*args)
+        times.append(time.perf_counter() - start)
+    return float(np.median(times))
+
+
+def _per_call(backend: str, sizes: Sequence[int]) -> None:
+    """The MLP per call: one symbolic compilation against exact ones, at each size."""
+    fn, make = _mlp_calls()
+    x, *weights = make(2)
+    jitted = jitc.jit(fn, backend=backend, disk_cache=False)
+    symbolic = jitted.lower(AbstractArray(f"f32[B,{x.shape[1]}]"), *weights).compile()
+    for n in sizes:
+        args = make(n)
+        exact = jitted.lower(*args).compile()
+        np.testing.assert_allclose(symbolic(*args), exact(*args), rtol=1e-4, atol=1e-4)
+        exact_s = _median_call_seconds(exact, args)
+        symbolic_s = _median_call_seconds(symbolic, args)
+        print(f"{'MLP per call, batch ' + str(n):<28} {backend:<12} {exact_s * 1e6:>10.1f} "
+              f"{symbolic_s * 1e6:>10.1f} {symbolic_s / exact_s:>8.2f}")
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--backends", nargs="+", default=["cpu", "interpreter"])
+    parser.add_argument("--backends", nargs="+", default=["cpu", "c", "interpreter"])
     parser.add_argument("--gpt2-max", type=int, default=48)
     parser.add_argument("--quick", action="store_true")
     args = parser.parse_args(argv)
@@ -81,6 +115,12 @@ def main(argv: Sequence[str] | None = None) -> None:
             print(f"{name:<28} {backend:<12} {row['compiles']:>8} {row['symbolic']:>8} "
                   f"{row['seconds']:>8.2f} {row['numpy_seconds']:>8.3f}  "
                   f"{row['second_reason'][:110]}")
+    symbolic_backends = [b for b in args.backends
+                         if getattr(get_backend(b), "symbolic_extents", False)]
+    if symbolic_backends:
+        print(f"\n{'':<28} {'backend':<12} {'exact us':>10} {'symbolic us':>10} {'ratio':>8}")
+    for backend in symbolic_backends:
+        _per_call(backend, PER_CALL_BATCHES[:2] if args.quick else PER_CALL_BATCHES)
 
 
 if __name__ == "__main__":

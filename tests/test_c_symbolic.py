@@ -101,7 +101,7 @@ def test_one_compilation_agrees_with_numpy_and_the_interpreter_for_every_size(
     abstract = [AbstractArray(s) for s in specs]
     compiled = jitc.jit(fun, backend="c").lower(*abstract).compile()
     reference = jitc.jit(fun, backend="interpreter").lower(*abstract).compile()
-    assert "const int64_t *dims" in compiled.executable.as_text()
+    assert "const int64_t *dims = buffers[" in compiled.executable.as_text()
     for size in (*SIZES, 2):  # 2 again: after the workspace grew for 33
         args = arguments(size)
         try:
@@ -140,19 +140,24 @@ def _numpy_ir_text(x: np.ndarray) -> list[np.ndarray]:
             np.concatenate([x[1:], x[::2]]), x[1:] + rows]
 
 
-def test_slices_reshapes_and_iota_with_extent_expressions() -> None:
+@pytest.mark.parametrize("dispatcher", [True, False], ids=["C dispatcher", "ctypes"])
+def test_slices_reshapes_and_iota_with_extent_expressions(dispatcher: bool) -> None:
     module = parse_module(IR_TEXT)
-    executable = CBackend().compile(Pipeline("c", list(C_PASSES)).run(module), Options())
+    executable = CBackend().compile(Pipeline("c", list(C_PASSES)).run(module), Options(),
+                                    use_dispatcher=dispatcher)
     source = executable.as_text()
     assert "(d_n - 1)" in source and "(d_n + 1) / 2" in source  # n-1 and (n+1)//2 in C
-    for n in (4, 8, 36):
+    for n in (4, 8, 36, 4):
         x = _floats(n, 3)
-        for got, want, ref in zip(executable([x]), _numpy_ir_text(x),
-                                  jitc.interpret(module, [x])):
-            np.testing.assert_allclose(got, want, rtol=1e-6)
-            np.testing.assert_array_equal(got, ref)
+        for argument in (x, x.T.copy().T, x.astype(np.float64).tolist()):  # converted ones
+            for got, want, ref in zip(executable([argument]), _numpy_ir_text(x),
+                                      jitc.interpret(module, [x])):
+                np.testing.assert_allclose(got, want, rtol=1e-6)
+                np.testing.assert_array_equal(got, ref)
     with pytest.raises(ArgumentError, match=r"constraint n % 4 == 0 does not hold: n=6"):
         executable([_floats(6, 3)])
+    with pytest.raises(ArgumentError, match=r"expected f32\[n,3\], got float32\[4, 2\]"):
+        executable([_floats(4, 2)])
 
 
 def test_extents_print_as_c_over_the_symbol_variables() -> None:

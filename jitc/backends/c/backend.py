@@ -8,8 +8,9 @@ the loaded library and calls `jitc_entry` through the same C dispatcher as the C
 from __future__ import annotations
 
 import ctypes
-import threading
+import functools
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -26,10 +27,10 @@ from jitc.passes.pipeline import Pass
 
 # Calls that touch fewer elements than this keep the GIL: releasing it costs more.
 RELEASE_GIL_ELEMENTS = 1 << 14
+# Argument shape combinations whose call path a symbolic function keeps.
+MAX_BINDINGS = 16
 _ENTRY_TYPE = ctypes.CFUNCTYPE(None, ctypes.POINTER(ctypes.c_void_p))
-# A symbolic module's entry also takes the symbol values, and its library sizes the workspace.
-_SYMBOLIC_ENTRY_TYPE = ctypes.CFUNCTYPE(None, ctypes.POINTER(ctypes.c_void_p),
-                                        ctypes.POINTER(ctypes.c_int64))
+# A symbolic module's library sizes the workspace for the symbol values.
 _WORKSPACE_TYPE = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.POINTER(ctypes.c_int64))
 
 
@@ -51,9 +52,30 @@ def _runtime() -> object | None:
     return runtime
 
 
+@dataclass(frozen=True)
+class Frame:
+    """What calls of one signature pass the code: the (shape, dtype) of the arguments and
+    results, the arrays after the results (the array constants; for a symbolic module then
+    its `dims` vector) and the workspace's size."""
+
+    arg_types: list[tuple]
+    out_types: list[tuple]
+    constants: list[np.ndarray]
+    workspace_bytes: int
+
+    @property
+    def release_gil(self) -> bool:
+        touched = sum(int(np.prod(s)) for s, _ in self.arg_types + self.out_types)
+        return touched + self.workspace_bytes // 4 >= RELEASE_GIL_ELEMENTS
+
+
 class CExecutable:
     """A compiled function: its C source, the library built from it, constants and the
-    call path into `jitc_entry`."""
+    call path into `jitc_entry`.
+
+    A symbolic module's code serves every binding of its symbols: each combination of
+    argument shapes is bound once (symbols, constraints, result shapes, workspace size) into
+    a call path for exactly those shapes, which passes the symbol values in the frame."""
 
     def __init__(self, module: Module, translation: Translation, library: build.Library,
                  use_dispatcher: bool = True) -> None:
@@ -63,54 +85,55 @@ class CExecutable:
         self.kernel_count = translation.kernel_count
         self.workspace_bytes = translation.workspace_bytes
         self.library = library  # keeps the code loaded while this executable lives
+        self._entry = _ENTRY_TYPE((ENTRY, library))
+        self.address = ctypes.cast(self._entry, ctypes.c_void_p).value
         fn = module.entry
         self.arg_types = [(p.type.shape, p.type.dtype.numpy) for p in fn.parameters]
         self.out_types = [(v.type.shape, v.type.dtype.numpy) for v in fn.outputs]
         self.constants = [np.ascontiguousarray(c) for c in self.plan.constants]
         # Per result, the argument whose buffer it is computed in (donate_argnums), or -1.
         self._donations = [self.plan.donations.get(n, -1) for n in range(len(self.out_types))]
-        self.symbols = translation.symbols
+        self._runtime = _runtime() if use_dispatcher else None
+        # `jitc.jit` asks for `dispatcher` to build its fast path; None means "no fast path"
+        # (a symbolic function has no exact shapes for it to check).
         self.dispatcher: Callable[[int], Callable] | None = None
+        self.symbols = translation.symbols
         if self.symbols:
-            # `jitc.jit` asks for `dispatcher` to build its fast path, which checks exact
-            # shapes: a symbolic function has none and takes the general call path.
-            self._entry = _SYMBOLIC_ENTRY_TYPE((ENTRY, library))
-            self._workspace_bytes = _WORKSPACE_TYPE((WORKSPACE_BYTES, library))
-            self._sizes: dict[tuple[int, ...], int] = {}   # dims -> workspace bytes
-            self._arenas = threading.local()               # each thread's workspace
-            self._call = self._call_symbolic
+            self._workspace_size = _WORKSPACE_TYPE((WORKSPACE_BYTES, library))
+            self._bound: dict[tuple, Callable] = {}  # argument shapes -> their call path
             return
-        self._entry = _ENTRY_TYPE((ENTRY, library))
-        self.address = ctypes.cast(self._entry, ctypes.c_void_p).value
-        touched = sum(int(np.prod(s)) for s, _ in self.arg_types + self.out_types)
-        self.release_gil = touched + self.workspace_bytes // 4 >= RELEASE_GIL_ELEMENTS
-        runtime = _runtime() if use_dispatcher else None
-        # `jitc.jit` asks for `dispatcher` to build its fast path; None means "no fast path".
-        if runtime is not None:
+        frame = Frame(self.arg_types, self.out_types, self.constants,
+                      self.workspace_bytes)  # type: ignore[arg-type]
+        self.release_gil = frame.release_gil
+        if self._runtime is not None:
             self.dispatcher = self._dispatcher
-            self._call = self._dispatcher(runtime.RESULT_LIST)  # type: ignore[attr-defined]
+            self._call = self._dispatcher(self._runtime.RESULT_LIST)  # type: ignore
         else:
-            self._call = self._call_with_ctypes
+            self._call = functools.partial(self._call_with_ctypes, frame=frame)
 
     def _dispatcher(self, result_kind: int, writes: Sequence[int] | None = None,
-                    types: tuple[list, list] | None = None) -> Callable:
-        """A C-level callable for exactly this signature; returns None on any mismatch.
-        `writes`: the arguments the last len(writes) results are copied into after a call.
-        `types`: the (shape, dtype) callers use where they differ from the code's but have its
-        bytes (complex arrays for float pairs)."""
+                    types: tuple[list, list] | None = None,
+                    frame: Frame | None = None) -> Callable:
+        """A C-level callable for exactly this signature (or `frame`'s); returns None on any
+        mismatch. `writes`: the arguments the last len(writes) results are copied into after
+        a call. `types`: the (shape, dtype) callers use where they differ from the code's but
+        have its bytes (complex arrays for float pairs)."""
         from jitc._runtime import Dispatcher
-        arg_types, out_types = types or (self.arg_types, self.out_types)
+        frame = frame or Frame(self.arg_types, self.out_types, self.constants,
+                               self.workspace_bytes)  # type: ignore[arg-type]
+        arg_types, out_types = types or (frame.arg_types, frame.out_types)
         specs = [(np.dtype(d).num, s) for s, d in arg_types]
         outs = [(np.dtype(d).num, s) for s, d in out_types]
-        return Dispatcher(self.address, specs, outs, self.constants, self.workspace_bytes,
-                          result_kind, int(self.release_gil), self._donations, self.library,
+        return Dispatcher(self.address, specs, outs, frame.constants, frame.workspace_bytes,
+                          result_kind, int(frame.release_gil), self._donations, self.library,
                           self.module.entry.name, writes)
 
-    def _call_with_ctypes(self, args: Sequence[object]) -> list[np.ndarray] | None:
-        if len(args) != len(self.arg_types) or not all(
+    def _call_with_ctypes(self, args: Sequence[object],
+                          frame: Frame) -> list[np.ndarray] | None:
+        if len(args) != len(frame.arg_types) or not all(
                 isinstance(a, np.ndarray) and a.shape == s and a.dtype == d and
                 a.flags.c_contiguous and a.flags.aligned
-                for a, (s, d) in zip(args, self.arg_types)):
+                for a, (s, d) in zip(args, frame.arg_types)):
             return None
         donors = [n for n in self._donations if n >= 0]
         if any(not args[n].flags.writeable for n in donors):  # type: ignore[attr-defined]
@@ -120,47 +143,44 @@ class CExecutable:
             return None  # another argument reads the donated buffer: the caller copies it
         # A donated result is the argument itself, which the code writes in place.
         results = [np.empty(s, d) if donor < 0 else args[donor]  # type: ignore[misc]
-                   for (s, d), donor in zip(self.out_types, self._donations)]
-        arena = np.empty(self.workspace_bytes + ALIGNMENT, np.uint8)
+                   for (s, d), donor in zip(frame.out_types, self._donations)]
+        arena = np.empty(frame.workspace_bytes + ALIGNMENT, np.uint8)
         start = -arena.ctypes.data % ALIGNMENT
-        pointers = [a.ctypes.data for a in (*args, *results, *self.constants)]  # type: ignore
+        pointers = [a.ctypes.data for a in (*args, *results, *frame.constants)]  # type: ignore
         pointers.append(arena.ctypes.data + start)
         self._entry((ctypes.c_void_p * len(pointers))(*pointers))
         return results
 
-    def _call_symbolic(self, args: Sequence[object]) -> list[np.ndarray]:
-        """Bind the symbols from the arguments' shapes and check the module's constraints
-        (the interpreter's binding: ArgumentError when they fail), then run the code on
-        results of the bound shapes and a workspace of the size the binding needs."""
-        fn = self.module.entry
-        if len(args) != len(self.arg_types):
-            raise ArgumentError(f"@{fn.name} takes {len(self.arg_types)} argument(s), "
-                                f"got {len(args)}")
-        arrays = [a if isinstance(a, np.ndarray) and a.dtype == d and a.flags.c_contiguous
-                  and a.flags.aligned else contiguous_argument(a, d, False)
-                  for a, (_, d) in zip(args, self.arg_types)]
-        sizes = bind_symbols(fn, arrays, self.module.constraints)
-        dims = tuple(sizes[s] for s in self.symbols)
-        results = [np.empty(symbolic.substitute(s, sizes), d)  # type: ignore[call-overload]
-                   for s, d in self.out_types]
-        values = (ctypes.c_int64 * len(dims))(*dims)
-        nbytes = self._sizes.get(dims)
-        if nbytes is None:
-            nbytes = self._sizes[dims] = int(self._workspace_bytes(values))
-        arena = getattr(self._arenas, "array", None)
-        if arena is None or arena.nbytes < nbytes + ALIGNMENT:
-            # Grown to what this call needs; kept for the next calls of this thread.
-            arena = self._arenas.array = np.empty(nbytes + ALIGNMENT, np.uint8)
-        start = -arena.ctypes.data % ALIGNMENT
-        pointers = [a.ctypes.data for a in (*arrays, *results, *self.constants)]
-        pointers.append(arena.ctypes.data + start)
-        self._entry((ctypes.c_void_p * len(pointers))(*pointers), values)
-        return results
+    def _bind(self, arrays: Sequence[np.ndarray]) -> Callable:
+        """The call path for the shapes of `arrays`: binds the symbols and checks the
+        module's constraints (the interpreter's binding: ArgumentError when they fail)."""
+        sizes = bind_symbols(self.module.entry, arrays, self.module.constraints)
+        dims = np.array([sizes[s] for s in self.symbols], np.int64)
+        workspace = int(self._workspace_size(dims.ctypes.data_as(ctypes.POINTER(ctypes.c_int64))))
+        frame = Frame([(a.shape, d) for a, (_, d) in zip(arrays, self.arg_types)],
+                      [(symbolic.substitute(s, sizes), d) for s, d in self.out_types],
+                      [*self.constants, dims], workspace)
+        if self._runtime is not None:
+            call = self._dispatcher(self._runtime.RESULT_LIST, frame=frame)  # type: ignore
+        else:
+            call = functools.partial(self._call_with_ctypes, frame=frame)
+        if len(self._bound) >= MAX_BINDINGS:  # each keeps a workspace of its size
+            self._bound.clear()
+        self._bound[tuple(a.shape for a in arrays)] = call
+        return call
+
+    def _call_symbolic(self, args: tuple) -> list[np.ndarray] | None:
+        call = self._bound.get(tuple(getattr(a, "shape", None) for a in args))
+        if call is None:
+            if len(args) != len(self.arg_types):
+                raise ArgumentError(f"@{self.module.entry.name} takes {len(self.arg_types)} "
+                                    f"argument(s), got {len(args)}")
+            call = self._bind([np.asarray(a, d) for a, (_, d) in zip(args, self.arg_types)])
+        return call(args)
 
     def __call__(self, args: Sequence[np.ndarray]) -> list[np.ndarray]:
-        if self.symbols:
-            return self._call_symbolic(args)
-        result = self._call(tuple(args))
+        call = self._call_symbolic if self.symbols else self._call
+        result = call(tuple(args))
         if result is None:
             # Not C-contiguous, not aligned, or not an ndarray of exactly the dtype (or a
             # donated array that is read-only or shares memory with another argument):
@@ -168,7 +188,7 @@ class CExecutable:
             donors = set(self._donations)
             arrays = tuple(contiguous_argument(a, d, n in donors)
                            for n, (a, (_, d)) in enumerate(zip(args, self.arg_types)))
-            result = self._call(arrays)
+            result = call(arrays)
             if result is None:
                 want = ", ".join(f"{np.dtype(d)}{list(s)}" for s, d in self.arg_types)
                 got = ", ".join(f"{a.dtype}{list(a.shape)}" for a in arrays)

@@ -267,10 +267,9 @@ def _header(fn: Function, program: Program) -> str:
     if program.layout is None:
         rows.append(f"workspace: {program.workspace_bytes} bytes, aligned to {ALIGNMENT}")
     else:
+        rows.append(f"dims: int64_t[{len(program.symbols)}], the values of "
+                    f"{', '.join(program.symbols)}")
         rows.append(f"workspace: {WORKSPACE_BYTES}(dims) bytes, aligned to {ALIGNMENT}")
-    call = f"{ENTRY}(buffers)"
-    if program.symbols:
-        call = f"{ENTRY}(buffers, dims), dims = {{{', '.join(program.symbols)}}},"
     return "\n".join([
         f"/* @{fn.name}({params}) -> ({results})",
         " *",
@@ -278,7 +277,7 @@ def _header(fn: Function, program: Program) -> str:
         " * IR instruction as the comment above the code that computes it. It needs a C99",
         " * compiler and libm:",
         " *     cc -std=c99 -O3 -march=native -ffp-contract=off -shared -fPIC -o lib.so this.c -lm",
-        f" * {call} runs it; buffers holds pointers to dense arrays in the layouts",
+        f" * {ENTRY}(buffers) runs it; buffers holds pointers to dense arrays in the layouts",
         " * shown (array constants are passed in, not written here):",
         *(f" *   buffers[{n}]  {row}" for n, row in enumerate(rows)),
         " */"])
@@ -296,10 +295,13 @@ def _entry(fn: Function, program: Program, kernels: list[Kernel], entry: str,
     roles = ["argument"] * plan.num_args + ["result"] * plan.num_outputs + \
         ["constant"] * len(plan.constants)
     linkage = "static " if baked is not None else ""
-    extents = ", const int64_t *dims" if program.symbols else ""
-    lines = [f"{linkage}void {entry}(void **buffers{extents}) {{"]
-    lines += [f"    const int64_t {name} = dims[{n}];"
-              for n, name in enumerate(program.symbol_variables)]
+    lines = [f"{linkage}void {entry}(void **buffers) {{"]
+    if program.symbols:  # the symbol values come in the frame slot before the workspace
+        lines.append(f"    const int64_t *dims = buffers[{workspace_index}]; /* "
+                     f"{', '.join(program.symbols)} */")
+        lines += [f"    const int64_t {name} = dims[{n}];"
+                  for n, name in enumerate(program.symbol_variables)]
+        workspace_index += 1
     for slot in range(direct):
         name = program.slot_names[slot]
         if name not in used:
