@@ -6,12 +6,16 @@ few and cover several ops at once); each is run for the sizes 0, 1, 2, 7 and 33.
 
 from __future__ import annotations
 
+import subprocess
+
 import numpy as np
 import pytest
 
 import jitc
+from jitc.backends.c import build
 from jitc.backends.c.backend import C_PASSES, CBackend
 from jitc.backends.c.cgen import extent
+from jitc.backends.c.codegen import lower_module
 from jitc.ir.interpreter import ArgumentError
 from jitc.ir.parser import parse_module
 from jitc.ir.symbolic import parse_dim
@@ -158,6 +162,22 @@ def test_slices_reshapes_and_iota_with_extent_expressions(dispatcher: bool) -> N
         executable([_floats(6, 3)])
     with pytest.raises(ArgumentError, match=r"expected f32\[n,3\], got float32\[4, 2\]"):
         executable([_floats(4, 2)])
+
+
+def test_the_symbolic_sources_compile_without_warnings(tmp_path) -> None:
+    sources = [lower_module(Pipeline("c", list(C_PASSES)).run(parse_module(IR_TEXT))).source]
+    for program in ("chain", "axis ops", "batch ops"):
+        fun, specs, _ = PROGRAMS[program]
+        lowered = jitc.jit(fun, backend="c").lower(*[AbstractArray(s) for s in specs])
+        sources.append(lower_module(lowered.optimize()).source)
+    paths = []
+    for n, source in enumerate(sources):
+        paths.append(str(tmp_path / f"symbolic{n}.c"))
+        (tmp_path / f"symbolic{n}.c").write_text(source)
+    flags = ["-std=c99", "-pedantic", "-Wall", "-Wextra", "-Werror", "-fsyntax-only"]
+    result = subprocess.run([build.find_compiler(), *flags, *paths], capture_output=True,
+                            text=True)
+    assert result.returncode == 0, result.stderr[:4000]
 
 
 def test_extents_print_as_c_over_the_symbol_variables() -> None:

@@ -299,8 +299,9 @@ def _entry(fn: Function, program: Program, kernels: list[Kernel], entry: str,
     if program.symbols:  # the symbol values come in the frame slot before the workspace
         lines.append(f"    const int64_t *dims = buffers[{workspace_index}]; /* "
                      f"{', '.join(program.symbols)} */")
+        lines.append("    (void)dims;")
         lines += [f"    const int64_t {name} = dims[{n}];"
-                  for n, name in enumerate(program.symbol_variables)]
+                  for n, name in enumerate(program.symbol_variables) if name in used]
         workspace_index += 1
     for slot in range(direct):
         name = program.slot_names[slot]

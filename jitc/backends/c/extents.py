@@ -12,6 +12,7 @@ that hold for every binding, computed by the generated code at each call.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 from jitc.backends.cpu.plan import ALIGNMENT, BufferPlan, plan_buffers
@@ -121,10 +122,7 @@ class WorkspaceLayout:
     def function(self, symbols: list[str], name: str) -> str:
         """`static int64_t name(const int64_t *dims, int64_t *offsets)`: fills `offsets`
         and returns the workspace bytes the binding needs."""
-        lines = [f"static int64_t {name}(const int64_t *dims, int64_t *offsets) {{"]
-        lines += [f"    const int64_t {symbol_variable(s)} = dims[{n}];"
-                  for n, s in enumerate(symbols)]
-        lines.append("    (void)dims; (void)offsets;")
+        lines = []
         for level, ends in enumerate(self.below):
             lines.append(f"    offsets[{level}] = 0;")
             lines += _raise_to(f"offsets[{level}]", ends)
@@ -133,8 +131,12 @@ class WorkspaceLayout:
         for n, size in enumerate(self.scratch):
             lines.append(f"    offsets[{len(self.levels) + n}] = end;")
             lines.append(f"    end += {extent(size)};")
-        lines += ["    return end;", "}"]
-        return "\n".join(lines)
+        words = set(re.findall(r"\w+", "\n".join(lines)))
+        head = [f"static int64_t {name}(const int64_t *dims, int64_t *offsets) {{",
+                "    (void)dims;", "    (void)offsets;"]
+        head += [f"    const int64_t {symbol_variable(s)} = dims[{n}];"
+                 for n, s in enumerate(symbols) if symbol_variable(s) in words]
+        return "\n".join([*head, *lines, "    return end;", "}"])
 
 
 def _raise_to(target: str, ends: list[tuple[int, DimLike]]) -> list[str]:
