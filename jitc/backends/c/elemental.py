@@ -522,14 +522,29 @@ def _pad(e: CEmitter, inst: Instruction, index: Index) -> str:
         low, gap, size = inst.attrs["low"][a], interior[a] + 1, operand.shape[a]  # type: ignore
         shifted = e.let_index(f"{i} - {low}" if low else i)
         position = e.let_index(f"{shifted} / {gap}") if gap > 1 else shifted
-        conditions.append(f"{shifted} >= 0 && {position} < {size}")
+        conditions.append(f"{shifted} >= 0 && {position} < {extent(size)}")
         if gap > 1:
             conditions.append(f"{shifted} % {gap} == 0")
         mapped.append(e.clamp_index(position, 0, size - 1))
     inside = e.let_bool(" && ".join(conditions))
+    if not operand.is_static:  # a run-time extent may be 0: read only what is selected
+        return _read_if(e, inst, inside, lambda: e.operand(inst, 0, mapped), fill)
     # The load uses a clamped index, so it stays in bounds whether or not it is selected.
     value = e.operand(inst, 0, mapped)
     return _result(e, inst, f"{inside} ? {value} : {fill}")
+
+
+def _read_if(e: CEmitter, inst: Instruction, condition: str, read: Callable[[], str],
+             otherwise: str) -> str:
+    """`condition ? read() : otherwise`, with read()'s loads only where `condition` holds
+    (an operand of run-time extent may have no element to read, even at a clamped index)."""
+    result = e.w.fresh("t")
+    e.w.line(f"{register_type(inst.results[0].type.dtype)} {result};")
+    with e.w.block(f"if ({condition})"):
+        e.w.line(f"{result} = {read()};")
+    with e.w.block("else"):
+        e.w.line(f"{result} = {otherwise};")
+    return result
 
 
 # Up to this many operands a concatenate's element is a chain of conditional expressions over
@@ -646,9 +661,12 @@ def _dynamic_update_slice(e: CEmitter, inst: Instruction, index: Index) -> str:
     conditions, local = [], []
     for i, s, size in zip(index, starts, update.shape):
         delta = e.let_index(f"{i} - {s}")
-        conditions.append(f"{delta} >= 0 && {delta} < {size}")
+        conditions.append(f"{delta} >= 0 && {delta} < {extent(size)}")
         local.append(e.clamp_index(delta, 0, size - 1))
     inside = e.let_bool(" && ".join(conditions) or "1")
+    if not update.is_static:  # a run-time extent may be 0: read the update only inside it
+        old = e.operand(inst, 0, index)
+        return _read_if(e, inst, inside, lambda: e.operand(inst, 1, local), old)
     new, old = e.operand(inst, 1, local), e.operand(inst, 0, index)
     return _result(e, inst, f"{inside} ? {new} : {old}")
 
