@@ -298,3 +298,93 @@ def test_gather_pad_and_dynamic_slices_with_run_time_extents() -> None:
         updated = x.copy()
         updated[at:at + k] = u
         np.testing.assert_array_equal(got[3], updated)
+
+
+def repeated(x, y):
+    for _ in range(12):  # traced as one while loop (reroll)
+        x = np.tanh(x * y + 1.0)
+    return x
+
+
+def damped(x, y):
+    z = lax.fori_loop(0, 4, lambda i, c: c * 0.5 + y, x)
+    return lax.cond(z.sum() > 0, lambda a: a * 2, lambda a: -a, z)
+
+
+@pytest.mark.parametrize("fun, specs, arguments", [
+    (repeated, ["f32[n]", "f32[m]"], lambda n: [_floats(n), _floats(n)]),
+    (damped, ["f32[n,3]", "f32[3]"],
+     lambda n: [_floats(n, 3), np.abs(_floats(3)) * (1 if n % 2 else -1)]),
+], ids=["python loop", "fori_loop and cond"])
+def test_loops_and_branches_over_symbolic_carries(fun, specs, arguments) -> None:
+    abstract = [AbstractArray(s) for s in specs]
+    lowered = jitc.jit(fun, backend="c").lower(*abstract)
+    assert " = while(" in lowered.as_text()
+    compiled = lowered.compile()
+    reference = jitc.jit(fun, backend="interpreter").lower(*abstract).compile()
+    for size in (*SIZES, 2):
+        args = arguments(size)
+        np.testing.assert_allclose(compiled(*args), fun(*args), rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(compiled(*args), reference(*args), rtol=1e-6, atol=1e-6)
+
+
+SCAN_TEXT = """func @scanned {
+  %x = parameter() index=0 : f32[5,m]{1,0}
+  %h = parameter() index=1 : f32[m]
+  %0 = constant() value=0.0 : f32[]
+  %1 = broadcast_in_dim(%0) dims=[] : f32[5,m]{1,0}
+  %2 = constant() value=0 : i64[]
+  %3, %4, %5, %6 = while(%2, %h, %1, %x) cond=@scanned.cond body=@scanned.body
+    : i64[], f32[m], f32[5,m]{1,0}, f32[5,m]{1,0}
+  return %4, %5
+}
+
+func @scanned.cond {
+  %0 = parameter() index=0 : i64[]
+  %1 = parameter() index=1 : f32[m]
+  %2 = parameter() index=2 : f32[5,m]{1,0}
+  %x = parameter() index=3 : f32[5,m]{1,0}
+  %3 = constant() value=5 : i64[]
+  %4 = compare(%0, %3) direction=lt : bool[]
+  return %4
+}
+
+func @scanned.body {
+  %0 = parameter() index=0 : i64[]
+  %1 = parameter() index=1 : f32[m]
+  %2 = parameter() index=2 : f32[5,m]{1,0}
+  %x = parameter() index=3 : f32[5,m]{1,0}
+  %3 = constant() value=0 : i64[]
+  %4 = dynamic_slice(%x, %0, %3) sizes=[1,m] : f32[1,m]{1,0}
+  %5 = reshape(%4) : f32[m]
+  %6 = constant() value=0.9 : f32[]
+  %7 = mul(%1, %6) : f32[m]
+  %8 = add(%7, %5) : f32[m]
+  %9 = tanh(%8) : f32[m]
+  %10 = constant() value=2.0 : f32[]
+  %11 = mul(%9, %10) : f32[m]
+  %12 = reshape(%11) : f32[1,m]{1,0}
+  %13 = dynamic_update_slice(%2, %12, %0, %3) : f32[5,m]{1,0}
+  %14 = constant() value=1 : i64[]
+  %15 = add(%0, %14) : i64[]
+  return %15, %9, %13, %x
+}
+"""
+
+
+def test_a_scan_writes_its_stacked_rows_of_run_time_width_in_place() -> None:
+    module = parse_module(SCAN_TEXT)
+    executable = CBackend().compile(Pipeline("c", list(C_PASSES)).run(module), Options())
+    assert "memcpy((char *)" in executable.as_text()  # the block write of the step
+    for m in SIZES:
+        x, h = _floats(5, m), _floats(m)
+        rows = []
+        carry = h
+        for row in x:
+            carry = np.tanh(carry * np.float32(0.9) + row)
+            rows.append(carry * np.float32(2.0))
+        got = executable([x, h])
+        np.testing.assert_allclose(got[0], carry, rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(got[1], np.stack(rows), rtol=1e-5, atol=1e-6)
+        for g, want in zip(got, jitc.interpret(module, [x, h])):
+            np.testing.assert_allclose(g, want, rtol=1e-6, atol=1e-6)

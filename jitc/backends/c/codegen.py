@@ -56,16 +56,21 @@ class Program:
     """What the kernels of one compiled function share: the buffer plan, the C names of the
     entry function's values and buffers, and the IR text of every instruction. A symbolic
     module's (`symbols`, in the order of the entry's `dims`) also has the `layout` of its
-    workspace, whose offsets the code computes at each call."""
+    workspace, whose offsets the code computes at each call. A region of a symbolic module
+    takes the symbols of the whole module (`symbols`), in its order."""
 
-    def __init__(self, module: Module, donated: frozenset[int] = frozenset()) -> None:
+    def __init__(self, module: Module, donated: frozenset[int] = frozenset(),
+                 symbols: list[str] | None = None, prefix: str = "") -> None:
         self.module = module
         fn = module.entry
-        self.symbols = module_symbols(module)
+        self.symbols = module_symbols(module) if symbols is None else symbols
         self.layout: WorkspaceLayout | None = None
+        # The names of the functions that compute the workspace layout and size.
+        self.layout_function = f"{prefix}{_LAYOUT}"
+        self.bytes_function = f"{prefix}{WORKSPACE_BYTES}"
         if self.symbols:
             refuse_unsupported(module)
-            self.plan, self.layout = plan_symbolic(fn, module)
+            self.plan, self.layout = plan_symbolic(fn, module, self.symbols)
         else:
             self.plan = plan_buffers(fn, donated, module)
         self.symbol_variables = [symbol_variable(s) for s in self.symbols]
@@ -106,9 +111,12 @@ class Program:
         expression, a storage key)."""
         return self.scratch_bytes(t.nbytes)
 
-    def scratch_bytes(self, nbytes: DimLike) -> tuple[str, object]:
+    def scratch_bytes(self, nbytes: DimLike,
+                      largest_of: tuple[str, ...] = ()) -> tuple[str, object]:
+        """Like `scratch`; in a symbolic module followed by room for the largest size the
+        functions `largest_of` (regions' workspace sizes) give for `dims`."""
         if self.layout is not None:
-            index = self.layout.add_scratch(nbytes, ALIGNMENT)
+            index = self.layout.add_scratch(nbytes, ALIGNMENT, largest_of)
             return f"(void *)(workspace + offsets[{index}])", ("scratch", index)
         end = self.workspace_bytes
         self.scratch_offsets.append((end, max(nbytes, 1)))
@@ -162,7 +170,7 @@ class Unit:
     functions: list[str]
     helpers: set[str]
     entry: str
-    workspace_bytes: int
+    workspace_bytes: int | None  # None: the program's `bytes_function` computes it
     kernel_count: int
     program: Program
 
@@ -181,19 +189,21 @@ def lower_module(module: Module, donated: frozenset[int] = frozenset()) -> Trans
 
 
 def lower_unit(module: Module, donated: frozenset[int] = frozenset(), prefix: str = "",
-               region: bool = False) -> Unit:
+               region: bool = False, symbols: list[str] | None = None) -> Unit:
     """The C functions of `module`. The entry of a `region` is `static void
-    {prefix}entry(void **buffers)` taking `[arguments..., results..., workspace]`, with its
-    array constants baked into the unit; kernel names start with `prefix`."""
+    {prefix}entry(void **buffers)` taking `[arguments..., results..., workspace]` (with
+    `dims` before the workspace when `symbols`, those of the whole module, are given), with
+    its array constants baked into the unit; kernel names start with `prefix`."""
     from .control import emit_control
     fn = module.entry
-    program = Program(module, donated)
+    program = Program(module, donated, symbols, prefix)
     kernels: list[Kernel] = []
     region_code: list[str] = []
     helpers: set[str] = set()
 
     def lower_region(region_module: Module, region_prefix: str) -> Unit:
-        unit = lower_unit(region_module, prefix=region_prefix, region=True)  # has `prefix`
+        unit = lower_unit(region_module, prefix=region_prefix, region=True,  # has `prefix`
+                          symbols=program.symbols or None)
         region_code.extend(unit.functions)
         helpers.update(unit.helpers)
         return unit
@@ -216,6 +226,13 @@ def lower_unit(module: Module, donated: frozenset[int] = frozenset(), prefix: st
     helpers |= {name for k in kernels for name in _HELPER_CALL.findall(k.source)} & \
         set(HELPERS)
     functions = region_code + [k.source for k in kernels if k.source]
+    if program.layout is not None:
+        functions.append(program.layout.function(program.symbols, program.layout_function))
+        functions.append("\n".join([
+            f"{'static ' if region else ''}int64_t {program.bytes_function}"
+            "(const int64_t *dims) {",
+            f"    int64_t offsets[{max(program.layout.count, 1)}];",
+            f"    return {program.layout_function}(dims, offsets);", "}"]))
     if region:
         functions += [baked_array(f"{prefix}const{n}", array)
                       for n, array in enumerate(program.plan.constants)]
@@ -223,12 +240,6 @@ def lower_unit(module: Module, donated: frozenset[int] = frozenset(), prefix: st
         functions.append(_entry(fn, program, kernels, entry, prefix if region else None))
     else:
         entry = ENTRY
-        if program.layout is not None:
-            functions.append(program.layout.function(program.symbols, _LAYOUT))
-            functions.append("\n".join([
-                f"int64_t {WORKSPACE_BYTES}(const int64_t *dims) {{",
-                f"    int64_t offsets[{max(program.layout.count, 1)}];",
-                f"    return {_LAYOUT}(dims, offsets);", "}"]))
         functions.append(_entry(fn, program, kernels, entry, None))
     return Unit(functions, helpers, entry, program.workspace_bytes, len(kernels), program)
 
@@ -314,11 +325,11 @@ def _entry(fn: Function, program: Program, kernels: list[Kernel], entry: str,
     layout = program.layout
     if any("workspace" in arg for arg in used) or \
             any(program.slot_names[s] in used for s in plan.temp_offsets):
-        size = program.workspace_bytes if layout is None else f"{WORKSPACE_BYTES}(dims)"
+        size = program.workspace_bytes if layout is None else f"{program.bytes_function}(dims)"
         lines.append(f"    char *workspace = buffers[{workspace_index}]; /* {size} bytes */")
         if layout is not None:
             lines.append(f"    int64_t offsets[{max(layout.count, 1)}];")
-            lines.append(f"    {_LAYOUT}(dims, offsets);")
+            lines.append(f"    {program.layout_function}(dims, offsets);")
     for slot, offset in sorted(plan.temp_offsets.items(), key=lambda item: item[1]):
         name = program.slot_names[slot]
         if name in used:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from jitc.backends.cpu.control import CarryLayout, block_writes
 from jitc.backends.cpu.plan import ALIGNMENT, BufferPlan, plan_buffers
 from jitc.ir import ops, symbolic
 from jitc.ir.core import Function, Instruction, Module, Value
@@ -33,7 +34,7 @@ from .elemental import RULES
 SYMBOLIC_OPS = frozenset({
     "parameter", "constant", "iota", "broadcast_in_dim", "reshape", "transpose", "slice",
     "reverse", "concatenate", "pad", "gather", "dynamic_slice", "dynamic_update_slice",
-    "reduce", "argmax", "argmin", "dot_general", "fusion"})
+    "reduce", "argmax", "argmin", "dot_general", "fusion", "while", "conditional"})
 FUSION_KINDS = frozenset({"loop", "reduce", "dot", "row"})
 # The stand-in values of the symbols while planning buffers: large, so that the planner
 # treats a symbolic temporary as large, and odd and unlike any static extent, so that no
@@ -107,17 +108,22 @@ class WorkspaceLayout:
     level_of: dict[int, int]                      # frame slot -> its level
     below: list[list[tuple[int, DimLike]]]        # per level: (level, size) ends to clear
     ends: list[tuple[int, DimLike]]               # (level, size) of every temporary
-    scratch: list[DimLike] = field(default_factory=list)
+    # Per scratch block: its aligned bytes, and workspace-size functions of regions (called
+    # with `dims`) of which it holds the largest answer after them.
+    scratch: list[tuple[DimLike, tuple[str, ...]]] = field(default_factory=list)
 
     @property
     def count(self) -> int:
         """Entries of the `offsets` array: the levels, then the scratch blocks."""
         return len(self.levels) + len(self.scratch)
 
-    def add_scratch(self, nbytes: DimLike, alignment: int) -> int:
-        """A new scratch block past the arena; its index in `offsets`."""
-        self.scratch.append(_aligned(nbytes if not symbolic.is_static(nbytes)
-                                     else max(nbytes, 1), alignment))  # type: ignore[call-overload]
+    def add_scratch(self, nbytes: DimLike, alignment: int, largest_of: tuple[str, ...] = ()
+                    ) -> int:
+        """A new scratch block past the arena of `nbytes` and then the largest size the
+        functions `largest_of` give (regions' workspaces); its index in `offsets`."""
+        nbytes = _aligned(nbytes if not symbolic.is_static(nbytes) else max(nbytes, 1),
+                          alignment)  # type: ignore[call-overload]
+        self.scratch.append((nbytes, largest_of))
         return self.count - 1
 
     def function(self, symbols: list[str], name: str) -> str:
@@ -129,9 +135,16 @@ class WorkspaceLayout:
             lines += _raise_to(f"offsets[{level}]", ends)
         lines.append("    int64_t end = 0;")
         lines += _raise_to("end", self.ends)
-        for n, size in enumerate(self.scratch):
+        for n, (size, largest_of) in enumerate(self.scratch):
             lines.append(f"    offsets[{len(self.levels) + n}] = end;")
             lines.append(f"    end += {extent(size)};")
+            if largest_of:
+                lines.append("    {")
+                lines.append("        int64_t most = 0, size;")
+                for function in largest_of:
+                    lines.append(f"        size = {function}(dims);")
+                    lines.append("        if (size > most) most = size;")
+                lines += ["        end += most;", "    }"]
         words = set(re.findall(r"\w+", "\n".join(lines)))
         head = [f"static int64_t {name}(const int64_t *dims, int64_t *offsets) {{",
                 "    (void)dims;", "    (void)offsets;"]
@@ -148,10 +161,11 @@ def _raise_to(target: str, ends: list[tuple[int, DimLike]]) -> list[str]:
     return lines
 
 
-def plan_symbolic(fn: Function, program: Module) -> tuple[BufferPlan, WorkspaceLayout]:
+def plan_symbolic(fn: Function, program: Module,
+                  symbols: list[str]) -> tuple[BufferPlan, WorkspaceLayout]:
     """Buffer assignment for a function with symbolic types (no donation: whether a result
     fits an argument's buffer would depend on the binding)."""
-    stand_in, originals = _stand_in(fn, module_symbols(program))
+    stand_in, originals = _stand_in(fn, symbols)
     plan = plan_buffers(stand_in, frozenset(), program)
     plan.slots = {id(originals[key]): slot for key, slot in plan.slots.items()}
     plan.aliases = {id(originals[key]): originals[id(v)] for key, v in plan.aliases.items()}
@@ -175,6 +189,27 @@ def plan_symbolic(fn: Function, program: Module) -> tuple[BufferPlan, WorkspaceL
         below.append(_distinct([(level_of[s], sizes[s]) for s in top]))
     ends = _distinct([(level_of[s], sizes[s]) for s in plan.temp_offsets])
     return plan, WorkspaceLayout(levels, level_of, below, ends)
+
+
+def symbolic_carry_layout(inst: Instruction, body: Function) -> CarryLayout:
+    """`jitc.backends.cpu.control.carry_layout` for carries of symbolic size: the same
+    choice of buffers, with the scratch offsets as expressions (that one adds static sizes).
+    """
+    writes = block_writes(body)
+    moving = [i for i, out in enumerate(body.outputs)
+              if out is not body.parameters[i] and i not in writes]
+    block_outputs = [v for j in writes for v in writes[j].operands[1:]]
+    offsets: dict[int, DimLike] = {}
+    size: DimLike = 0
+    for i in moving:
+        offsets[i] = size
+        size = size + _aligned(inst.results[i].type.nbytes, ALIGNMENT)
+    block_offsets: list[DimLike] = []
+    for v in block_outputs:
+        block_offsets.append(size)
+        size = size + _aligned(v.type.nbytes, ALIGNMENT)
+    return CarryLayout(writes, moving, block_outputs, offsets, block_offsets,  # type: ignore
+                       size)  # type: ignore[arg-type]
 
 
 def _distinct(ends: list[tuple[int, DimLike]]) -> list[tuple[int, DimLike]]:
