@@ -34,7 +34,8 @@ from .elemental import RULES
 SYMBOLIC_OPS = frozenset({
     "parameter", "constant", "iota", "broadcast_in_dim", "reshape", "transpose", "slice",
     "reverse", "concatenate", "pad", "gather", "dynamic_slice", "dynamic_update_slice",
-    "reduce", "argmax", "argmin", "dot_general", "fusion", "while", "conditional"})
+    "reduce", "argmax", "argmin", "dot_general", "convolution", "sort", "fusion", "while",
+    "conditional"})
 FUSION_KINDS = frozenset({"loop", "reduce", "dot", "row"})
 # The stand-in values of the symbols while planning buffers: large, so that the planner
 # treats a symbolic temporary as large, and odd and unlike any static extent, so that no

@@ -495,7 +495,8 @@ def convolution_into(ctx: KernelContext, inst: Instruction, target: str,
                 term = e.let(acc_type, combine(e, "prod", acc_type, x, y))
                 ctx.w.line(f"{acc} = {combine(e, 'sum', acc_type, acc, term)};")
 
-        if lhs.type.size and in_per_group:
+        # A run-time batch may be 0, but then no output element runs this.
+        if (not lhs.type.is_static or lhs.type.size) and in_per_group:
             loop_nest(ctx.w, [(0, in_per_group)] + [(0, k) for k in window], tap)
         e.store(convert_value(e, acc, acc_type, dtype), target, out.type, out_index)
         if epilogue is not None:
