@@ -1,7 +1,7 @@
 """Compilations over a sweep of sizes under `jit`'s default dynamic policy (docs/jit.md).
 
-Run: ``python -m bench.dynamic_shapes`` (``--backends cpu interpreter``; ``--gpt2-max N``: the
-GPT-2 block over sequence lengths 1..N, default 48; ``--quick``: fewer sizes). One fresh
+Run: ``python -m bench.dynamic_shapes`` (``--backends cpu c interpreter``; ``--gpt2-max N``:
+the GPT-2 block over sequence lengths 1..N, default 48; ``--quick``: fewer sizes). One fresh
 jitted function per workload and backend, the persistent cache off, each size called once:
 the total includes every trace and compile. Rows: compilations (of them symbolic), the jitted
 total, numpy's total for the same calls, and the reason the second compilation gives (why the
@@ -106,7 +106,7 @@ def _gpt2_calls() -> tuple[Callable, Callable[[int], tuple]]:
 
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--backends", nargs="+", default=["cpu", "interpreter"])
+    parser.add_argument("--backends", nargs="+", default=["cpu", "c", "interpreter"])
     parser.add_argument("--gpt2-max", type=int, default=48)
     parser.add_argument("--quick", action="store_true")
     args = parser.parse_args(argv)

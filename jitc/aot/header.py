@@ -12,6 +12,7 @@ from pathlib import Path
 
 from jitc.aot import abi
 from jitc.aot.abi import Argument, FunctionABI, LibraryABI
+from jitc.backends.c.cgen import extent
 from jitc.ir.symbolic import DimLike
 
 
@@ -20,18 +21,8 @@ def _macro_base(fn: FunctionABI) -> str:
 
 
 def c_expression(dim: DimLike) -> str:
-    """An extent as a C expression over `int64_t` symbols (`((int64_t)784*(n))`); C's `/`
-    is the floor division for the non-negative numerators of valid sizes."""
-    if isinstance(dim, int):
-        return str(dim)
-    terms = []
-    for monomial, coefficient in dim.terms:
-        factors = [f"({a})" if isinstance(a, str) else
-                   f"({c_expression(a.numerator)}/{a.divisor})" for a in monomial]
-        if not factors or coefficient != 1:
-            factors.insert(0, f"(int64_t){coefficient}")
-        terms.append("*".join(factors))
-    return terms[0] if len(terms) == 1 and "*" not in terms[0] else "(" + " + ".join(terms) + ")"
+    """An extent as a C expression of the export's symbols, computed in `int64_t`."""
+    return extent(dim, lambda symbol: f"(int64_t)({symbol})")
 
 
 def _array_macros(base: str, a: Argument, symbols: str) -> list[tuple[str, str]]:

@@ -63,8 +63,8 @@ def test_header_takes_the_symbols_first(library):
     assert "int64_t predict_workspace_bytes(int64_t n);" in text
     assert "int pool(int64_t b, int64_t s, const float *x, const float *scale, float *res0," \
         in text
-    assert "#define PREDICT_ARG0_SHAPE(n) {(n), 16}" in text
-    assert "#define POOL_RES0_SIZE(b, s)  (b)" in text
+    assert "#define PREDICT_ARG0_SHAPE(n) {((int64_t)(n)), 16}" in text
+    assert "#define POOL_RES0_SIZE(b, s)  ((int64_t)(b))" in text
     # The constraint the trace recorded (max over the symbolic axis s needs s >= 1).
     comments = " ".join(line.removeprefix(" *").strip() for line in text.splitlines())
     assert "b, s, passed first as int64_t, must be >= 0 and satisfy s >= 1;" in comments

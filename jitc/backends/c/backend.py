@@ -8,15 +8,18 @@ the loaded library and calls `jitc_entry` through the same C dispatcher as the C
 from __future__ import annotations
 
 import ctypes
+import functools
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
 from jitc.backends.c import build
-from jitc.backends.c.codegen import ENTRY, Translation, lower_module
+from jitc.backends.c.codegen import ENTRY, WORKSPACE_BYTES, Translation, lower_module
 from jitc.backends.cpu.plan import ALIGNMENT, contiguous_argument
-from jitc.ir import ops
+from jitc.ir import ops, symbolic
 from jitc.ir.core import Instruction, Module
+from jitc.ir.interpreter import ArgumentError, bind_symbols
 from jitc.ir.types import TensorType
 from jitc.options import Options
 from jitc.passes import DEFAULT_PASSES, dce, fusion, layout_assignment
@@ -24,7 +27,11 @@ from jitc.passes.pipeline import Pass
 
 # Calls that touch fewer elements than this keep the GIL: releasing it costs more.
 RELEASE_GIL_ELEMENTS = 1 << 14
+# Argument shape combinations whose call path a symbolic function keeps.
+MAX_BINDINGS = 16
 _ENTRY_TYPE = ctypes.CFUNCTYPE(None, ctypes.POINTER(ctypes.c_void_p))
+# A symbolic module's library sizes the workspace for the symbol values.
+_WORKSPACE_TYPE = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.POINTER(ctypes.c_int64))
 
 
 def reads_any_layout(inst: Instruction, index: int, layout: TensorType) -> bool:
@@ -45,9 +52,30 @@ def _runtime() -> object | None:
     return runtime
 
 
+@dataclass(frozen=True)
+class Frame:
+    """What calls of one signature pass the code: the (shape, dtype) of the arguments and
+    results, the arrays after the results (the array constants; for a symbolic module then
+    its `dims` vector) and the workspace's size."""
+
+    arg_types: list[tuple]
+    out_types: list[tuple]
+    constants: list[np.ndarray]
+    workspace_bytes: int
+
+    @property
+    def release_gil(self) -> bool:
+        touched = sum(int(np.prod(s)) for s, _ in self.arg_types + self.out_types)
+        return touched + self.workspace_bytes // 4 >= RELEASE_GIL_ELEMENTS
+
+
 class CExecutable:
     """A compiled function: its C source, the library built from it, constants and the
-    call path into `jitc_entry`."""
+    call path into `jitc_entry`.
+
+    A symbolic module's code serves every binding of its symbols: each combination of
+    argument shapes is bound once (symbols, constraints, result shapes, workspace size) into
+    a call path for exactly those shapes, which passes the symbol values in the frame."""
 
     def __init__(self, module: Module, translation: Translation, library: build.Library,
                  use_dispatcher: bool = True) -> None:
@@ -65,36 +93,47 @@ class CExecutable:
         self.constants = [np.ascontiguousarray(c) for c in self.plan.constants]
         # Per result, the argument whose buffer it is computed in (donate_argnums), or -1.
         self._donations = [self.plan.donations.get(n, -1) for n in range(len(self.out_types))]
-        touched = sum(int(np.prod(s)) for s, _ in self.arg_types + self.out_types)
-        self.release_gil = touched + self.workspace_bytes // 4 >= RELEASE_GIL_ELEMENTS
-        runtime = _runtime() if use_dispatcher else None
-        # `jitc.jit` asks for `dispatcher` to build its fast path; None means "no fast path".
+        self._runtime = _runtime() if use_dispatcher else None
+        # `jitc.jit` asks for `dispatcher` to build its fast path; None means "no fast path"
+        # (a symbolic function has no exact shapes for it to check).
         self.dispatcher: Callable[[int], Callable] | None = None
-        if runtime is not None:
+        self.symbols = translation.symbols
+        if self.symbols:
+            self._workspace_size = _WORKSPACE_TYPE((WORKSPACE_BYTES, library))
+            self._bound: dict[tuple, Callable] = {}  # argument shapes -> their call path
+            return
+        frame = Frame(self.arg_types, self.out_types, self.constants,
+                      self.workspace_bytes)  # type: ignore[arg-type]
+        self.release_gil = frame.release_gil
+        if self._runtime is not None:
             self.dispatcher = self._dispatcher
-            self._call = self._dispatcher(runtime.RESULT_LIST)  # type: ignore[attr-defined]
+            self._call = self._dispatcher(self._runtime.RESULT_LIST)  # type: ignore
         else:
-            self._call = self._call_with_ctypes
+            self._call = functools.partial(self._call_with_ctypes, frame=frame)
 
     def _dispatcher(self, result_kind: int, writes: Sequence[int] | None = None,
-                    types: tuple[list, list] | None = None) -> Callable:
-        """A C-level callable for exactly this signature; returns None on any mismatch.
-        `writes`: the arguments the last len(writes) results are copied into after a call.
-        `types`: the (shape, dtype) callers use where they differ from the code's but have its
-        bytes (complex arrays for float pairs)."""
+                    types: tuple[list, list] | None = None,
+                    frame: Frame | None = None) -> Callable:
+        """A C-level callable for exactly this signature (or `frame`'s); returns None on any
+        mismatch. `writes`: the arguments the last len(writes) results are copied into after
+        a call. `types`: the (shape, dtype) callers use where they differ from the code's but
+        have its bytes (complex arrays for float pairs)."""
         from jitc._runtime import Dispatcher
-        arg_types, out_types = types or (self.arg_types, self.out_types)
+        frame = frame or Frame(self.arg_types, self.out_types, self.constants,
+                               self.workspace_bytes)  # type: ignore[arg-type]
+        arg_types, out_types = types or (frame.arg_types, frame.out_types)
         specs = [(np.dtype(d).num, s) for s, d in arg_types]
         outs = [(np.dtype(d).num, s) for s, d in out_types]
-        return Dispatcher(self.address, specs, outs, self.constants, self.workspace_bytes,
-                          result_kind, int(self.release_gil), self._donations, self.library,
+        return Dispatcher(self.address, specs, outs, frame.constants, frame.workspace_bytes,
+                          result_kind, int(frame.release_gil), self._donations, self.library,
                           self.module.entry.name, writes)
 
-    def _call_with_ctypes(self, args: Sequence[object]) -> list[np.ndarray] | None:
-        if len(args) != len(self.arg_types) or not all(
+    def _call_with_ctypes(self, args: Sequence[object],
+                          frame: Frame) -> list[np.ndarray] | None:
+        if len(args) != len(frame.arg_types) or not all(
                 isinstance(a, np.ndarray) and a.shape == s and a.dtype == d and
                 a.flags.c_contiguous and a.flags.aligned
-                for a, (s, d) in zip(args, self.arg_types)):
+                for a, (s, d) in zip(args, frame.arg_types)):
             return None
         donors = [n for n in self._donations if n >= 0]
         if any(not args[n].flags.writeable for n in donors):  # type: ignore[attr-defined]
@@ -104,16 +143,44 @@ class CExecutable:
             return None  # another argument reads the donated buffer: the caller copies it
         # A donated result is the argument itself, which the code writes in place.
         results = [np.empty(s, d) if donor < 0 else args[donor]  # type: ignore[misc]
-                   for (s, d), donor in zip(self.out_types, self._donations)]
-        arena = np.empty(self.workspace_bytes + ALIGNMENT, np.uint8)
+                   for (s, d), donor in zip(frame.out_types, self._donations)]
+        arena = np.empty(frame.workspace_bytes + ALIGNMENT, np.uint8)
         start = -arena.ctypes.data % ALIGNMENT
-        pointers = [a.ctypes.data for a in (*args, *results, *self.constants)]  # type: ignore
+        pointers = [a.ctypes.data for a in (*args, *results, *frame.constants)]  # type: ignore
         pointers.append(arena.ctypes.data + start)
         self._entry((ctypes.c_void_p * len(pointers))(*pointers))
         return results
 
+    def _bind(self, arrays: Sequence[np.ndarray]) -> Callable:
+        """The call path for the shapes of `arrays`: binds the symbols and checks the
+        module's constraints (the interpreter's binding: ArgumentError when they fail)."""
+        sizes = bind_symbols(self.module.entry, arrays, self.module.constraints)
+        dims = np.array([sizes[s] for s in self.symbols], np.int64)
+        workspace = int(self._workspace_size(dims.ctypes.data_as(ctypes.POINTER(ctypes.c_int64))))
+        frame = Frame([(a.shape, d) for a, (_, d) in zip(arrays, self.arg_types)],
+                      [(symbolic.substitute(s, sizes), d) for s, d in self.out_types],
+                      [*self.constants, dims], workspace)
+        if self._runtime is not None:
+            call = self._dispatcher(self._runtime.RESULT_LIST, frame=frame)  # type: ignore
+        else:
+            call = functools.partial(self._call_with_ctypes, frame=frame)
+        if len(self._bound) >= MAX_BINDINGS:  # each keeps a workspace of its size
+            self._bound.clear()
+        self._bound[tuple(a.shape for a in arrays)] = call
+        return call
+
+    def _call_symbolic(self, args: tuple) -> list[np.ndarray] | None:
+        call = self._bound.get(tuple(getattr(a, "shape", None) for a in args))
+        if call is None:
+            if len(args) != len(self.arg_types):
+                raise ArgumentError(f"@{self.module.entry.name} takes {len(self.arg_types)} "
+                                    f"argument(s), got {len(args)}")
+            call = self._bind([np.asarray(a, d) for a, (_, d) in zip(args, self.arg_types)])
+        return call(args)
+
     def __call__(self, args: Sequence[np.ndarray]) -> list[np.ndarray]:
-        result = self._call(tuple(args))
+        call = self._call_symbolic if self.symbols else self._call
+        result = call(tuple(args))
         if result is None:
             # Not C-contiguous, not aligned, or not an ndarray of exactly the dtype (or a
             # donated array that is read-only or shares memory with another argument):
@@ -121,7 +188,7 @@ class CExecutable:
             donors = set(self._donations)
             arrays = tuple(contiguous_argument(a, d, n in donors)
                            for n, (a, (_, d)) in enumerate(zip(args, self.arg_types)))
-            result = self._call(arrays)
+            result = call(arrays)
             if result is None:
                 want = ", ".join(f"{np.dtype(d)}{list(s)}" for s, d in self.arg_types)
                 got = ", ".join(f"{a.dtype}{list(a.shape)}" for a in arrays)
@@ -135,6 +202,9 @@ class CExecutable:
 
 class CBackend:
     name = "c"
+    # A module with symbolic dimensions compiles once; its code takes the symbol values at
+    # each call (jitc/backends/c/extents.py, docs/dynamic-shapes.md).
+    symbolic_extents = True
 
     def __init__(self, compiler: str | None = None) -> None:
         self.compiler = compiler or build.find_compiler()

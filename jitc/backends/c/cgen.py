@@ -15,7 +15,9 @@ from contextlib import contextmanager
 
 import numpy as np
 
+from jitc.ir import symbolic
 from jitc.ir.dtypes import DType, Kind
+from jitc.ir.symbolic import Dim, DimLike, FloorDiv
 from jitc.ir.types import TensorType
 
 _MEMORY = {"bool": "uint8_t", "i8": "int8_t", "u8": "uint8_t", "i16": "int16_t",
@@ -122,13 +124,55 @@ def c_identifier(ir_name: str) -> str:
     return ir_name
 
 
+# -- extents ---------------------------------------------------------------------------------
+
+def symbol_variable(symbol: str) -> str:
+    """The C `int64_t` holding a symbol's value in the code of a symbolic module
+    (docs/dynamic-shapes.md): `d_` and the symbol, a name no other C name of a unit takes."""
+    return f"d_{symbol}"
+
+
+def extent(value: DimLike | str, variable: Callable[[str], str] = symbol_variable) -> str:
+    """A C expression of an extent: a static one as its literal, a symbolic one (`2*n`,
+    `(n+1)//2`) over the symbols' `int64_t` variables (`variable` names them), in parentheses
+    unless it is one name. Text (a C name or expression already) is returned as it is."""
+    if isinstance(value, str):
+        return value
+    if not isinstance(value, Dim):
+        return str(value)
+    text = ""
+    for monomial, coefficient in value.terms:
+        alone = len(value.terms) == 1 and len(monomial) == 1 and abs(coefficient) == 1
+        factors = [_atom(a, variable) if alone or isinstance(a, str)
+                   else f"({_atom(a, variable)})" for a in monomial]
+        if abs(coefficient) != 1 or not factors:
+            factors.insert(0, str(abs(coefficient)))
+        term = " * ".join(factors)
+        if not text:
+            text = f"-{term}" if coefficient < 0 else term
+        elif coefficient < 0:
+            text += f" - {term}"
+        else:
+            text += f" + {term}"
+    return text if text.isidentifier() else f"({text})"
+
+
+def _atom(atom: str | FloorDiv, variable: Callable[[str], str]) -> str:
+    if isinstance(atom, str):
+        return variable(atom)
+    numerator, k = extent(atom.numerator, variable), atom.divisor
+    if symbolic.implied(symbolic.at_least(atom.numerator, 0), ()):
+        return f"{numerator} / {k}"  # C's division truncates: the floor, for n >= 0
+    return f"{numerator} >= 0 ? {numerator} / {k} : -(({k - 1} - {numerator}) / {k})"
+
+
 def offset(t: TensorType, index: Sequence[str]) -> str:
     """The element offset of a logical index (atoms: names or integer literals)."""
     terms = []
     for i, stride in zip(index, t.strides):
         if i == "0" or stride == 0:
             continue
-        terms.append(i if stride == 1 else f"{i} * {stride}")
+        terms.append(i if stride == 1 else f"{i} * {extent(stride)}")
     return " + ".join(terms) or "0"
 
 
@@ -199,10 +243,12 @@ class Writer:
             self.line("}")
 
     @contextmanager
-    def loop(self, start: str | int, stop: str | int) -> Iterator[str]:
-        """`for (int64_t i = start; i < stop; i++)`; yields the counter's name."""
+    def loop(self, start: DimLike | str, stop: DimLike | str) -> Iterator[str]:
+        """`for (int64_t i = start; i < stop; i++)`; yields the counter's name. A symbolic
+        bound is a run-time trip count (the loop stays a simple counted one, which the C
+        compiler vectorizes with a remainder loop)."""
         i = self.fresh("i")
-        with self.block(f"for (int64_t {i} = {start}; {i} < {stop}; {i}++)"):
+        with self.block(f"for (int64_t {i} = {extent(start)}; {i} < {extent(stop)}; {i}++)"):
             yield i
 
     def remember(self, key: object, name: str) -> None:
@@ -216,7 +262,7 @@ class Writer:
         return None
 
 
-def loop_nest(w: Writer, bounds: Sequence[tuple[str | int, str | int]],
+def loop_nest(w: Writer, bounds: Sequence[tuple[DimLike | str, DimLike | str]],
               body: Callable[[list[str]], None]) -> None:
     """Nested loops over (start, stop) pairs, outermost first; body gets the counters. A
     level with the bounds (0, 1) is no loop at all: its counter is the literal 0."""

@@ -19,10 +19,12 @@ from jitc.ir import ops
 from jitc.ir.core import Function, Instruction, Module, Value
 from jitc.ir.opdef import Trait
 from jitc.ir.printer import print_module, value_names
+from jitc.ir.symbolic import DimLike
 from jitc.ir.types import TensorType
 
-from .cgen import c_identifier
+from .cgen import c_identifier, symbol_variable
 from .elemental import RULES
+from .extents import WorkspaceLayout, module_symbols, plan_symbolic, refuse_unsupported
 from .fusions import emit_fusion
 from .helpers import HELPERS, preamble
 from .kernels import Kernel, emit_arg, emit_convolution, emit_copy, emit_dot, emit_elemental
@@ -30,6 +32,9 @@ from .kernels import emit_reduce as _emit_reduce
 from .sort_kernel import emit_sort
 
 ENTRY = "jitc_entry"
+# A symbolic module's library also exports `int64_t WORKSPACE_BYTES(const int64_t *dims)`.
+WORKSPACE_BYTES = "jitc_workspace_bytes"
+_LAYOUT = "jitc_workspace_layout"
 INCLUDES = ("math.h", "stdbool.h", "stdint.h", "string.h")
 _SPECIAL = {ops.REDUCE: _emit_reduce, ops.ARGMAX: emit_arg, ops.ARGMIN: emit_arg,
             ops.DOT_GENERAL: emit_dot, ops.CONVOLUTION: emit_convolution, ops.SORT: emit_sort}
@@ -49,15 +54,29 @@ def instruction_texts(module: Module) -> dict[int, str]:
 
 class Program:
     """What the kernels of one compiled function share: the buffer plan, the C names of the
-    entry function's values and buffers, and the IR text of every instruction."""
+    entry function's values and buffers, and the IR text of every instruction. A symbolic
+    module's (`symbols`, in the order of the entry's `dims`) also has the `layout` of its
+    workspace, whose offsets the code computes at each call. A region of a symbolic module
+    takes the symbols of the whole module (`symbols`), in its order."""
 
-    def __init__(self, module: Module, donated: frozenset[int] = frozenset()) -> None:
+    def __init__(self, module: Module, donated: frozenset[int] = frozenset(),
+                 symbols: list[str] | None = None, prefix: str = "") -> None:
         self.module = module
         fn = module.entry
-        self.plan: BufferPlan = plan_buffers(fn, donated, module)
+        self.symbols = module_symbols(module) if symbols is None else symbols
+        self.layout: WorkspaceLayout | None = None
+        # The names of the functions that compute the workspace layout and size.
+        self.layout_function = f"{prefix}{_LAYOUT}"
+        self.bytes_function = f"{prefix}{WORKSPACE_BYTES}"
+        if self.symbols:
+            refuse_unsupported(module)
+            self.plan, self.layout = plan_symbolic(fn, module, self.symbols)
+        else:
+            self.plan = plan_buffers(fn, donated, module)
+        self.symbol_variables = [symbol_variable(s) for s in self.symbols]
         self.texts = instruction_texts(module)
         self.names: dict[int, str] = {}
-        taken: set[str] = set()
+        taken: set[str] = set(self.symbol_variables)
         for key, name in value_names(fn).items():
             self.names[key] = _unique(c_identifier(name), taken)
         self.slot_names = self._slot_names(fn, taken)
@@ -92,13 +111,23 @@ class Program:
         expression, a storage key)."""
         return self.scratch_bytes(t.nbytes)
 
-    def scratch_bytes(self, nbytes: int) -> tuple[str, object]:
+    def scratch_bytes(self, nbytes: DimLike,
+                      largest_of: tuple[str, ...] = ()) -> tuple[str, object]:
+        """Like `scratch`; in a symbolic module followed by room for the largest size the
+        functions `largest_of` (regions' workspace sizes) give for `dims`."""
+        if self.layout is not None:
+            index = self.layout.add_scratch(nbytes, ALIGNMENT, largest_of)
+            return f"(void *)(workspace + offsets[{index}])", ("scratch", index)
         end = self.workspace_bytes
         self.scratch_offsets.append((end, max(nbytes, 1)))
         return f"(void *)(workspace + {end})", ("scratch", end)
 
     @property
-    def workspace_bytes(self) -> int:
+    def workspace_bytes(self) -> int | None:
+        """The workspace's size; None for a symbolic module, whose size the binding decides
+        (WORKSPACE_BYTES in its library)."""
+        if self.layout is not None:
+            return None
         if not self.scratch_offsets:
             return self.plan.workspace_bytes
         offset, size = self.scratch_offsets[-1]
@@ -129,7 +158,8 @@ class Translation:
     source: str
     plan: BufferPlan
     kernel_count: int
-    workspace_bytes: int
+    workspace_bytes: int | None  # None: computed per call (WORKSPACE_BYTES)
+    symbols: list[str]
 
 
 @dataclass
@@ -140,7 +170,7 @@ class Unit:
     functions: list[str]
     helpers: set[str]
     entry: str
-    workspace_bytes: int
+    workspace_bytes: int | None  # None: the program's `bytes_function` computes it
     kernel_count: int
     program: Program
 
@@ -155,23 +185,25 @@ def lower_module(module: Module, donated: frozenset[int] = frozenset()) -> Trans
         parts.append(preamble(unit.helpers))
     parts += unit.functions
     return Translation("\n\n".join(parts) + "\n", unit.program.plan, unit.kernel_count,
-                       unit.workspace_bytes)
+                       unit.workspace_bytes, unit.program.symbols)
 
 
 def lower_unit(module: Module, donated: frozenset[int] = frozenset(), prefix: str = "",
-               region: bool = False) -> Unit:
+               region: bool = False, symbols: list[str] | None = None) -> Unit:
     """The C functions of `module`. The entry of a `region` is `static void
-    {prefix}entry(void **buffers)` taking `[arguments..., results..., workspace]`, with its
-    array constants baked into the unit; kernel names start with `prefix`."""
+    {prefix}entry(void **buffers)` taking `[arguments..., results..., workspace]` (with
+    `dims` before the workspace when `symbols`, those of the whole module, are given), with
+    its array constants baked into the unit; kernel names start with `prefix`."""
     from .control import emit_control
     fn = module.entry
-    program = Program(module, donated)
+    program = Program(module, donated, symbols, prefix)
     kernels: list[Kernel] = []
     region_code: list[str] = []
     helpers: set[str] = set()
 
     def lower_region(region_module: Module, region_prefix: str) -> Unit:
-        unit = lower_unit(region_module, prefix=region_prefix, region=True)  # has `prefix`
+        unit = lower_unit(region_module, prefix=region_prefix, region=True,  # has `prefix`
+                          symbols=program.symbols or None)
         region_code.extend(unit.functions)
         helpers.update(unit.helpers)
         return unit
@@ -194,6 +226,13 @@ def lower_unit(module: Module, donated: frozenset[int] = frozenset(), prefix: st
     helpers |= {name for k in kernels for name in _HELPER_CALL.findall(k.source)} & \
         set(HELPERS)
     functions = region_code + [k.source for k in kernels if k.source]
+    if program.layout is not None:
+        functions.append(program.layout.function(program.symbols, program.layout_function))
+        functions.append("\n".join([
+            f"{'static ' if region else ''}int64_t {program.bytes_function}"
+            "(const int64_t *dims) {",
+            f"    int64_t offsets[{max(program.layout.count, 1)}];",
+            f"    return {program.layout_function}(dims, offsets);", "}"]))
     if region:
         functions += [baked_array(f"{prefix}const{n}", array)
                       for n, array in enumerate(program.plan.constants)]
@@ -236,7 +275,12 @@ def _header(fn: Function, program: Program) -> str:
     rows = [f"argument {program.names[id(p)]}: {p.type}" for p in fn.parameters]
     rows += [f"result {n}: {v.type}" for n, v in enumerate(fn.outputs)]
     rows += [f"constant {program.slot_names[s]}: {v.type}" for s, v in constants]  # type: ignore
-    rows.append(f"workspace: {program.workspace_bytes} bytes, aligned to {ALIGNMENT}")
+    if program.layout is None:
+        rows.append(f"workspace: {program.workspace_bytes} bytes, aligned to {ALIGNMENT}")
+    else:
+        rows.append(f"dims: int64_t[{len(program.symbols)}], the values of "
+                    f"{', '.join(program.symbols)}")
+        rows.append(f"workspace: {WORKSPACE_BYTES}(dims) bytes, aligned to {ALIGNMENT}")
     return "\n".join([
         f"/* @{fn.name}({params}) -> ({results})",
         " *",
@@ -263,6 +307,13 @@ def _entry(fn: Function, program: Program, kernels: list[Kernel], entry: str,
         ["constant"] * len(plan.constants)
     linkage = "static " if baked is not None else ""
     lines = [f"{linkage}void {entry}(void **buffers) {{"]
+    if program.symbols:  # the symbol values come in the frame slot before the workspace
+        lines.append(f"    const int64_t *dims = buffers[{workspace_index}]; /* "
+                     f"{', '.join(program.symbols)} */")
+        lines.append("    (void)dims;")
+        lines += [f"    const int64_t {name} = dims[{n}];"
+                  for n, name in enumerate(program.symbol_variables) if name in used]
+        workspace_index += 1
     for slot in range(direct):
         name = program.slot_names[slot]
         if name not in used:
@@ -271,14 +322,19 @@ def _entry(fn: Function, program: Program, kernels: list[Kernel], entry: str,
             lines.append(f"    void *{name} = (void *){baked}const{slot - passed};")
         else:
             lines.append(f"    void *{name} = buffers[{slot}]; /* {roles[slot]} */")
+    layout = program.layout
     if any("workspace" in arg for arg in used) or \
             any(program.slot_names[s] in used for s in plan.temp_offsets):
-        lines.append(f"    char *workspace = buffers[{workspace_index}]; /* "
-                     f"{program.workspace_bytes} bytes */")
+        size = program.workspace_bytes if layout is None else f"{program.bytes_function}(dims)"
+        lines.append(f"    char *workspace = buffers[{workspace_index}]; /* {size} bytes */")
+        if layout is not None:
+            lines.append(f"    int64_t offsets[{max(layout.count, 1)}];")
+            lines.append(f"    {program.layout_function}(dims, offsets);")
     for slot, offset in sorted(plan.temp_offsets.items(), key=lambda item: item[1]):
         name = program.slot_names[slot]
         if name in used:
-            lines.append(f"    void *{name} = workspace + {offset};")
+            where = offset if layout is None else f"offsets[{layout.level_of[slot]}]"
+            lines.append(f"    void *{name} = workspace + {where};")
     if len(lines) == 1:
         lines.append("    (void)buffers;")
     for kernel in kernels:
@@ -287,4 +343,5 @@ def _entry(fn: Function, program: Program, kernels: list[Kernel], entry: str,
     return "\n".join(lines)
 
 
-__all__ = ["ENTRY", "Program", "Translation", "Unit", "lower_module", "lower_unit"]
+__all__ = ["ENTRY", "WORKSPACE_BYTES", "Program", "Translation", "Unit", "lower_module",
+           "lower_unit"]

@@ -8,10 +8,15 @@ results..., workspace]`. A `while` keeps its carry in two sets of buffers, its o
 and scratch bytes of the caller's workspace (B): each iteration runs the condition on A, the
 body from A into B, and swaps them. A carry the body returns unchanged stays in A, and a scan
 output the body writes one block of is written in place.
+
+In a symbolic module every region takes the module's `dims` (before its workspace), sizes
+and offsets are C expressions over the symbol values, and a region's workspace size is its
+`jitc_workspace_bytes` function's answer for them.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
@@ -20,8 +25,10 @@ import numpy as np
 from jitc.backends.cpu.control import carry_layout, region_module
 from jitc.ir.core import Instruction, Module, Value
 from jitc.ir.ops import CONDITIONAL, WHILE
+from jitc.ir.symbolic import DimLike
 
-from .cgen import Writer, memory_type
+from .cgen import Writer, extent, memory_type
+from .extents import symbolic_carry_layout
 from .kernels import Kernel
 
 if TYPE_CHECKING:
@@ -31,10 +38,13 @@ if TYPE_CHECKING:
 LowerRegion = Callable[[Module, str], "Unit"]
 
 
-def _optimized(module: Module) -> Module:
+def _optimized(module: Module, program: Module) -> Module:
+    """A region of `program` optimized as a module of its own, under `program`'s
+    constraints (passes may need them for its symbolic types)."""
     from jitc.passes.pipeline import Pipeline
 
     from .backend import C_PASSES
+    module = Module(module.functions.values(), module.entry_name, program.constraints)
     return Pipeline("region", C_PASSES, verify=False).run(module)
 
 
@@ -65,19 +75,40 @@ class _Step:
         self.arguments.append(self.program.slot_pointer(value))
         return f"(void *){name}" if not written else name
 
-    def scratch(self, nbytes: int) -> str:
-        argument, _ = self.program.scratch_bytes(nbytes)
+    def scratch(self, nbytes: DimLike, regions: Sequence[Unit] = ()) -> str:
+        """Scratch bytes of the caller's workspace: `nbytes`, then room for the largest
+        workspace of `regions`."""
+        if self.program.layout is None:
+            nbytes += max((unit.workspace_bytes for unit in regions), default=0)  # type: ignore
+            argument, _ = self.program.scratch_bytes(nbytes)
+        else:
+            argument, _ = self.program.scratch_bytes(
+                nbytes, tuple(unit.program.bytes_function for unit in regions))
         self.params.append("char *scratch")
         self.arguments.append(f"(char *){argument}")
         return "scratch"
 
+    @property
+    def dims(self) -> list[str]:
+        """The entries of a region's buffers that pass the symbol values on: none in a
+        static module."""
+        return ["(void *)dims"] if self.program.symbols else []
+
     def kernel(self) -> Kernel:
         header = f"// {self.program.texts[id(self.inst)]}"
-        signature = f"static void {self.name}({', '.join(self.params)}) {{"
+        params = list(self.params)
+        values = []
+        if self.program.symbols:
+            params.append("const int64_t *dims")
+            self.arguments.append("dims")
+            words = set(re.findall(r"\w+", "\n".join(self.w.lines)))
+            values = [f"    const int64_t {v} = dims[{n}];"
+                      for n, v in enumerate(self.program.symbol_variables) if v in words]
+        signature = f"static void {self.name}({', '.join(params)}) {{"
         if len(signature) > 100:
-            signature = f"static void {self.name}(\n    " + ",\n    ".join(self.params) + ") {"
+            signature = f"static void {self.name}(\n    " + ",\n    ".join(params) + ") {"
         body = ["    " + line for c in self.constants for line in c.splitlines()]
-        lines = [header, signature, *body, *self.w.lines, "}"]
+        lines = [header, signature, *values, *body, *self.w.lines, "}"]
         return Kernel(self.name, self.arguments, "\n".join(lines))
 
 
@@ -99,39 +130,43 @@ def _emit_while(program: Program, name: str, inst: Instruction,
                 lower_region: LowerRegion) -> Kernel:
     module = program.module
     body_fn = module.functions[inst.attrs["body"]]  # type: ignore[index]
-    layout = carry_layout(inst, body_fn)  # as on the CPU
+    # As on the CPU; with symbolic sizes, offsets are expressions.
+    static = all(v.type.is_static for v in (*inst.results, *body_fn.outputs))
+    layout = carry_layout(inst, body_fn) if static else symbolic_carry_layout(inst, body_fn)
     writes, moving = layout.writes, layout.moving
     offsets, block_offsets = layout.offsets, layout.block_offsets
     region_workspace = layout.carry_bytes
-    cond = lower_region(_optimized(region_module(module, inst.attrs["cond"])),  # type: ignore
-                        f"{name}_cond_")
+    cond = lower_region(_optimized(region_module(module, inst.attrs["cond"]),  # type: ignore
+                                   module), f"{name}_cond_")
     body = lower_region(_optimized(region_module(module, body_fn.name,
-                                                 layout.body_outputs(body_fn))),
+                                                 layout.body_outputs(body_fn)), module),
                         f"{name}_body_")
-    size = region_workspace + max(cond.workspace_bytes, body.workspace_bytes)
 
     step = _Step(program, name, inst)
     w = step.w
     operands = [step.pointer(v) for v in inst.operands]
     results = [step.pointer(v, written=True) for v in inst.results]  # type: ignore[arg-type]
-    scratch = step.scratch(size)
+    scratch = step.scratch(region_workspace, [cond, body])
     count = len(results)
     w.line(f"void *current[{count}] = {{{', '.join(results)}}};  /* where each carry is (A) */")
-    spare = ", ".join(f"{scratch} + {offsets[i]}" if i in offsets else "0" for i in range(count))
+    spare = ", ".join(f"{scratch} + {extent(offsets[i])}" if i in offsets else "0"
+                      for i in range(count))
     w.line(f"void *spare[{count}] = {{{spare}}};  /* where the body writes it (B) */")
-    blocks = [f"{scratch} + {offset}" for offset in block_offsets]
-    workspace = f"{scratch} + {region_workspace}"
+    blocks = [f"{scratch} + {extent(offset)}" for offset in block_offsets]
+    workspace = f"{scratch} + {extent(region_workspace)}"
+    dims = step.dims
     w.line("uint8_t go;")
-    w.line(f"void *cond_buffers[{count + 2}];")
-    w.line(f"void *body_buffers[{count + len(moving) + len(blocks) + 1}];")
+    w.line(f"void *cond_buffers[{count + 2 + len(dims)}];")
+    w.line(f"void *body_buffers[{count + len(moving) + len(blocks) + 1 + len(dims)}];")
     for result, operand, v in zip(results, operands, inst.operands):
-        w.line(f"if ({result} != {operand}) memcpy({result}, {operand}, {v.type.nbytes});")
+        w.line(f"if ({result} != {operand}) memcpy({result}, {operand}, "
+               f"{extent(v.type.nbytes)});")
     current = [f"current[{i}]" for i in range(count)]
     with w.block("for (;;)"):
-        _call(w, cond.entry, "cond_buffers", [*current, "&go", workspace])
+        _call(w, cond.entry, "cond_buffers", [*current, "&go", *dims, workspace])
         w.line("if (!go) break;")
         _call(w, body.entry, "body_buffers",
-              [*current, *(f"spare[{i}]" for i in moving), *blocks, workspace])
+              [*current, *(f"spare[{i}]" for i in moving), *blocks, *dims, workspace])
         position = 0
         for j, write in writes.items():
             count_starts = len(write.operands) - 2
@@ -143,7 +178,7 @@ def _emit_while(program: Program, name: str, inst: Instruction,
                    f"spare[{i}] = swap; }}")
     for i in moving:
         w.line(f"if (current[{i}] != {results[i]}) "
-               f"memcpy({results[i]}, current[{i}], {inst.results[i].type.nbytes});")
+               f"memcpy({results[i]}, current[{i}], {extent(inst.results[i].type.nbytes)});")
     return step.kernel()
 
 
@@ -154,19 +189,19 @@ def _write_block(w: Writer, target: str, write: Instruction, block: str,
     terms = []
     for d, (pointer, start_value) in enumerate(zip(starts, write.operands[2:])):
         ctype = memory_type(start_value.type.dtype)
-        limit = operand.shape[d] - update.shape[d]
+        limit = extent(operand.shape[d] - update.shape[d])
         start = f"{prefix}{d}"
         w.line(f"int64_t {start} = (int64_t)*(const {ctype} *)({pointer});")
         w.line(f"{start} = {start} < 0 ? 0 : {start} > {limit} ? {limit} : {start};")
-        terms.append(f"{start} * {operand.strides[d] * operand.dtype.itemsize}")
+        terms.append(f"{start} * {extent(operand.strides[d] * operand.dtype.itemsize)}")
     offset = " + ".join(terms) or "0"
-    w.line(f"memcpy((char *){target} + ({offset}), {block}, {update.nbytes});")
+    w.line(f"memcpy((char *){target} + ({offset}), {block}, {extent(update.nbytes)});")
 
 
 def _emit_conditional(program: Program, name: str, inst: Instruction,
                       lower_region: LowerRegion) -> Kernel:
     branches = inst.attrs["branches"]
-    codes = [lower_region(_optimized(region_module(program.module, branch)),
+    codes = [lower_region(_optimized(region_module(program.module, branch), program.module),
                           f"{name}_branch{k}_")
              for k, branch in enumerate(branches)]  # type: ignore[union-attr]
     step = _Step(program, name, inst)
@@ -174,14 +209,15 @@ def _emit_conditional(program: Program, name: str, inst: Instruction,
     index = step.pointer(inst.operands[0])
     operands = [step.pointer(v) for v in inst.operands[1:]]
     results = [step.pointer(v, written=True) for v in inst.results]
-    workspace = step.scratch(max(code.workspace_bytes for code in codes))
-    w.line(f"void *buffers[{len(operands) + len(results) + 1}];")
+    workspace = step.scratch(0, codes)
+    dims = step.dims
+    w.line(f"void *buffers[{len(operands) + len(results) + 1 + len(dims)}];")
     # Out-of-range indices run the last branch (jitc.ir.ops.control.branch_index).
     w.line(f"switch (*(const int32_t *){index}) {{")
     for k, code in enumerate(codes):
         w.line("default:" if k == len(codes) - 1 else f"case {k}:")
         w.depth += 1
-        _call(w, code.entry, "buffers", [*operands, *results, workspace])
+        _call(w, code.entry, "buffers", [*operands, *results, *dims, workspace])
         w.line("break;")
         w.depth -= 1
     w.line("}")

@@ -16,10 +16,12 @@ from jitc.ir.analysis import elementwise_chain
 from jitc.ir.core import Instruction, Value
 from jitc.ir.dtypes import DType, Kind, bool_, float64, int64
 from jitc.ir.opdef import Trait
+from jitc.ir.symbolic import DimLike, is_static
 from jitc.ir.types import TensorType
 
 from .cgen import (
     Writer,
+    extent,
     float_name,
     float_suffix,
     literal,
@@ -161,8 +163,9 @@ class CEmitter:
         """An integer element as an int64_t index (C's conversion sign- or zero-extends)."""
         return self.let_index(f"(int64_t){value}")
 
-    def clamp_index(self, value: str, lo: int, hi: int) -> str:
-        return self.let_index(f"{self.helper('jitc_clamp')}({value}, {lo}, {hi})")
+    def clamp_index(self, value: str, lo: DimLike, hi: DimLike) -> str:
+        return self.let_index(f"{self.helper('jitc_clamp')}({value}, {extent(lo)}, "
+                              f"{extent(hi)})")
 
 
 def _is_atom(text: str) -> bool:
@@ -427,6 +430,12 @@ def _constant(e: CEmitter, inst: Instruction, index: Index) -> str:
     return literal(inst.results[0].type.dtype, array.reshape(())[()])
 
 
+@rule("extent")
+def _extent(e: CEmitter, inst: Instruction, index: Index) -> str:
+    """A symbolic extent's value, over the symbols' variables (cgen.extent)."""
+    return extent(inst.attrs["size"][0])  # type: ignore[index]
+
+
 @rule("iota")
 def _iota(e: CEmitter, inst: Instruction, index: Index) -> str:
     i = index[inst.attrs["dimension"]]  # type: ignore[index]
@@ -453,8 +462,8 @@ def delinearize(e: CEmitter, linear: str, shape: Sequence[int]) -> Index:
         elif n == len(shape) - 1:
             out.append(linear)
         else:
-            out.append(e.let_index(f"{linear} % {d}"))
-            linear = e.let_index(f"{linear} / {d}")
+            out.append(e.let_index(f"{linear} % {extent(d)}"))
+            linear = e.let_index(f"{linear} / {extent(d)}")
     return out[::-1]
 
 
@@ -463,7 +472,7 @@ def linearize(e: CEmitter, index: Index, shape: Sequence[int]) -> str:
     stride = 1
     for i, d in reversed(list(zip(index, shape))):
         if i != "0":
-            terms.append(i if stride == 1 else f"{i} * {stride}")
+            terms.append(i if stride == 1 else f"{i} * {extent(stride)}")
         stride *= d
     return e.let_index(" + ".join(reversed(terms)) or "0")
 
@@ -494,7 +503,7 @@ def _slice(e: CEmitter, inst: Instruction, index: Index) -> str:
     mapped = []
     for i, start, step in zip(index, inst.attrs["start"], stride):  # type: ignore[arg-type]
         term = i if step == 1 else f"{i} * {step}"
-        mapped.append(e.let_index(term if start == 0 else f"{term} + {start}"))
+        mapped.append(e.let_index(term if start == 0 else f"{term} + {extent(start)}"))
     return e.operand(inst, 0, mapped)
 
 
@@ -502,7 +511,7 @@ def _slice(e: CEmitter, inst: Instruction, index: Index) -> str:
 def _reverse(e: CEmitter, inst: Instruction, index: Index) -> str:
     shape = inst.results[0].type.shape
     dims = set(inst.attrs["dims"])  # type: ignore[arg-type]
-    mapped = [e.let_index(f"{shape[a] - 1} - {i}") if a in dims else i
+    mapped = [e.let_index(f"{extent(shape[a] - 1)} - {i}") if a in dims else i
               for a, i in enumerate(index)]
     return e.operand(inst, 0, mapped)
 
@@ -519,14 +528,29 @@ def _pad(e: CEmitter, inst: Instruction, index: Index) -> str:
         low, gap, size = inst.attrs["low"][a], interior[a] + 1, operand.shape[a]  # type: ignore
         shifted = e.let_index(f"{i} - {low}" if low else i)
         position = e.let_index(f"{shifted} / {gap}") if gap > 1 else shifted
-        conditions.append(f"{shifted} >= 0 && {position} < {size}")
+        conditions.append(f"{shifted} >= 0 && {position} < {extent(size)}")
         if gap > 1:
             conditions.append(f"{shifted} % {gap} == 0")
         mapped.append(e.clamp_index(position, 0, size - 1))
     inside = e.let_bool(" && ".join(conditions))
+    if not operand.is_static:  # a run-time extent may be 0: read only what is selected
+        return _read_if(e, inst, inside, lambda: e.operand(inst, 0, mapped), fill)
     # The load uses a clamped index, so it stays in bounds whether or not it is selected.
     value = e.operand(inst, 0, mapped)
     return _result(e, inst, f"{inside} ? {value} : {fill}")
+
+
+def _read_if(e: CEmitter, inst: Instruction, condition: str, read: Callable[[], str],
+             otherwise: str) -> str:
+    """`condition ? read() : otherwise`, with read()'s loads only where `condition` holds
+    (an operand of run-time extent may have no element to read, even at a clamped index)."""
+    result = e.w.fresh("t")
+    e.w.line(f"{register_type(inst.results[0].type.dtype)} {result};")
+    with e.w.block(f"if ({condition})"):
+        e.w.line(f"{result} = {read()};")
+    with e.w.block("else"):
+        e.w.line(f"{result} = {otherwise};")
+    return result
 
 
 # Up to this many operands a concatenate's element is a chain of conditional expressions over
@@ -541,6 +565,8 @@ SWITCH_CASES = 1 << 14
 def _concatenate(e: CEmitter, inst: Instruction, index: Index) -> str:
     axis = inst.attrs["dimension"]
     position = index[axis]  # type: ignore[index]
+    if not all(is_static(v.type.shape[axis]) for v in inst.operands):  # type: ignore[index]
+        return _concatenate_run_time(e, inst, index)
     pieces, start = [], 0
     for n, v in enumerate(inst.operands):
         size = v.type.shape[axis]  # type: ignore[index]
@@ -592,6 +618,32 @@ def _concatenate_switch(e: CEmitter, inst: Instruction, index: Index,
     return result
 
 
+def _concatenate_run_time(e: CEmitter, inst: Instruction, index: Index) -> str:
+    """A concatenate along an axis of run-time extent: an if-else chain over the pieces that
+    reads only the piece the position falls in (any piece may be empty at run time, so none
+    is read unselected)."""
+    axis = inst.attrs["dimension"]
+    position = index[axis]  # type: ignore[index]
+    pieces = [(n, v.type.shape[axis]) for n, v in enumerate(inst.operands)  # type: ignore
+              if not is_static(v.type.shape[axis]) or v.type.shape[axis]]  # type: ignore
+    result = e.w.fresh("t")
+    e.w.line(f"{register_type(inst.results[0].type.dtype)} {result};")
+    begin: DimLike = 0
+    for k, (n, size) in enumerate(pieces):
+        end = begin + size
+        # The last piece takes every position left (positions are below the result's extent).
+        header = "else" if k else ""
+        if k < len(pieces) - 1:
+            header = f"{header} if ({position} < {extent(end)})".lstrip()
+        with e.w.block(header):
+            mapped = list(index)
+            mapped[axis] = position if is_static(begin) and begin == 0 else \
+                e.let_index(f"{position} - {extent(begin)}")  # type: ignore[index]
+            e.w.line(f"{result} = {e.operand(inst, n, mapped)};")
+        begin = end
+    return result
+
+
 def _clamped_starts(e: CEmitter, starts: Sequence[Value], shape: Sequence[int],
                     sizes: Sequence[int]) -> Index:
     return [e.clamp_index(e.to_index(e.scalar(v)), 0, dim - size)
@@ -615,9 +667,12 @@ def _dynamic_update_slice(e: CEmitter, inst: Instruction, index: Index) -> str:
     conditions, local = [], []
     for i, s, size in zip(index, starts, update.shape):
         delta = e.let_index(f"{i} - {s}")
-        conditions.append(f"{delta} >= 0 && {delta} < {size}")
+        conditions.append(f"{delta} >= 0 && {delta} < {extent(size)}")
         local.append(e.clamp_index(delta, 0, size - 1))
     inside = e.let_bool(" && ".join(conditions) or "1")
+    if not update.is_static:  # a run-time extent may be 0: read the update only inside it
+        old = e.operand(inst, 0, index)
+        return _read_if(e, inst, inside, lambda: e.operand(inst, 1, local), old)
     new, old = e.operand(inst, 1, local), e.operand(inst, 0, index)
     return _result(e, inst, f"{inside} ? {new} : {old}")
 

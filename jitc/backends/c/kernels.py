@@ -9,6 +9,7 @@ each element once, except where a contraction accumulates into its output.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -19,6 +20,7 @@ from jitc.ir.core import Instruction, Value
 from jitc.ir.dtypes import DType
 from jitc.ir.ops import linalg as linalg_ops
 from jitc.ir.ops.reduce import reduce_identity
+from jitc.ir.symbolic import DimLike, at_most, is_static
 from jitc.ir.types import TensorType
 
 from .cgen import Writer, literal, loop_nest, memory_type, physical_order, register_type
@@ -75,7 +77,6 @@ class KernelContext:
         # update or a bitcast of an operand).
         distinct = len(set(self.storage)) == len(self.storage)
         qualifier = "restrict " if distinct else ""
-        params = [f"{ctype}{qualifier}{name}" for ctype, name, _ in self.params]
         body = remove_unused(self.w.lines)
         text = "\n".join(line for line in body if not line.lstrip().startswith("//"))
         # A buffer the code never reads (the operand of a pad with no elements) stays a
@@ -84,15 +85,21 @@ class KernelContext:
         # thousands of operands (a concatenate of every row of an unrolled fill).
         words = set(_WORD.findall(text))
         body = [f"    (void){name};" for _, name, _ in self.params if name not in words] + body
+        # The values of the symbols the code reads (a symbolic module's extents), by value.
+        extents = [v for v in self.program.symbol_variables if v in words]
+        params = [f"{ctype}{qualifier}{name}" for ctype, name, _ in self.params] + \
+            [f"int64_t {v}" for v in extents]
         signature = f"static void {self.name}({', '.join(params) or 'void'}) {{"
         if len(signature) > 100:
             signature = f"static void {self.name}(\n    " + ",\n    ".join(params) + ") {"
         header = [f"// {self.program.texts[id(self.inst)]}"] if self.inst is not None else []
         lines = header + [signature, *(body or ["    // no elements"]), "}"]
-        positions = {name: f"@{n}" for n, (_, name, _) in enumerate(self.params)}
+        names = [name for _, name, _ in self.params] + extents
+        positions = {name: f"@{n}" for n, name in enumerate(names)}
         shape = _WORD.sub(lambda m: positions.get(m.group(), m.group()),
                           "\n".join([", ".join(params), *body]))
-        return Kernel(self.name, [arg for _, _, arg in self.params], "\n".join(lines), shape)
+        arguments = [arg for _, _, arg in self.params] + extents
+        return Kernel(self.name, arguments, "\n".join(lines), shape)
 
 
 _WORD = re.compile(r"\w+")
@@ -212,10 +219,13 @@ class PairwiseSums:
     float16 need none: they accumulate in double, which is exact enough for any length."""
 
     def __init__(self, ctx: KernelContext, kind: str, operands: Sequence[Value],
-                 names: list[str], count: int) -> None:
+                 names: list[str], count: DimLike) -> None:
         self.w = ctx.w
+        # A run-time count may be large: the cascade, which gives the plain sum up to
+        # SUM_BLOCK elements.
+        long = not at_most(count, SUM_BLOCK)
         self.names = [a for a, v in zip(names, operands)
-                      if kind == "sum" and v.type.dtype is dtypes.float64 and count > SUM_BLOCK]
+                      if kind == "sum" and v.type.dtype is dtypes.float64 and long]
         self.counter = self.w.fresh("n") if self.names else ""
         if self.names:
             self.w.line(f"int {self.counter} = 0;")
@@ -247,12 +257,16 @@ def reduce_into(ctx: KernelContext, inst: Instruction) -> None:
     kept = [d for d in range(in_type.rank) if d not in dims]
     reduced_order = [d for d in physical_order(in_type) if d in dims]
     accs = [accumulator_dtype(kind, v.type.dtype) for v in inst.operands]  # type: ignore
+    if in_type.is_static and out_type.is_static:
+        reduced_count: DimLike = in_type.size // max(out_type.size, 1)  # type: ignore
+    else:
+        reduced_count = math.prod(in_type.shape[d] for d in dims)  # type: ignore[misc]
 
     def element(counters: list[str]) -> None:
         out_index = logical(physical_order(out_type), counters)
         names = [declare_accumulator(ctx, kind, dt) for dt in accs]  # type: ignore[arg-type]
         pairwise = PairwiseSums(ctx, kind, inst.operands, names,  # type: ignore[arg-type]
-                                in_type.size // max(out_type.size, 1))
+                                reduced_count)
 
         def accumulate(reduced: list[str]) -> None:
             at = dict(zip(reduced_order, reduced))
@@ -407,17 +421,18 @@ def dot_into(ctx: KernelContext, inst: Instruction, target: str,
 
     extent = rows[-1][1] if rows else 1
     # Blocks along the last lhs free dimension (with none, rows differ in the rhs they read).
-    blocks = extent // DOT_ROW_BLOCK if cols and nlf else 0
-    if blocks < 1:
+    # A run-time extent is blocked with a remainder loop for its last extent % 4 rows.
+    if not cols or not nlf or at_most(extent, DOT_ROW_BLOCK - 1):
         loop_nest(ctx.w, rows, lambda row_counters: row_block([row_counters]))
         return
+    blocks = extent // DOT_ROW_BLOCK
 
     def outer(counters: list[str]) -> None:
         with ctx.w.loop(0, blocks) as b:
             first = ctx.e.let_index(f"{b} * {DOT_ROW_BLOCK}")
             row_block([counters + [first if r == 0 else ctx.e.let_index(f"{first} + {r}")]
                        for r in range(DOT_ROW_BLOCK)])
-        if extent % DOT_ROW_BLOCK:
+        if not is_static(extent) or extent % DOT_ROW_BLOCK:
             with ctx.w.loop(blocks * DOT_ROW_BLOCK, extent) as i:
                 row_block([counters + [i]])
     loop_nest(ctx.w, rows[:-1], outer)
@@ -480,7 +495,8 @@ def convolution_into(ctx: KernelContext, inst: Instruction, target: str,
                 term = e.let(acc_type, combine(e, "prod", acc_type, x, y))
                 ctx.w.line(f"{acc} = {combine(e, 'sum', acc_type, acc, term)};")
 
-        if lhs.type.size and in_per_group:
+        # A run-time batch may be 0, but then no output element runs this.
+        if (not lhs.type.is_static or lhs.type.size) and in_per_group:
             loop_nest(ctx.w, [(0, in_per_group)] + [(0, k) for k in window], tap)
         e.store(convert_value(e, acc, acc_type, dtype), target, out.type, out_index)
         if epilogue is not None:

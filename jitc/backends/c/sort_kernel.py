@@ -10,8 +10,9 @@ from typing import TYPE_CHECKING
 from jitc.ir import dtypes
 from jitc.ir.core import Instruction
 from jitc.ir.dtypes import Kind
+from jitc.ir.symbolic import is_static
 
-from .cgen import physical_order
+from .cgen import extent, physical_order
 from .helpers import _define
 from .kernels import Kernel, KernelContext, buffers_used
 
@@ -75,7 +76,7 @@ def emit_sort(program: Program, name: str, inst: Instruction) -> Kernel:
     w = ctx.w
     scratch = ctx.extra(dtypes.int64, "scratch", *program.scratch_bytes(32 * n))
     w.line(f"uint64_t *keys = (uint64_t *){scratch};")
-    w.line(f"int64_t *pos = {scratch} + 2 * {n};")
+    w.line(f"int64_t *pos = {scratch} + 2 * {extent(n)};")
     row_dims = [d for d in physical_order(out.type) if d != axis]
 
     def level(k: int, index: list[str]) -> None:
@@ -91,7 +92,13 @@ def emit_sort(program: Program, name: str, inst: Instruction) -> Kernel:
             key = _key(ctx.e.value_at(operand, at(i)), dtype.kind, bits)
             w.line(f"keys[{i}] = {key};")
             w.line(f"pos[{i}] = {i};")
-        w.line(f"jitc_radix_sort(keys, pos, keys + {n}, pos + {n}, {n}, {bits});")
+        count = extent(n)
+        sort = f"jitc_radix_sort(keys, pos, keys + {count}, pos + {count}, {count}, {bits});"
+        if is_static(n):
+            w.line(sort)
+        else:  # the sort reads keys[0], which an empty row at run time does not have
+            with w.block(f"if ({count} > 0)"):
+                w.line(sort)
         with w.loop(0, n) as i:
             if inst.attrs["output"] == "indices":
                 value = f"pos[{i}]"
