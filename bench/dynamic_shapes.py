@@ -1,7 +1,7 @@
 """Compilations over a sweep of sizes under `jit`'s default dynamic policy (docs/jit.md).
 
 Run: ``python -m bench.dynamic_shapes`` (``--backends cpu c interpreter``; ``--gpt2-max N``:
-the GPT-2 block over sequence lengths 1..N, default 48; ``--quick``: fewer sizes). One fresh
+the GPT-2 block over sequence lengths 1..N, default 64; ``--quick``: fewer sizes). One fresh
 jitted function per workload and backend, the persistent cache off, each size called once:
 the total includes every trace and compile. Rows: compilations (of them symbolic), the jitted
 total, numpy's total for the same calls, and the reason the second compilation gives (why the
@@ -25,7 +25,7 @@ import jitc
 from bench.runner import bind_numpy
 from bench.workloads import _gpt2_inputs, _mlp_inputs, gpt2_block, mlp
 
-MLP_BATCHES = (1, 2, 3, 5, 8, 13, 21, 32, 50, 64, 100, 128, 256)
+MLP_BATCHES = (1, 2, 3, 5, 8, 13, 21, 32, 50, 64, 100, 128, 256, 384, 512)
 
 
 def _sweep(fn: Callable, make: Callable[[int], tuple], sizes: Sequence[int],
@@ -107,7 +107,7 @@ def _gpt2_calls() -> tuple[Callable, Callable[[int], tuple]]:
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--backends", nargs="+", default=["cpu", "c", "interpreter"])
-    parser.add_argument("--gpt2-max", type=int, default=48)
+    parser.add_argument("--gpt2-max", type=int, default=64)
     parser.add_argument("--quick", action="store_true")
     args = parser.parse_args(argv)
     mlp_sizes = MLP_BATCHES[::3] if args.quick else MLP_BATCHES
