@@ -1,7 +1,8 @@
 """Jitted functions on Dask: in `dask.array.map_blocks` and `blockwise`, `dask.delayed` and
 `Client.map`/`submit` on a cluster of two worker processes. Results equal numpy's; each worker
-compiles once per block shape (a short last block costs one more compile), however many
-tasks it runs and however its tasks receive the function. One cluster serves the module."""
+compiles its first block's shape, and a block of another size once more with that dimension
+symbolic (the short last block), however many tasks it runs and however its tasks receive
+the function. One cluster serves the module."""
 
 from __future__ import annotations
 
@@ -47,19 +48,27 @@ def fresh_workers(client: distributed.Client) -> None:
 
 
 def compiles_per_worker(client: distributed.Client, name: str) -> dict[str, Counter]:
-    """Per worker: how many times it traced (compiled) `name` for each argument shape."""
-    return {worker: Counter(shape for fun, shape in traces if fun == name)
+    """Per worker: how many times it traced (compiled) `name` for each argument shape, a
+    symbolic dimension written `n`."""
+    return {worker: Counter(tuple(d if isinstance(d, int) else "n" for d in shape)
+                            for fun, shape in traces if fun == name)
             for worker, traces in client.run(models.traces).items()}
 
 
 def assert_compiled_once_per_shape(client: distributed.Client, name: str,
                                    shapes: set[tuple[int, ...]]) -> None:
+    """Each worker compiled the first shape it met exactly and, when it met another, one
+    symbolic compilation for the rest: never a signature twice, never more than two."""
     compiles = compiles_per_worker(client, name)
     assert len(compiles) == 2
+    symbolic = {(("n",) + shape[1:]) for shape in shapes}
     for worker, counts in compiles.items():
-        assert set(counts) <= shapes, (worker, counts)
+        assert set(counts) <= shapes | symbolic, (worker, counts)
         assert all(count == 1 for count in counts.values()), (worker, counts)
-    assert set().union(*compiles.values()) == shapes  # every block ran on some worker
+        assert sum(counts.values()) <= 2 and len(set(counts) & shapes) <= 1, (worker, counts)
+    seen = set().union(*compiles.values())
+    # Every block ran on some worker: each shape was compiled exactly or served symbolically.
+    assert shapes <= seen or seen & symbolic, seen
 
 
 def test_map_blocks_compiles_once_per_block_shape_on_each_worker(client) -> None:

@@ -234,3 +234,21 @@ def test_a_symbolic_compilation_serves_later_calls_of_a_function_with_captured_a
     assert _reasons(f) == [
         ("f32[3,8], f32[8,4]", "first call", False),
         ("f32[x_0,8], f32[8,4]", "dimension 0 of x changed (3 -> 5): now symbolic", True)]
+
+
+SHAPES_SEEN: list = []
+
+
+def logging_layer(x, w):
+    SHAPES_SEEN.append(("layer", x.shape))  # a trace-time log, as the dask tests keep
+    return np.tanh(x @ w)
+
+
+def test_a_trace_that_logs_a_symbolic_shape_does_not_retrace_later_calls() -> None:
+    SHAPES_SEEN.clear()
+    f = jitc.jit(logging_layer, backend="interpreter")
+    for n in (5, 3, 5, 9, 5):
+        x = _floats(n, 8)
+        np.testing.assert_allclose(f(x, W), np.tanh(x @ W), rtol=1e-5, atol=1e-6)
+    assert [str(shape) for _, shape in SHAPES_SEEN] == ["(5, 8)", "(Dim(x_0), 8)"]
+    assert f.cache_size == 2

@@ -31,6 +31,7 @@ from typing import Any
 
 import numpy as np
 
+from jitc.ir.symbolic import Dim
 from jitc.tracing.errors import TraceError
 
 # A path: its root, ("global", name) | ("cell", i, name) | ("self",), then steps,
@@ -258,6 +259,10 @@ def _walk(value: object, path: Path, found: Captured, seen: set[int], depth: int
         # grow (`calls.append(...)`), which would retrace every call.
         if not in_list:
             found.scalars.append((path, value))
+        return
+    if in_list and isinstance(value, Dim):
+        # A symbolic extent a trace logged (`shapes.append(x.shape)`): a log, like the
+        # scalars beside it; held by identity it would make every later call trace anew.
         return
     if depth >= _MAX_DEPTH or id(value) in seen:
         return
