@@ -14,7 +14,7 @@ import pytest
 import jitc
 from jitc import lax
 from jitc.backends.c import build
-from jitc.backends.c.backend import C_PASSES, CBackend
+from jitc.backends.c.backend import C_PASSES, MAX_BINDINGS, CBackend
 from jitc.backends.c.cgen import extent
 from jitc.backends.c.codegen import lower_module
 from jitc.ir.interpreter import ArgumentError
@@ -159,8 +159,11 @@ def test_slices_reshapes_and_iota_with_extent_expressions(dispatcher: bool) -> N
         for argument in (x, x.T.copy().T, x.astype(np.float64).tolist()):  # converted ones
             for got, want, ref in zip(executable([argument]), _numpy_ir_text(x),
                                       jitc.interpret(module, [x])):
-                np.testing.assert_allclose(got, want, rtol=1e-6)
+                np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
                 np.testing.assert_array_equal(got, ref)
+    for n in range(4, 4 * (MAX_BINDINGS + 4), 4):  # more shapes than call paths are kept
+        x = _floats(n, 3)
+        np.testing.assert_array_equal(executable([x])[4], np.concatenate([x[1:], x[::2]]))
     with pytest.raises(ArgumentError, match=r"constraint n % 4 == 0 does not hold: n=6"):
         executable([_floats(6, 3)])
     with pytest.raises(ArgumentError, match=r"expected f32\[n,3\], got float32\[4, 2\]"):
