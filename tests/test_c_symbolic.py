@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -481,3 +482,26 @@ def test_small_and_empty_extents_stay_in_bounds_under_address_sanitizer(tmp_path
     result = subprocess.run([sys.executable, "-c", ASAN_SCRIPT.format(tests=tests)],
                             capture_output=True, text=True, env=env, timeout=600)
     assert result.returncode == 0 and result.stdout.strip() == "clean", result.stderr[-4000:]
+
+
+def test_threads_calling_with_different_sizes_get_their_own_results() -> None:
+    module = parse_module(IR_TEXT)
+    executable = CBackend().compile(Pipeline("c", list(C_PASSES)).run(module), Options())
+    # The large ones release the GIL, so two threads run one binding's code at once.
+    inputs = [_floats(n, 3) for n in (4, 2048, 4096, 2048, 4096, 8)]
+    failures: list[str] = []
+
+    def run(x: np.ndarray) -> None:
+        want = np.concatenate([x[1:], x[::2]])
+        for _ in range(50):
+            got = executable([x])[4]
+            if got.shape != want.shape or not np.array_equal(got, want):
+                failures.append(f"n={x.shape[0]}")
+                return
+
+    threads = [threading.Thread(target=run, args=(x,)) for x in inputs]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not failures
