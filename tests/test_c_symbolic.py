@@ -505,3 +505,14 @@ def test_threads_calling_with_different_sizes_get_their_own_results() -> None:
     for thread in threads:
         thread.join()
     assert not failures
+
+
+def test_arguments_named_like_the_entrys_own_variables() -> None:
+    def named(dims, offsets, d_B):
+        return np.tanh(dims @ offsets) @ offsets.T + d_B
+
+    specs = [AbstractArray("f32[B,3]"), AbstractArray("f32[3,5]"), AbstractArray("f32[3]")]
+    compiled = jitc.jit(named, backend="c").lower(*specs).compile()
+    for n in (0, 4):
+        args = [_floats(n, 3), _floats(3, 5), _floats(3)]
+        _check(compiled(*args), named(*args))
