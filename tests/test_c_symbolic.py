@@ -6,7 +6,11 @@ few and cover several ops at once); each is run for the sizes 0, 1, 2, 7 and 33.
 
 from __future__ import annotations
 
+import os
 import subprocess
+import sys
+import threading
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -14,7 +18,7 @@ import pytest
 import jitc
 from jitc import lax
 from jitc.backends.c import build
-from jitc.backends.c.backend import C_PASSES, CBackend
+from jitc.backends.c.backend import C_PASSES, MAX_BINDINGS, CBackend
 from jitc.backends.c.cgen import extent
 from jitc.backends.c.codegen import lower_module
 from jitc.ir.interpreter import ArgumentError
@@ -159,8 +163,11 @@ def test_slices_reshapes_and_iota_with_extent_expressions(dispatcher: bool) -> N
         for argument in (x, x.T.copy().T, x.astype(np.float64).tolist()):  # converted ones
             for got, want, ref in zip(executable([argument]), _numpy_ir_text(x),
                                       jitc.interpret(module, [x])):
-                np.testing.assert_allclose(got, want, rtol=1e-6)
+                np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
                 np.testing.assert_array_equal(got, ref)
+    for n in range(4, 4 * (MAX_BINDINGS + 4), 4):  # more shapes than call paths are kept
+        x = _floats(n, 3)
+        np.testing.assert_array_equal(executable([x])[4], np.concatenate([x[1:], x[::2]]))
     with pytest.raises(ArgumentError, match=r"constraint n % 4 == 0 does not hold: n=6"):
         executable([_floats(6, 3)])
     with pytest.raises(ArgumentError, match=r"expected f32\[n,3\], got float32\[4, 2\]"):
@@ -422,3 +429,90 @@ def test_a_scan_writes_its_stacked_rows_of_run_time_width_in_place() -> None:
         np.testing.assert_allclose(got[1], np.stack(rows), rtol=1e-5, atol=1e-6)
         for g, want in zip(got, jitc.interpret(module, [x, h])):
             np.testing.assert_allclose(g, want, rtol=1e-6, atol=1e-6)
+
+
+ASAN_SCRIPT = """
+import sys
+import numpy as np
+sys.path.insert(0, {tests!r})
+from jitc.backends.c import build
+build.FLAGS = build.FLAGS + ("-O0", "-fsanitize=address", "-fno-omit-frame-pointer")
+import test_c_symbolic as t
+from jitc.backends.c.backend import C_PASSES, CBackend
+from jitc.ir.parser import parse_module
+from jitc.options import Options
+from jitc.passes.pipeline import Pipeline
+cases = [
+    (t.IR_TEXT, lambda n: [t._floats(4 * n, 3)]),
+    (t.INDEXING_TEXT, lambda n: [t._floats(n + 1, 3), np.arange(n) % (n + 1),
+                                 t._floats(n, 3), np.int32(n - 1)]),
+    (t.SORT_TEXT, lambda n: [t._floats(3, n)]),
+    (t.SCAN_TEXT, lambda n: [t._floats(5, n), t._floats(n)]),
+]
+for text, arguments in cases:
+    module = Pipeline("c", list(C_PASSES)).run(parse_module(text))
+    executable = CBackend().compile(module, Options())
+    for n in (0, 1, 2, 7):
+        try:
+            executable(arguments(n))
+        except TypeError as exc:  # a constraint refuses the size
+            assert "constraint" in str(exc), exc
+print("clean")
+"""
+
+
+def test_small_and_empty_extents_stay_in_bounds_under_address_sanitizer(tmp_path) -> None:
+    """The kernels that read at clamped or computed indices (concatenate, pad, gather,
+    dynamic slices, sort, a scan's block writes), built with AddressSanitizer and run for
+    extents 0, 1, 2 and 7: an access outside any argument, result or the workspace aborts.
+    Built at -O0: at -O3 the compiler may move a load it can prove unused into the branch
+    that selects it, which would hide a load the code asks for."""
+    compiler = build.find_compiler()
+    runtime = subprocess.run([compiler, "-print-file-name=libasan.so"], capture_output=True,
+                             text=True).stdout.strip()
+    probe = tmp_path / "probe.c"
+    probe.write_text("int probe(int x) { return x + 1; }\n")
+    built = subprocess.run([compiler, "-fsanitize=address", "-shared", "-fPIC", "-o",
+                            str(tmp_path / "probe.so"), str(probe)], capture_output=True)
+    if built.returncode != 0 or not runtime.startswith("/"):
+        pytest.skip("the C compiler has no AddressSanitizer runtime to preload")
+    tests = str(Path(__file__).resolve().parent)
+    env = {**os.environ, "LD_PRELOAD": runtime, "ASAN_OPTIONS": "detect_leaks=0",
+           "JITC_CACHE_DIR": ""}
+    result = subprocess.run([sys.executable, "-c", ASAN_SCRIPT.format(tests=tests)],
+                            capture_output=True, text=True, env=env, timeout=600)
+    assert result.returncode == 0 and result.stdout.strip() == "clean", result.stderr[-4000:]
+
+
+def test_threads_calling_with_different_sizes_get_their_own_results() -> None:
+    module = parse_module(IR_TEXT)
+    executable = CBackend().compile(Pipeline("c", list(C_PASSES)).run(module), Options())
+    # The large ones release the GIL, so two threads run one binding's code at once.
+    inputs = [_floats(n, 3) for n in (4, 2048, 4096, 2048, 4096, 8)]
+    failures: list[str] = []
+
+    def run(x: np.ndarray) -> None:
+        want = np.concatenate([x[1:], x[::2]])
+        for _ in range(50):
+            got = executable([x])[4]
+            if got.shape != want.shape or not np.array_equal(got, want):
+                failures.append(f"n={x.shape[0]}")
+                return
+
+    threads = [threading.Thread(target=run, args=(x,)) for x in inputs]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not failures
+
+
+def test_arguments_named_like_the_entrys_own_variables() -> None:
+    def named(dims, offsets, d_B):
+        return np.tanh(dims @ offsets) @ offsets.T + d_B
+
+    specs = [AbstractArray("f32[B,3]"), AbstractArray("f32[3,5]"), AbstractArray("f32[3]")]
+    compiled = jitc.jit(named, backend="c").lower(*specs).compile()
+    for n in (0, 4):
+        args = [_floats(n, 3), _floats(3, 5), _floats(3)]
+        _check(compiled(*args), named(*args))

@@ -227,6 +227,13 @@ def test_arguments_named_like_c_identifiers_are_renamed() -> None:
     assert "void *v_int = buffers[0];" in source and "void *v_buffers = buffers[3];" in source
 
 
+def test_an_argument_named_like_a_pairwise_sum_counter_is_renamed() -> None:
+    def f(n0):  # a float64 sum of more than 64 elements counts its block in `n0`
+        return n0.sum(axis=1)
+    x = np.random.default_rng(3).standard_normal((3, 100))
+    np.testing.assert_allclose(jitc.jit(f, backend="c")(x), f(x), rtol=1e-12)
+
+
 def test_libraries_are_cached_by_source(tmp_path, monkeypatch) -> None:
     monkeypatch.setenv("JITC_CACHE_DIR", str(tmp_path))
     monkeypatch.setattr(build, "_LOADED", {})

@@ -8,7 +8,10 @@ statements that compute it. `compiled.as_text()` is the C source; it needs nothi
 - `cgen.py`: C types, literals and the `Writer` that keeps indentation, loops and scopes;
 - `helpers.py`: the small C functions the generated code calls (float16, integer division,
   saturating conversions, ...), emitted only when used;
-- `elemental.py`: the per-op scalar C emitter (mirrors `jitc.backends.llvm.elemental`);
+- `elemental.py`: the per-op scalar C emitter (mirrors `jitc.backends.llvm.elemental`), with
+  the data-movement ops' index arithmetic in `movement.py`;
+- `extents.py`: symbolic modules (run-time extents): the ops they may use and the workspace
+  layout whose offsets are computed at each call;
 - `kernels.py`, `fusions.py`: kernel templates for single ops and for each fusion kind;
 - `codegen.py`: one C translation unit per function, with the `jitc_entry` ABI;
 - `build.py`: compiler discovery, the build cache and loading;

@@ -110,7 +110,7 @@ expm1f log logf log1p log1pf sqrt sqrtf tanh tanhf sin sinf cos cosf pow powf at
 floor floorf ceil ceilf rint rintf fmod fmodf frexp ldexp round trunc
 """
 _KEYWORDS = frozenset(_RESERVED.split())
-_GENERATED = re.compile(r"^(?:[taivrk]\d+|jitc.*|_.*|.*_t|INT.*|UINT.*)$")
+_GENERATED = re.compile(r"^(?:[taivrkn]\d+|jitc.*|_.*|.*_t|INT.*|UINT.*)$")
 
 
 def c_identifier(ir_name: str) -> str:

@@ -76,7 +76,8 @@ class Program:
         self.symbol_variables = [symbol_variable(s) for s in self.symbols]
         self.texts = instruction_texts(module)
         self.names: dict[int, str] = {}
-        taken: set[str] = set(self.symbol_variables)
+        # The entry of a symbolic module also declares `dims` and `offsets` itself.
+        taken = {*self.symbol_variables, "dims", "offsets"} if self.symbols else set()
         for key, name in value_names(fn).items():
             self.names[key] = _unique(c_identifier(name), taken)
         self.slot_names = self._slot_names(fn, taken)

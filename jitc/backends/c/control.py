@@ -130,9 +130,9 @@ def _emit_while(program: Program, name: str, inst: Instruction,
                 lower_region: LowerRegion) -> Kernel:
     module = program.module
     body_fn = module.functions[inst.attrs["body"]]  # type: ignore[index]
-    # As on the CPU; with symbolic sizes, offsets are expressions.
-    static = all(v.type.is_static for v in (*inst.results, *body_fn.outputs))
-    layout = carry_layout(inst, body_fn) if static else symbolic_carry_layout(inst, body_fn)
+    # As on the CPU; in a symbolic module the offsets are expressions.
+    layout = symbolic_carry_layout(inst, body_fn) if program.symbols else \
+        carry_layout(inst, body_fn)
     writes, moving = layout.writes, layout.moving
     offsets, block_offsets = layout.offsets, layout.block_offsets
     region_workspace = layout.carry_bytes

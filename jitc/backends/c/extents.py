@@ -51,7 +51,7 @@ def module_symbols(module: Module) -> list[str]:
 def _is_symbolic(inst: Instruction) -> bool:
     if not all(v.type.is_static for v in (*inst.operands, *inst.results)):
         return True
-    return any(symbolic.symbols_of(inst.attrs[spec.name]) for spec in inst.op.attrs
+    return any(symbolic.symbols_of(inst.attrs.get(spec.name)) for spec in inst.op.attrs
                if spec.kind is AttrKind.DIMS)
 
 
