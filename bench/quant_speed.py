@@ -34,10 +34,13 @@ def _normal(rng: np.random.Generator, *shape: int, scale: float = 1.0) -> np.nda
 
 
 def mlp_model(rng: np.random.Generator) -> Callable:
-    w1, b1 = _normal(rng, 784, 1024, scale=0.05), _normal(rng, 1024, scale=0.1)
-    w2, b2 = _normal(rng, 1024, 1024, scale=0.03), _normal(rng, 1024, scale=0.1)
-    w3, b3 = _normal(rng, 1024, 10, scale=0.1), _normal(rng, 10, scale=0.1)
+    return mlp_from(_normal(rng, 784, 1024, scale=0.05), _normal(rng, 1024, scale=0.1),
+                    _normal(rng, 1024, 1024, scale=0.03), _normal(rng, 1024, scale=0.1),
+                    _normal(rng, 1024, 10, scale=0.1), _normal(rng, 10, scale=0.1))
 
+
+def mlp_from(w1: np.ndarray, b1: np.ndarray, w2: np.ndarray, b2: np.ndarray, w3: np.ndarray,
+             b3: np.ndarray) -> Callable:
     def mlp(x):
         h = np.maximum(x @ w1 + b1, 0)
         h = np.maximum(h @ w2 + b2, 0)
@@ -94,8 +97,19 @@ def model_row(name: str, model: Callable, shape: tuple[int, ...], seconds: float
     top1, relative = _agreement(model, quantized, tests)
     times = _interleaved({"numpy float32": model, "jitc float32": jitc.jit(model),
                           "jitc.quant int8": quantized}, (tests[0],), seconds)
-    return {"name": name, "times": times, "top1": top1, "relative_error": relative,
-            "quantize_seconds": quantize_seconds}
+    row = {"name": name, "times": times, "top1": top1, "relative_error": relative,
+           "quantize_seconds": quantize_seconds}
+    if model.__name__ == "mlp":
+        # What 8-bit weights alone cost: the float model (numpy) with each weight replaced
+        # by its int8 values times their scales, the activations left in float32.
+        cells = dict(zip(model.__code__.co_freevars, (c.cell_contents
+                                                      for c in model.__closure__)))
+        rounded = {p.weight: (p.quantized.values * p.quantized.scales).astype(np.float32)
+                   for p in quantized.products}
+        weights_only = mlp_from(*(rounded.get(n, cells[n])
+                                  for n in ("w1", "b1", "w2", "b2", "w3", "b3")))
+        row["weights_only_top1"] = _agreement(model, weights_only, tests)[0]
+    return row
 
 
 def matmul_row(seconds: float, rng: np.random.Generator) -> dict:
@@ -141,6 +155,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{row['name']:36} {numpy_ms:>10} {1e3 * t['jitc float32']:>10.2f} "
               f"{1e3 * t['jitc.quant int8']:>10.2f} {ratio:>8.2f}x  {accuracy}")
     print("(milliseconds per call; best of", ROUNDS, "interleaved rounds' medians)")
+    for row in rows:
+        if "weights_only_top1" in row:
+            print(f"{row['name']}: top-1 with only the weights rounded to int8 (activations "
+                  f"float32, numpy): {100 * row['weights_only_top1']:.2f}%")
     return 0
 
 
