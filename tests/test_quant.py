@@ -191,3 +191,28 @@ def test_weights_taken_as_arguments():
         jitc.quant.quantize(layer, [(x, W1, B1), (x, W1.copy(), B1)], weights=["w"])
     with pytest.raises(ValueError, match="pass calibration samples that hold them"):
         jitc.quant.quantize(layer, weights=["w"], activations="dynamic")
+
+
+def test_products_inside_lax_loops_keep_dynamic_scales():
+    # An activation inside a loop body is a value of the body's trace: calibration cannot
+    # return it (it used to fail with "a tracer leaked"), so that product scales per row.
+    W = (rng.standard_normal((48, 48)) * 0.2).astype(np.float32)
+
+    def recurrent(x):
+        def body(i, h):
+            return np.tanh(h @ W + x[i])
+        return jitc.lax.fori_loop(0, x.shape[0], body, np.zeros(48, np.float32)) @ W1
+
+    def unrolled(x):
+        h = np.zeros(48, np.float32)
+        for i in range(x.shape[0]):
+            h = np.tanh(h @ W + x[i])
+        return h @ W1
+
+    q = jitc.quant.quantize(recurrent, SAMPLES[:2])
+    inner, outer = q.products
+    assert (inner.weight, inner.static) == ("W", False)
+    assert (outer.weight, outer.static) == ("W1", True)
+    x = SAMPLES[2][0][:6]
+    assert np.abs(q(x) - unrolled(x)).max() < 0.03 * np.abs(unrolled(x)).max()
+    assert optimized_text(q, x).count("result=i32") == 2

@@ -28,7 +28,7 @@ from jitc.ir import ops
 from jitc.ir.core import Instruction, Value
 from jitc.ir.opdef import OpDef
 from jitc.quant.observers import Observer
-from jitc.tracing.state import emit, trace_stack
+from jitc.tracing.state import current_trace, emit, trace_stack
 from jitc.tracing.tracer import Tracer
 
 # Ops that only move a weight's elements (or widen it): the weight is quantized after them.
@@ -158,6 +158,10 @@ class Rewriter:
         self.observe = observe
         self.uses: dict[str, int] = {}
         self.observed: list[tuple[tuple[str, int], Tracer]] = []
+        # The trace of the function itself: an activation inside a jitc.lax loop or branch
+        # (a trace of its own) cannot be a result, so such products are not observed and
+        # keep dynamic scales.
+        self.trace = current_trace()
 
     def __call__(self, op: OpDef, operands: Sequence[Tracer], attrs: Mapping[str, object]
                  ) -> tuple[Tracer, ...] | None:
@@ -180,7 +184,8 @@ class Rewriter:
         product.quantized = self.plan.quantized_weight(weight_id, moves, side, attrs,
                                                        len(x_free))
         if self.observe:
-            self.observed.append((product.key, activation))
+            if current_trace() is self.trace:
+                self.observed.append((product.key, activation))
             return None
         return (self._rewrite(product, product.quantized, side, activation, operands,
                               attrs),)

@@ -216,7 +216,8 @@ def quantize(fun: Callable, calibration: Iterable[Any] | None = None, *,
                              "einsum, tensordot) where W is a float array the function reads")
         if mode == "static":
             for product in plan.products.values():
-                _set_static_scale(product)
+                if product.observer is not None:  # else inside a jitc.lax region: dynamic
+                    _set_static_scale(product)
     jitted = jit(**{k: v for k, v in options.items() if v is not None})(fun)
     kind = WithArgumentWeights if arguments else Quantized
     return kind(fun, plan, samples, jitted.options, arguments)
