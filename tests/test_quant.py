@@ -216,3 +216,11 @@ def test_products_inside_lax_loops_keep_dynamic_scales():
     x = SAMPLES[2][0][:6]
     assert np.abs(q(x) - unrolled(x)).max() < 0.03 * np.abs(unrolled(x)).max()
     assert optimized_text(q, x).count("result=i32") == 2
+
+
+@pytest.mark.parametrize("backend", ["interpreter", "c", "cuda-sim"])
+def test_every_backend_computes_the_same_quantized_function(backend):
+    x = SAMPLES[0][0]
+    want = jitc.quant.quantize(mlp, SAMPLES)(x)
+    got = jitc.quant.quantize(mlp, SAMPLES, backend=backend)(x)
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
