@@ -15,7 +15,7 @@ from jitc.ir.printer import print_module
 rng = np.random.default_rng(0)
 W1 = (rng.standard_normal((48, 64)) * 0.2).astype(np.float32)
 B1 = (rng.standard_normal(64) * 0.1).astype(np.float32)
-W2 = (rng.standard_normal((64, 10)) * 0.2).astype(np.float32)
+W2 = (rng.standard_normal((64, 32)) * 0.2).astype(np.float32)
 SAMPLES = [(rng.standard_normal((32, 48)).astype(np.float32),) for _ in range(3)]
 
 
@@ -78,7 +78,7 @@ def test_dynamic_scales_follow_each_row():
 
 @pytest.mark.parametrize("spelling", ["transposed", "left", "einsum", "vector", "batched"])
 def test_products_spelled_every_way_are_quantized(spelling):
-    V = (rng.standard_normal((20, 48)) * 0.3).astype(np.float32)
+    V = (rng.standard_normal((40, 48)) * 0.3).astype(np.float32)
     functions = {
         "transposed": lambda x: x @ V.T,
         "left": lambda x: V @ x.T,
@@ -103,6 +103,21 @@ def test_weights_chosen_by_name_or_identity():
         assert optimized_text(q, SAMPLES[0][0]).count("result=i32") == 1
     with pytest.raises(ValueError, match=r"'W9'.*float arrays it reads: B1, W1, W2"):
         jitc.quant.quantize(mlp, SAMPLES, weights=["W9"])
+
+
+def test_narrow_products_stay_float_unless_asked():
+    logits = (rng.standard_normal((64, 10)) * 0.2).astype(np.float32)
+
+    def classify(x):
+        return np.maximum(x @ W1 + B1, 0) @ logits
+
+    x = SAMPLES[0][0]
+    default = jitc.quant.quantize(classify, SAMPLES)
+    assert [p.weight for p in default.products] == ["W1"]
+    assert optimized_text(default, x).count("result=i32") == 1
+    every = jitc.quant.quantize(classify, SAMPLES, min_channels=1)
+    assert [p.weight for p in every.products] == ["W1", "logits"]
+    assert optimized_text(every, x).count("result=i32") == 2
 
 
 def test_refusals_say_what_to_do():

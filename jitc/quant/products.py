@@ -92,8 +92,10 @@ class Product:
 class Plan:
     """The weights to quantize and what calibration decided for each product."""
 
-    def __init__(self, weights: Mapping[int, tuple[str, np.ndarray]]) -> None:
+    def __init__(self, weights: Mapping[int, tuple[str, np.ndarray]], min_channels: int = 1
+                 ) -> None:
         self.weights = dict(weights)   # id(array) -> (name, array)
+        self.min_channels = min_channels
         self.products: dict[tuple[str, int], Product] = {}
         self._quantized: dict[tuple, QuantizedWeight] = {}
 
@@ -174,6 +176,11 @@ class Rewriter:
             return None  # no weight, or a product of two weights (a constant)
         side = 0 if found[0] is not None else 1
         weight_id, moves = found[side]  # type: ignore[misc]
+        contract = _dims(attrs, side)[1]
+        channels = int(np.prod([operands[side].shape[d] for d in range(operands[side].ndim)
+                                if d not in contract]))
+        if channels < self.plan.min_channels:
+            return None  # too narrow to gain (a classifier's logits): it stays float
         name, array = self.plan.weights[weight_id]
         occurrence = self.uses.get(name, 0)
         self.uses[name] = occurrence + 1

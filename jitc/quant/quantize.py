@@ -19,6 +19,9 @@ from jitc.tracing import capture
 from jitc.tracing.state import intercepting
 
 ACTIVATIONS = ("static", "dynamic")
+# Output channels below which a product stays float: the column panel of the byte kernels
+# (jitc/backends/cpu/gemm_bytes.py), which pad narrower weights.
+MIN_CHANNELS = 32
 
 
 class Quantized(Jitted):
@@ -174,7 +177,8 @@ def _weights(fun: Callable, selection: Iterable[Any] | None, arguments: dict[str
 def quantize(fun: Callable, calibration: Iterable[Any] | None = None, *,
              weights: Iterable[Any] | None = None, observer: str = "minmax",
              percentile: float = DEFAULT_PERCENTILE, activations: str | None = None,
-             backend: str | None = None, num_threads: int | None = None) -> Quantized:
+             min_channels: int = MIN_CHANNELS, backend: str | None = None,
+             num_threads: int | None = None) -> Quantized:
     """Quantize the products of `fun` (a float numpy function) with its weights to int8.
 
     - `calibration`: sample arguments, each a tuple (or one array for one argument). They
@@ -188,6 +192,9 @@ def quantize(fun: Callable, calibration: Iterable[Any] | None = None, *,
       the calibration range, uint8 where every calibration value was >= 0) or "dynamic"
       (the default without: each row's scale is computed at run time).
     - `observer`: "minmax" or "percentile" (the `percentile`-th percentile of magnitudes).
+    - `min_channels`: a product whose weight has fewer output channels stays float (by
+      default under 32, the byte kernels' column panel: a classifier's logits layer, where
+      int8 saves little time and costs the most top-1 agreement); 1 quantizes them all.
     - `backend`, `num_threads`: as for `jitc.jit`.
     """
     if isinstance(fun, Jitted):
@@ -206,7 +213,7 @@ def quantize(fun: Callable, calibration: Iterable[Any] | None = None, *,
     parameters = set(inspect.signature(fun).parameters)
     named = [w for w in weights or () if isinstance(w, str) and w in parameters]
     arguments = _argument_weights(fun, named, samples)
-    plan = Plan(_weights(fun, weights, arguments))
+    plan = Plan(_weights(fun, weights, arguments), min_channels)
     options = {"backend": backend, "num_threads": num_threads}
     if samples:
         _calibrate(fun, plan, samples, observer, percentile, options, arguments)
