@@ -89,10 +89,13 @@ def _agreement(model: Callable, quantized: Callable, inputs: list[np.ndarray]
 
 
 def model_row(name: str, model: Callable, shape: tuple[int, ...], seconds: float,
-              rng: np.random.Generator, min_channels: int | None = None) -> dict:
+              rng: np.random.Generator, min_channels: int | None = None,
+              observer: str = "minmax") -> dict:
     calibration = [(_normal(rng, *shape),) for _ in range(4)]
     start = time.perf_counter()
-    options = {} if min_channels is None else {"min_channels": min_channels}
+    options: dict = {"observer": observer}
+    if min_channels is not None:
+        options["min_channels"] = min_channels
     quantized = jitc.quant.quantize(model, calibration, **options)
     quantize_seconds = time.perf_counter() - start
     tests = [_normal(rng, *shape) for _ in range(8)]
@@ -136,15 +139,16 @@ def main(argv: list[str] | None = None) -> int:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seconds", type=float, default=2.0)
     parser.add_argument("--rows", type=int, default=256, help="the MLP's batch")
+    parser.add_argument("--observer", default="minmax", choices=["minmax", "percentile"])
     args = parser.parse_args(argv)
     rng = np.random.default_rng(0)
     mlp = mlp_model(rng)
     rows = [model_row(f"MLP 784-1024-1024-10, batch {args.rows}", mlp, (args.rows, 784),
-                      args.seconds, rng),
+                      args.seconds, rng, observer=args.observer),
             model_row("  the same, min_channels=1", mlp, (args.rows, 784), args.seconds, rng,
-                      min_channels=1),
+                      min_channels=1, observer=args.observer),
             model_row("GPT-2 block (d=768, 64 tokens)", block_model(rng), (64, 768),
-                      args.seconds, rng),
+                      args.seconds, rng, observer=args.observer),
             matmul_row(args.seconds, rng)]
     print(f"{'workload':36} {'numpy f32':>10} {'jitc f32':>10} {'jitc int8':>10} "
           f"{'f32/int8':>9}  accuracy")
