@@ -239,3 +239,24 @@ def test_every_backend_computes_the_same_quantized_function(backend):
     want = jitc.quant.quantize(mlp, SAMPLES)(x)
     got = jitc.quant.quantize(mlp, SAMPLES, backend=backend)(x)
     np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
+
+
+class Net:
+    def __init__(self) -> None:
+        self.fc1 = (rng.standard_normal((48, 64)) * 0.2).astype(np.float32)
+        self.fc2 = (rng.standard_normal((64, 32)) * 0.2).astype(np.float32)
+
+    def forward(self, x):
+        return np.maximum(x @ self.fc1, 0) @ self.fc2
+
+
+def test_a_method_and_the_arrays_of_its_object():
+    net = Net()
+    q = jitc.quant.quantize(net.forward, SAMPLES)
+    assert [p.weight for p in q.products] == ["self.fc1", "self.fc2"]
+    x = SAMPLES[0][0]
+    assert np.abs(q(x) - net.forward(x)).max() < 0.03 * np.abs(net.forward(x)).max()
+    only = jitc.quant.quantize(net.forward, SAMPLES, weights=["self.fc2"])
+    assert [p.weight for p in only.products] == ["self.fc2"]
+    with pytest.raises(TypeError, match="expected a Python function or method, got int"):
+        jitc.quant.quantize(3, SAMPLES)

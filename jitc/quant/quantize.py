@@ -153,7 +153,11 @@ def _argument_weights(fun: Callable, names: Sequence[str], samples: Sequence[tup
 def _weights(fun: Callable, selection: Iterable[Any] | None, arguments: dict[str, np.ndarray]
              ) -> dict[int, tuple[str, np.ndarray]]:
     """id(array) -> (name, array) for the float arrays `fun` reads that may be quantized."""
-    found = capture.walk(fun, capture.code_global_names(fun))
+    if isinstance(fun, types.MethodType):  # `model.forward`: self's arrays are weights too
+        found = capture.walk(fun.__func__, capture.code_global_names(fun.__func__),
+                             fun.__self__)
+    else:
+        found = capture.walk(fun, capture.code_global_names(fun))
     readable = {id(a): (capture.path_name(p), a) for p, a in found.arrays
                 if a.dtype.kind == "f" and a.ndim >= 1}
     if selection is None:
@@ -199,8 +203,9 @@ def quantize(fun: Callable, calibration: Iterable[Any] | None = None, *,
     """
     if isinstance(fun, Jitted):
         fun = fun.fun
-    if not isinstance(fun, types.FunctionType):
-        raise TypeError(f"quantize: expected a Python function, got {type(fun).__name__}")
+    if not isinstance(fun, (types.FunctionType, types.MethodType)):
+        raise TypeError(f"quantize: expected a Python function or method, got "
+                        f"{type(fun).__name__}")
     samples = [_arguments(s) for s in calibration] if calibration is not None else []
     mode = activations or ("static" if samples else "dynamic")
     if mode not in ACTIVATIONS:
