@@ -260,3 +260,24 @@ def test_a_method_and_the_arrays_of_its_object():
     assert [p.weight for p in only.products] == ["self.fc2"]
     with pytest.raises(TypeError, match="expected a Python function or method, got int"):
         jitc.quant.quantize(3, SAMPLES)
+
+
+def test_interceptors_see_ops_before_they_are_emitted():
+    from jitc.ir import ops
+    from jitc.tracing.state import emit, intercepting
+    seen = []
+
+    def tanh_to_sin(op, operands, attrs):
+        seen.append(op.name)
+        if op is ops.TANH:  # the interceptor's own ops are not intercepted again
+            return (emit(ops.SIN, operands), )
+        return None
+
+    def fn(x):
+        with intercepting(tanh_to_sin):
+            y = np.tanh(x) + 1
+        return np.tanh(y)  # outside the block: emitted as it is
+
+    x = np.linspace(-1, 1, 5, dtype=np.float32)
+    np.testing.assert_allclose(jitc.jit(fn)(x), np.tanh(np.sin(x) + 1), rtol=1e-6)
+    assert "tanh" in seen and "sin" not in seen
