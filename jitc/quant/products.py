@@ -206,14 +206,17 @@ class Rewriter:
                 return None
             moves.append(inst)
             inst = inst.operands[0].producer
+        if inst.op is not ops.PARAMETER and inst.op is not ops.CONSTANT:
+            return None
         root = inst.results[0]
+        # A captured array is a parameter of the trace that captured it, a numpy array the
+        # trace met uncaptured (jitc aot, a call from another traced function) a constant;
+        # inside a jitc.lax region either may belong to an enclosing trace.
         for state in trace_stack():
             if inst.op is ops.PARAMETER:
                 source = next((i for i, t in state.captured.items() if t.value is root), None)
-            elif inst.op is ops.CONSTANT:
-                source = state.constant_source(root)
             else:
-                return None
+                source = state.constant_source(root)
             if source in self.plan.weights:
                 return source, moves[::-1]
         return None
