@@ -281,3 +281,11 @@ def test_interceptors_see_ops_before_they_are_emitted():
     x = np.linspace(-1, 1, 5, dtype=np.float32)
     np.testing.assert_allclose(jitc.jit(fn)(x), np.tanh(np.sin(x) + 1), rtol=1e-6)
     assert "tanh" in seen and "sin" not in seen
+
+
+def test_dynamic_scales_use_uint8_after_a_relu():
+    x = SAMPLES[0][0]
+    q = jitc.quant.quantize(mlp, activations="dynamic")
+    text = optimized_text(q, x)
+    assert " : u8[32,64]" in text and " : i8[32,48]" in text  # x itself may be negative
+    assert np.abs(q(x) - mlp(x)).max() < 0.02 * np.abs(mlp(x)).max()

@@ -239,8 +239,10 @@ class Rewriter:
             peak = np.max(np.abs(x), axis=tuple(x_contract), keepdims=True) if x_contract \
                 else np.abs(x)
             peak = np.maximum(peak, np.float32(SMALLEST_PEAK))
-            xq = _to_bytes(x * (np.float32(INT8_MAX) / peak), unsigned=False)
-            row_scale = peak * np.float32(1 / INT8_MAX)
+            # After a ReLU the activation cannot be negative: uint8 doubles the resolution.
+            top = UINT8_MAX if _non_negative(x.value) else INT8_MAX
+            xq = _to_bytes(x * (np.float32(top) / peak), unsigned=top == UINT8_MAX)
+            row_scale = peak * np.float32(1 / top)
             scale = weight.output_scales * _aligned(row_scale, x_batch, x_contract, x_free,
                                                     side, w_free)
         pair = [xq.astype(np.int32), _constant(weight.values).astype(np.int32)]
@@ -249,6 +251,22 @@ class Rewriter:
         acc = emit(ops.DOT_GENERAL, pair, attrs)
         result = acc.astype(np.float32) * scale
         return result if result.dtype == out_type else result.astype(out_type)
+
+
+def _non_negative(value: Value) -> bool:
+    """Whether `value` is, through moves, `max(y, c)` with a constant c >= 0 (a ReLU)."""
+    inst = value.producer
+    while inst.op in MOVES and inst.op is not ops.CONVERT:
+        inst = inst.operands[0].producer
+    if inst.op is not ops.MAX:
+        return False
+    for operand in inst.operands:
+        source = operand.producer
+        while source.op is ops.BROADCAST_IN_DIM:
+            source = source.operands[0].producer
+        if source.op is ops.CONSTANT and np.all(source.attrs["value"].array >= 0):
+            return True
+    return False
 
 
 def _to_bytes(scaled: Tracer, unsigned: bool) -> Tracer:
