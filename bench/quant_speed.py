@@ -102,10 +102,10 @@ def _agreement(model: Callable, quantized: Callable, inputs: list[np.ndarray]
 
 def model_row(name: str, model: Callable, shape: tuple[int, ...], seconds: float,
               rng: np.random.Generator, min_channels: int | None = None,
-              observer: str = "minmax") -> dict:
+              observer: str = "minmax", activations: str = "static") -> dict:
     calibration = [(_normal(rng, *shape),) for _ in range(4)]
     start = time.perf_counter()
-    options: dict = {"observer": observer}
+    options: dict = {"observer": observer, "activations": activations}
     if min_channels is not None:
         options["min_channels"] = min_channels
     quantized = jitc.quant.quantize(model, calibration, **options)
@@ -152,15 +152,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, default=2.0)
     parser.add_argument("--rows", type=int, default=256, help="the MLP's batch")
     parser.add_argument("--observer", default="minmax", choices=["minmax", "percentile"])
+    parser.add_argument("--activations", default="static", choices=["static", "dynamic"])
     args = parser.parse_args(argv)
     rng = np.random.default_rng(0)
     mlp = mlp_model(rng)
     rows = [model_row(f"MLP 784-1024-1024-10, batch {args.rows}", mlp, (args.rows, 784),
-                      args.seconds, rng, observer=args.observer),
+                      args.seconds, rng, observer=args.observer,
+                      activations=args.activations),
             model_row("  the same, min_channels=1", mlp, (args.rows, 784), args.seconds, rng,
-                      min_channels=1, observer=args.observer),
+                      min_channels=1, observer=args.observer,
+                      activations=args.activations),
             model_row("GPT-2 block (d=768, 64 tokens)", block_model(rng), (64, 768),
-                      args.seconds, rng, observer=args.observer),
+                      args.seconds, rng, observer=args.observer,
+                      activations=args.activations),
             matmul_row(args.seconds, rng)]
     print(f"{'workload':36} {'numpy f32':>9} {'jitc f32':>9} {'jitc int8':>9} {'f32/int8':>8} "
           f"{'fastest':>15} {'f32/int8':>8}  accuracy")
