@@ -114,6 +114,8 @@ def test_narrow_products_stay_float_unless_asked():
     x = SAMPLES[0][0]
     default = jitc.quant.quantize(classify, SAMPLES)
     assert [p.weight for p in default.products] == ["W1"]
+    note = "logits[64x10]: left in float (10 output channels, under min_channels=32)"
+    assert note in str(default.report()) and note in default.header_notes()
     assert optimized_text(default, x).count("result=i32") == 1
     every = jitc.quant.quantize(classify, SAMPLES, min_channels=1)
     assert [p.weight for p in every.products] == ["W1", "logits"]

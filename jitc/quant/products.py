@@ -96,6 +96,8 @@ class Plan:
                  ) -> None:
         self.weights = dict(weights)   # id(array) -> (name, array)
         self.min_channels = min_channels
+        # Weights whose products stay float because they are narrow: name -> (shape, channels)
+        self.left_float: dict[str, tuple[tuple[int, ...], int]] = {}
         self.products: dict[tuple[str, int], Product] = {}
         self._quantized: dict[tuple, QuantizedWeight] = {}
 
@@ -105,6 +107,12 @@ class Plan:
         if found is None:
             found = self.products[key] = Product(name, occurrence, weight.shape, weight.dtype)
         return found
+
+    def float_notes(self) -> list[str]:
+        """The weights left in float, and why."""
+        return [f"{name}[{'x'.join(map(str, shape))}]: left in float ({channels} output "
+                f"channels, under min_channels={self.min_channels})"
+                for name, (shape, channels) in self.left_float.items()]
 
     def quantized_weight(self, weight_id: int, moves: Sequence[Instruction], side: int,
                          attrs: Mapping[str, object], other_free: int) -> QuantizedWeight:
@@ -179,9 +187,10 @@ class Rewriter:
         contract = _dims(attrs, side)[1]
         channels = int(np.prod([operands[side].shape[d] for d in range(operands[side].ndim)
                                 if d not in contract]))
-        if channels < self.plan.min_channels:
-            return None  # too narrow to gain (a classifier's logits): it stays float
         name, array = self.plan.weights[weight_id]
+        if channels < self.plan.min_channels:  # too narrow to gain (a classifier's logits)
+            self.plan.left_float[name] = (array.shape, channels)
+            return None
         occurrence = self.uses.get(name, 0)
         self.uses[name] = occurrence + 1
         product = self.plan.product(name, occurrence, array)

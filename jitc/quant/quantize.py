@@ -54,11 +54,13 @@ class Quantized(Jitted):
         if not samples:
             raise ValueError("report() needs inputs: this function was quantized without "
                              "calibration inputs; pass report([(x1,), (x2,)])")
-        return compare(self.products, self.float_function, self, samples)
+        report = compare(self.products, self.float_function, self, samples)
+        report.left_float = self.plan.float_notes()
+        return report
 
     def header_notes(self) -> list[str]:
         """What a C header says about the quantized products (jitc aot)."""
-        return [product.describe() for product in self.products]
+        return [product.describe() for product in self.products] + self.plan.float_notes()
 
     def __repr__(self) -> str:
         return f"<jitc.quant {self.name}: {len(self.plan.products)} int8 product(s)>"

@@ -80,7 +80,7 @@ def test_header_documents_scales_and_zero_points(libraries):
     assert "Quantized by jitc.quant" in header
     for weight in ("W1[784x1024]", "W2[1024x1024]"):
         assert weight in header
-    assert "W3" not in header  # 10 output channels: left in float32 (min_channels)
+    assert "W3[1024x10]: left in float (10 output channels, under min_channels=32)" in header
     assert "static int8 scale" in header and "static uint8 scale" in header
     assert header.count("zero point 0") >= 4
     assert "Quantized" not in libraries["float32"].with_suffix(".h").read_text()
