@@ -15,7 +15,7 @@ from jitc.ir.printer import print_module
 rng = np.random.default_rng(0)
 W1 = (rng.standard_normal((48, 64)) * 0.2).astype(np.float32)
 B1 = (rng.standard_normal(64) * 0.1).astype(np.float32)
-W2 = (rng.standard_normal((64, 10)) * 0.2).astype(np.float32)
+W2 = (rng.standard_normal((64, 32)) * 0.2).astype(np.float32)
 SAMPLES = [(rng.standard_normal((32, 48)).astype(np.float32),) for _ in range(3)]
 
 
@@ -78,7 +78,7 @@ def test_dynamic_scales_follow_each_row():
 
 @pytest.mark.parametrize("spelling", ["transposed", "left", "einsum", "vector", "batched"])
 def test_products_spelled_every_way_are_quantized(spelling):
-    V = (rng.standard_normal((20, 48)) * 0.3).astype(np.float32)
+    V = (rng.standard_normal((40, 48)) * 0.3).astype(np.float32)
     functions = {
         "transposed": lambda x: x @ V.T,
         "left": lambda x: V @ x.T,
@@ -103,6 +103,23 @@ def test_weights_chosen_by_name_or_identity():
         assert optimized_text(q, SAMPLES[0][0]).count("result=i32") == 1
     with pytest.raises(ValueError, match=r"'W9'.*float arrays it reads: B1, W1, W2"):
         jitc.quant.quantize(mlp, SAMPLES, weights=["W9"])
+
+
+def test_narrow_products_stay_float_unless_asked():
+    logits = (rng.standard_normal((64, 10)) * 0.2).astype(np.float32)
+
+    def classify(x):
+        return np.maximum(x @ W1 + B1, 0) @ logits
+
+    x = SAMPLES[0][0]
+    default = jitc.quant.quantize(classify, SAMPLES)
+    assert [p.weight for p in default.products] == ["W1"]
+    note = "logits[64x10]: left in float (10 output channels, under min_channels=32)"
+    assert note in str(default.report()) and note in default.header_notes()
+    assert optimized_text(default, x).count("result=i32") == 1
+    every = jitc.quant.quantize(classify, SAMPLES, min_channels=1)
+    assert [p.weight for p in every.products] == ["W1", "logits"]
+    assert optimized_text(every, x).count("result=i32") == 2
 
 
 def test_refusals_say_what_to_do():
@@ -191,3 +208,86 @@ def test_weights_taken_as_arguments():
         jitc.quant.quantize(layer, [(x, W1, B1), (x, W1.copy(), B1)], weights=["w"])
     with pytest.raises(ValueError, match="pass calibration samples that hold them"):
         jitc.quant.quantize(layer, weights=["w"], activations="dynamic")
+
+
+def test_products_inside_lax_loops_keep_dynamic_scales():
+    # An activation inside a loop body is a value of the body's trace: calibration cannot
+    # return it (it used to fail with "a tracer leaked"), so that product scales per row.
+    W = (rng.standard_normal((48, 48)) * 0.2).astype(np.float32)
+
+    def recurrent(x):
+        def body(i, h):
+            return np.tanh(h @ W + x[i])
+        return jitc.lax.fori_loop(0, x.shape[0], body, np.zeros(48, np.float32)) @ W1
+
+    def unrolled(x):
+        h = np.zeros(48, np.float32)
+        for i in range(x.shape[0]):
+            h = np.tanh(h @ W + x[i])
+        return h @ W1
+
+    q = jitc.quant.quantize(recurrent, SAMPLES[:2])
+    inner, outer = q.products
+    assert (inner.weight, inner.static) == ("W", False)
+    assert (outer.weight, outer.static) == ("W1", True)
+    x = SAMPLES[2][0][:6]
+    assert np.abs(q(x) - unrolled(x)).max() < 0.03 * np.abs(unrolled(x)).max()
+    assert optimized_text(q, x).count("result=i32") == 2
+
+
+@pytest.mark.parametrize("backend", ["interpreter", "c", "cuda-sim"])
+def test_every_backend_computes_the_same_quantized_function(backend):
+    x = SAMPLES[0][0]
+    want = jitc.quant.quantize(mlp, SAMPLES)(x)
+    got = jitc.quant.quantize(mlp, SAMPLES, backend=backend)(x)
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
+
+
+class Net:
+    def __init__(self) -> None:
+        self.fc1 = (rng.standard_normal((48, 64)) * 0.2).astype(np.float32)
+        self.fc2 = (rng.standard_normal((64, 32)) * 0.2).astype(np.float32)
+
+    def forward(self, x):
+        return np.maximum(x @ self.fc1, 0) @ self.fc2
+
+
+def test_a_method_and_the_arrays_of_its_object():
+    net = Net()
+    q = jitc.quant.quantize(net.forward, SAMPLES)
+    assert [p.weight for p in q.products] == ["self.fc1", "self.fc2"]
+    x = SAMPLES[0][0]
+    assert np.abs(q(x) - net.forward(x)).max() < 0.03 * np.abs(net.forward(x)).max()
+    only = jitc.quant.quantize(net.forward, SAMPLES, weights=["self.fc2"])
+    assert [p.weight for p in only.products] == ["self.fc2"]
+    with pytest.raises(TypeError, match="expected a Python function or method, got int"):
+        jitc.quant.quantize(3, SAMPLES)
+
+
+def test_interceptors_see_ops_before_they_are_emitted():
+    from jitc.ir import ops
+    from jitc.tracing.state import emit, intercepting
+    seen = []
+
+    def tanh_to_sin(op, operands, attrs):
+        seen.append(op.name)
+        if op is ops.TANH:  # the interceptor's own ops are not intercepted again
+            return (emit(ops.SIN, operands), )
+        return None
+
+    def fn(x):
+        with intercepting(tanh_to_sin):
+            y = np.tanh(x) + 1
+        return np.tanh(y)  # outside the block: emitted as it is
+
+    x = np.linspace(-1, 1, 5, dtype=np.float32)
+    np.testing.assert_allclose(jitc.jit(fn)(x), np.tanh(np.sin(x) + 1), rtol=1e-6)
+    assert "tanh" in seen and "sin" not in seen
+
+
+def test_dynamic_scales_use_uint8_after_a_relu():
+    x = SAMPLES[0][0]
+    q = jitc.quant.quantize(mlp, activations="dynamic")
+    text = optimized_text(q, x)
+    assert " : u8[32,64]" in text and " : i8[32,48]" in text  # x itself may be negative
+    assert np.abs(q(x) - mlp(x)).max() < 0.02 * np.abs(mlp(x)).max()

@@ -28,7 +28,7 @@ from jitc.ir import ops
 from jitc.ir.core import Instruction, Value
 from jitc.ir.opdef import OpDef
 from jitc.quant.observers import Observer
-from jitc.tracing.state import emit, trace_stack
+from jitc.tracing.state import current_trace, emit, trace_stack
 from jitc.tracing.tracer import Tracer
 
 # Ops that only move a weight's elements (or widen it): the weight is quantized after them.
@@ -92,8 +92,12 @@ class Product:
 class Plan:
     """The weights to quantize and what calibration decided for each product."""
 
-    def __init__(self, weights: Mapping[int, tuple[str, np.ndarray]]) -> None:
+    def __init__(self, weights: Mapping[int, tuple[str, np.ndarray]], min_channels: int = 1
+                 ) -> None:
         self.weights = dict(weights)   # id(array) -> (name, array)
+        self.min_channels = min_channels
+        # Weights whose products stay float because they are narrow: name -> (shape, channels)
+        self.left_float: dict[str, tuple[tuple[int, ...], int]] = {}
         self.products: dict[tuple[str, int], Product] = {}
         self._quantized: dict[tuple, QuantizedWeight] = {}
 
@@ -103,6 +107,12 @@ class Plan:
         if found is None:
             found = self.products[key] = Product(name, occurrence, weight.shape, weight.dtype)
         return found
+
+    def float_notes(self) -> list[str]:
+        """The weights left in float, and why."""
+        return [f"{name}[{'x'.join(map(str, shape))}]: left in float ({channels} output "
+                f"channels, under min_channels={self.min_channels})"
+                for name, (shape, channels) in self.left_float.items()]
 
     def quantized_weight(self, weight_id: int, moves: Sequence[Instruction], side: int,
                          attrs: Mapping[str, object], other_free: int) -> QuantizedWeight:
@@ -158,6 +168,10 @@ class Rewriter:
         self.observe = observe
         self.uses: dict[str, int] = {}
         self.observed: list[tuple[tuple[str, int], Tracer]] = []
+        # The trace of the function itself: an activation inside a jitc.lax loop or branch
+        # (a trace of its own) cannot be a result, so such products are not observed and
+        # keep dynamic scales.
+        self.trace = current_trace()
 
     def __call__(self, op: OpDef, operands: Sequence[Tracer], attrs: Mapping[str, object]
                  ) -> tuple[Tracer, ...] | None:
@@ -170,7 +184,13 @@ class Rewriter:
             return None  # no weight, or a product of two weights (a constant)
         side = 0 if found[0] is not None else 1
         weight_id, moves = found[side]  # type: ignore[misc]
+        contract = _dims(attrs, side)[1]
+        channels = int(np.prod([operands[side].shape[d] for d in range(operands[side].ndim)
+                                if d not in contract]))
         name, array = self.plan.weights[weight_id]
+        if channels < self.plan.min_channels:  # too narrow to gain (a classifier's logits)
+            self.plan.left_float[name] = (array.shape, channels)
+            return None
         occurrence = self.uses.get(name, 0)
         self.uses[name] = occurrence + 1
         product = self.plan.product(name, occurrence, array)
@@ -180,7 +200,8 @@ class Rewriter:
         product.quantized = self.plan.quantized_weight(weight_id, moves, side, attrs,
                                                        len(x_free))
         if self.observe:
-            self.observed.append((product.key, activation))
+            if current_trace() is self.trace:
+                self.observed.append((product.key, activation))
             return None
         return (self._rewrite(product, product.quantized, side, activation, operands,
                               attrs),)
@@ -194,14 +215,17 @@ class Rewriter:
                 return None
             moves.append(inst)
             inst = inst.operands[0].producer
+        if inst.op is not ops.PARAMETER and inst.op is not ops.CONSTANT:
+            return None
         root = inst.results[0]
+        # A captured array is a parameter of the trace that captured it, a numpy array the
+        # trace met uncaptured (jitc aot, a call from another traced function) a constant;
+        # inside a jitc.lax region either may belong to an enclosing trace.
         for state in trace_stack():
             if inst.op is ops.PARAMETER:
                 source = next((i for i, t in state.captured.items() if t.value is root), None)
-            elif inst.op is ops.CONSTANT:
-                source = state.constant_source(root)
             else:
-                return None
+                source = state.constant_source(root)
             if source in self.plan.weights:
                 return source, moves[::-1]
         return None
@@ -224,8 +248,10 @@ class Rewriter:
             peak = np.max(np.abs(x), axis=tuple(x_contract), keepdims=True) if x_contract \
                 else np.abs(x)
             peak = np.maximum(peak, np.float32(SMALLEST_PEAK))
-            xq = _to_bytes(x * (np.float32(INT8_MAX) / peak), unsigned=False)
-            row_scale = peak * np.float32(1 / INT8_MAX)
+            # After a ReLU the activation cannot be negative: uint8 doubles the resolution.
+            top = UINT8_MAX if _non_negative(x.value) else INT8_MAX
+            xq = _to_bytes(x * (np.float32(top) / peak), unsigned=top == UINT8_MAX)
+            row_scale = peak * np.float32(1 / top)
             scale = weight.output_scales * _aligned(row_scale, x_batch, x_contract, x_free,
                                                     side, w_free)
         pair = [xq.astype(np.int32), _constant(weight.values).astype(np.int32)]
@@ -234,6 +260,22 @@ class Rewriter:
         acc = emit(ops.DOT_GENERAL, pair, attrs)
         result = acc.astype(np.float32) * scale
         return result if result.dtype == out_type else result.astype(out_type)
+
+
+def _non_negative(value: Value) -> bool:
+    """Whether `value` is, through moves, `max(y, c)` with a constant c >= 0 (a ReLU)."""
+    inst = value.producer
+    while inst.op in MOVES and inst.op is not ops.CONVERT:
+        inst = inst.operands[0].producer
+    if inst.op is not ops.MAX:
+        return False
+    for operand in inst.operands:
+        source = operand.producer
+        while source.op is ops.BROADCAST_IN_DIM:
+            source = source.operands[0].producer
+        if source.op is ops.CONSTANT and np.all(source.attrs["value"].array >= 0):
+            return True
+    return False
 
 
 def _to_bytes(scaled: Tracer, unsigned: bool) -> Tracer:

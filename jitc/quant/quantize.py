@@ -19,6 +19,9 @@ from jitc.tracing import capture
 from jitc.tracing.state import intercepting
 
 ACTIVATIONS = ("static", "dynamic")
+# Output channels below which a product stays float: the column panel of the byte kernels
+# (jitc/backends/cpu/gemm_bytes.py), which pad narrower weights.
+MIN_CHANNELS = 32
 
 
 class Quantized(Jitted):
@@ -51,11 +54,13 @@ class Quantized(Jitted):
         if not samples:
             raise ValueError("report() needs inputs: this function was quantized without "
                              "calibration inputs; pass report([(x1,), (x2,)])")
-        return compare(self.products, self.float_function, self, samples)
+        report = compare(self.products, self.float_function, self, samples)
+        report.left_float = self.plan.float_notes()
+        return report
 
     def header_notes(self) -> list[str]:
         """What a C header says about the quantized products (jitc aot)."""
-        return [product.describe() for product in self.products]
+        return [product.describe() for product in self.products] + self.plan.float_notes()
 
     def __repr__(self) -> str:
         return f"<jitc.quant {self.name}: {len(self.plan.products)} int8 product(s)>"
@@ -150,7 +155,11 @@ def _argument_weights(fun: Callable, names: Sequence[str], samples: Sequence[tup
 def _weights(fun: Callable, selection: Iterable[Any] | None, arguments: dict[str, np.ndarray]
              ) -> dict[int, tuple[str, np.ndarray]]:
     """id(array) -> (name, array) for the float arrays `fun` reads that may be quantized."""
-    found = capture.walk(fun, capture.code_global_names(fun))
+    if isinstance(fun, types.MethodType):  # `model.forward`: self's arrays are weights too
+        found = capture.walk(fun.__func__, capture.code_global_names(fun.__func__),
+                             fun.__self__)
+    else:
+        found = capture.walk(fun, capture.code_global_names(fun))
     readable = {id(a): (capture.path_name(p), a) for p, a in found.arrays
                 if a.dtype.kind == "f" and a.ndim >= 1}
     if selection is None:
@@ -174,7 +183,8 @@ def _weights(fun: Callable, selection: Iterable[Any] | None, arguments: dict[str
 def quantize(fun: Callable, calibration: Iterable[Any] | None = None, *,
              weights: Iterable[Any] | None = None, observer: str = "minmax",
              percentile: float = DEFAULT_PERCENTILE, activations: str | None = None,
-             backend: str | None = None, num_threads: int | None = None) -> Quantized:
+             min_channels: int = MIN_CHANNELS, backend: str | None = None,
+             num_threads: int | None = None) -> Quantized:
     """Quantize the products of `fun` (a float numpy function) with its weights to int8.
 
     - `calibration`: sample arguments, each a tuple (or one array for one argument). They
@@ -188,12 +198,16 @@ def quantize(fun: Callable, calibration: Iterable[Any] | None = None, *,
       the calibration range, uint8 where every calibration value was >= 0) or "dynamic"
       (the default without: each row's scale is computed at run time).
     - `observer`: "minmax" or "percentile" (the `percentile`-th percentile of magnitudes).
+    - `min_channels`: a product whose weight has fewer output channels stays float (by
+      default under 32, the byte kernels' column panel: a classifier's logits layer, where
+      int8 saves little time and costs the most top-1 agreement); 1 quantizes them all.
     - `backend`, `num_threads`: as for `jitc.jit`.
     """
     if isinstance(fun, Jitted):
         fun = fun.fun
-    if not isinstance(fun, types.FunctionType):
-        raise TypeError(f"quantize: expected a Python function, got {type(fun).__name__}")
+    if not isinstance(fun, (types.FunctionType, types.MethodType)):
+        raise TypeError(f"quantize: expected a Python function or method, got "
+                        f"{type(fun).__name__}")
     samples = [_arguments(s) for s in calibration] if calibration is not None else []
     mode = activations or ("static" if samples else "dynamic")
     if mode not in ACTIVATIONS:
@@ -206,7 +220,7 @@ def quantize(fun: Callable, calibration: Iterable[Any] | None = None, *,
     parameters = set(inspect.signature(fun).parameters)
     named = [w for w in weights or () if isinstance(w, str) and w in parameters]
     arguments = _argument_weights(fun, named, samples)
-    plan = Plan(_weights(fun, weights, arguments))
+    plan = Plan(_weights(fun, weights, arguments), min_channels)
     options = {"backend": backend, "num_threads": num_threads}
     if samples:
         _calibrate(fun, plan, samples, observer, percentile, options, arguments)
@@ -216,7 +230,8 @@ def quantize(fun: Callable, calibration: Iterable[Any] | None = None, *,
                              "einsum, tensordot) where W is a float array the function reads")
         if mode == "static":
             for product in plan.products.values():
-                _set_static_scale(product)
+                if product.observer is not None:  # else inside a jitc.lax region: dynamic
+                    _set_static_scale(product)
     jitted = jit(**{k: v for k, v in options.items() if v is not None})(fun)
     kind = WithArgumentWeights if arguments else Quantized
     return kind(fun, plan, samples, jitted.options, arguments)

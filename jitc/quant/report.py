@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -27,11 +27,13 @@ class Report:
     top1_agreement: float | None
     float_bytes: int            # the quantized weights, as the float function holds them
     int8_bytes: int             # the same as int8, with their scales
+    left_float: list[str] = field(default_factory=list)  # weights kept float, and why
 
     def __str__(self) -> str:
         lines = [f"jitc.quant: {len(self.products)} product(s) in int8; weights "
                  f"{self.float_bytes / 2**20:.2f} MiB -> {self.int8_bytes / 2**20:.2f} MiB"]
         lines += [f"  {p.describe()}" for p in self.products]
+        lines += [f"  {note}" for note in self.left_float]
         top1 = "n/a" if self.top1_agreement is None else f"{100 * self.top1_agreement:.2f}%"
         lines.append(f"against the float function on {self.samples} input(s): max abs error "
                      f"{self.max_abs_error:.4g}, mean abs error {self.mean_abs_error:.4g}, "

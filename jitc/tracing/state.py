@@ -75,7 +75,6 @@ class TraceState:
             self._constants[key] = cached
         return cached
 
-
     def constant_source(self, value: Value) -> int | None:
         """id() of the numpy array whose constant `value` is, if it is one of this trace."""
         for key, tracer in self._constants.items():

@@ -78,8 +78,9 @@ def test_library_computes_what_the_quantized_function_computes(libraries):
 def test_header_documents_scales_and_zero_points(libraries):
     header = libraries["int8"].with_suffix(".h").read_text()
     assert "Quantized by jitc.quant" in header
-    for weight in ("W1[784x1024]", "W2[1024x1024]", "W3[1024x10]"):
+    for weight in ("W1[784x1024]", "W2[1024x1024]"):
         assert weight in header
+    assert "W3[1024x10]: left in float (10 output channels, under min_channels=32)" in header
     assert "static int8 scale" in header and "static uint8 scale" in header
-    assert header.count("zero point 0") >= 6
+    assert header.count("zero point 0") >= 4
     assert "Quantized" not in libraries["float32"].with_suffix(".h").read_text()
