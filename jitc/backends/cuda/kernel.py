@@ -11,6 +11,10 @@ A kernel is a list of steps:
 - `Repeat`: steps run `count` times (a loop every thread of the block takes together, such
   as the k-tiles of a matrix product).
 
+A kernel of a symbolic program (docs/dynamic-shapes.md) takes one more buffer, last: the
+call's symbol values (`int64_t dims[]` in `sorted(symbols)` order, in device memory), which
+every phase binds on entry so that `extents.value` turns a `Dim` into arithmetic on them.
+
 The phase functions are the kernel IR. The NVPTX wrapper calls them in order inside one
 `ptx_kernel` that reads the special registers, keeps the thread's state in an alloca (which
 the optimizer turns into registers once the phases are inlined) and puts real barriers and
@@ -32,6 +36,7 @@ from llvmlite.ir.values import ArgumentAttributes
 from jitc.backends.cpu.plan import BufferPlan
 from jitc.backends.cuda.fmod import emit_fmod
 from jitc.backends.cuda.launch import WARP, LaunchConfig
+from jitc.backends.llvm import extents
 from jitc.backends.llvm.elemental import RULES, ElementalEmitter, Rule, elementwise_operands
 from jitc.backends.llvm.types import I32, I64, PTR, VOID
 from jitc.ir.core import Instruction, Value
@@ -156,6 +161,13 @@ class PhaseContext:
         b = self.builder
         return b.add(b.mul(self.block(), ir.Constant(I64, self.launch.block)), self.thread())
 
+    def threads(self) -> int | ir.Value:
+        """The threads of the whole grid: a constant, or what a symbolic launch got."""
+        if self.launch.grid_extent is None:
+            return self.launch.threads
+        b = self.builder
+        return b.mul(b.zext(self.gdim, I64), ir.Constant(I64, self.launch.block))
+
     # -- state and shared memory -------------------------------------------------------------
     def state_pointer(self, slot: StateSlot, index: int | ir.Value = 0) -> ir.Value:
         b = self.builder
@@ -207,6 +219,11 @@ class KernelBuilder:
         self.slots: list[int] = [s for s in slots if s is not None] + [s for s, _ in extra]
         self.written = [id(v) in written_ids for v in self.values] + [True] * len(extra)
         self.extra_types = [t for _, t in extra]
+        # The symbol values of a symbolic program: a read-only buffer after all the others.
+        self.symbols = plan.symbols if plan.dims_slot is not None else ()
+        if plan.dims_slot is not None:
+            self.slots.append(plan.dims_slot)
+            self.written.append(False)
         self.noalias = _noalias(plan, self.slots, self.written)
         self.aliases: dict[int, Value] = {}
         self.state_bytes = 0
@@ -244,6 +261,8 @@ class KernelBuilder:
         for arg in fn.args[5:7]:
             arg.add_attribute("noalias")
         builder = ir.IRBuilder(fn.append_basic_block("entry"))
+        if self.symbols:
+            extents.bind(builder, fn.args[-1], self.symbols)
         emitter = GpuEmitter(builder, {id(v): a for v, a in zip(self.values, buffers)})
         emitter.aliases.update(self.aliases)
         yield PhaseContext(fn, emitter, self.launch)

@@ -3,11 +3,18 @@
 Plain Python on sizes known at compile time, so the GPU runtime and the simulator launch
 exactly the same grid, and the rules are unit-tested without a GPU. Grids and blocks are
 one-dimensional; kernels derive 2-D thread positions from the linear thread index.
+
+A kernel of a symbolic program (docs/dynamic-shapes.md) has a static block size and a block
+count that is an expression of the symbols (`grid_extent`): the host evaluates it with each
+call's symbol values, clamped to [1, grid]; the kernel reads the count it was launched with.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+
+from jitc.ir.symbolic import Dim, ceil_divide, evaluate
 
 WARP = 32
 # The block size of memory-bound kernels: large enough to hide latency, small enough that
@@ -24,9 +31,11 @@ MAX_GRID = 2**31 - 1
 
 @dataclass(frozen=True)
 class LaunchConfig:
-    grid: int
+    grid: int                     # the block count; the most blocks when `grid_extent` is set
     block: int
     shared_bytes: int = 0
+    grid_extent: Dim | None = None  # the wanted block count of a symbolic launch
+
 
     def __post_init__(self) -> None:
         if not 1 <= self.grid <= MAX_GRID:
@@ -40,6 +49,12 @@ class LaunchConfig:
     @property
     def threads(self) -> int:
         return self.grid * self.block
+
+    def blocks(self, symbols: Mapping[str, int]) -> int:
+        """The block count of a launch with these symbol values."""
+        if self.grid_extent is None:
+            return self.grid
+        return min(max(evaluate(self.grid_extent, symbols), 1), self.grid)
 
 
 def ceil_div(a: int, b: int) -> int:
@@ -61,6 +76,17 @@ def elementwise(n: int) -> LaunchConfig:
     """
     block = min(BLOCK, round_up(max(n, 1), WARP))
     return LaunchConfig(min(ceil_div(max(n, 1), block), MAX_ELEMENTWISE_BLOCKS), block)
+
+
+def symbolic_elementwise(n: Dim) -> LaunchConfig:
+    """`elementwise` for a size known only at the call: full blocks, as many as the size
+    needs up to MAX_ELEMENTWISE_BLOCKS (the kernel's grid-stride loop takes the rest)."""
+    return LaunchConfig(MAX_ELEMENTWISE_BLOCKS, BLOCK, grid_extent=_as_dim(ceil_divide(n, BLOCK)))
+
+
+def _as_dim(extent: int | Dim) -> Dim:
+    assert isinstance(extent, Dim), "a symbolic launch of a static size"
+    return extent
 
 
 @dataclass(frozen=True)
