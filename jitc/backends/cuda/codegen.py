@@ -143,9 +143,8 @@ def _step_shape(steps: tuple[Step, ...], name: str) -> tuple:
 
 # What the kernels of a symbolic program cannot take yet, refused before any code is made
 # (the automatic policy then compiles each shape exactly), by the op or the fusion's kind.
-_STATIC_ONLY_OPS = (ops.REDUCE, ops.ARGMAX, ops.ARGMIN, ops.SORT, ops.DOT_GENERAL,
-                    ops.CONVOLUTION)
-_STATIC_ONLY_FUSIONS = ("reduce", "row", "dot", "convolution")
+_STATIC_ONLY_OPS = (ops.SORT, ops.DOT_GENERAL, ops.CONVOLUTION)
+_SYMBOLIC_FUSIONS = ("loop", "reduce", "row")
 
 
 def refuse_symbolic(inst: Instruction, program: Module) -> None:
@@ -158,7 +157,7 @@ def refuse_symbolic(inst: Instruction, program: Module) -> None:
         what = inst.op.name
     elif inst.op is ops.FUSION:
         kind = inst.attrs["kind"]
-        if kind != "loop":
+        if kind not in _SYMBOLIC_FUSIONS:
             body = program.functions[inst.attrs["calls"]]  # type: ignore[index]
             core = next((i.op.name for i in body.body if i.op in _STATIC_ONLY_OPS), kind)
             what = f"a {kind} fusion ({core})"

@@ -61,8 +61,9 @@ def delinearize(b: ir.IRBuilder, linear: ir.Value, shape: Sequence[DimLike],
 
 def _delinearize_symbolic(b: ir.IRBuilder, linear: ir.Value, shape: Sequence[DimLike],
                           order: Sequence[int]) -> list[ir.Value]:
-    """`delinearize` in 64 bits by extents computed from the call's symbol values. A digit
-    is only computed for a position inside the shape, so no extent divided by is 0."""
+    """`delinearize` in 64 bits by extents computed from the call's symbol values. An
+    extent that is 0 at the call divides as 1: a kernel may compute the index of a position
+    it then does not touch (row 0 of no rows), and a division by zero would trap."""
     index: list[ir.Value] = [ir.Constant(I64, 0)] * len(shape)
     minor_to_major = list(reversed(order))
     rest = linear
@@ -72,7 +73,11 @@ def _delinearize_symbolic(b: ir.IRBuilder, linear: ir.Value, shape: Sequence[Dim
         if all(is_static(shape[e]) and shape[e] == 1 for e in minor_to_major[k + 1:]):
             index[d] = rest
             break
-        size = extents.value(b, shape[d])
+        size = extents.value(b, shape[d]) if not is_static(shape[d]) else \
+            ir.Constant(I64, max(shape[d], 1))  # type: ignore[call-overload]
+        if not is_static(shape[d]):
+            size = b.select(b.icmp_unsigned("==", size, ir.Constant(I64, 0)),
+                            ir.Constant(I64, 1), size)
         index[d] = b.urem(rest, size)
         rest = b.udiv(rest, size)
     return index

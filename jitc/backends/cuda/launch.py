@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from jitc.ir.symbolic import Dim, ceil_divide, evaluate
+from jitc.ir.symbolic import Dim, DimLike, ceil_divide, evaluate
 
 WARP = 32
 # The block size of memory-bound kernels: large enough to hide latency, small enough that
@@ -35,6 +35,9 @@ class LaunchConfig:
     block: int
     shared_bytes: int = 0
     grid_extent: Dim | None = None  # the wanted block count of a symbolic launch
+    # Whether the kernel's threads loop over what more blocks would take (grid-stride), so
+    # that fewer blocks than `grid_extent` asks for still cover the work.
+    strided: bool = False
 
 
     def __post_init__(self) -> None:
@@ -54,7 +57,11 @@ class LaunchConfig:
         """The block count of a launch with these symbol values."""
         if self.grid_extent is None:
             return self.grid
-        return min(max(evaluate(self.grid_extent, symbols), 1), self.grid)
+        wanted = evaluate(self.grid_extent, symbols)
+        if wanted > self.grid and not self.strided:
+            raise ValueError(f"a launch of {wanted} blocks exceeds the {self.grid} a CUDA "
+                             f"grid holds")
+        return min(max(wanted, 1), self.grid)
 
 
 def ceil_div(a: int, b: int) -> int:
@@ -81,12 +88,21 @@ def elementwise(n: int) -> LaunchConfig:
 def symbolic_elementwise(n: Dim) -> LaunchConfig:
     """`elementwise` for a size known only at the call: full blocks, as many as the size
     needs up to MAX_ELEMENTWISE_BLOCKS (the kernel's grid-stride loop takes the rest)."""
-    return LaunchConfig(MAX_ELEMENTWISE_BLOCKS, BLOCK, grid_extent=_as_dim(ceil_divide(n, BLOCK)))
+    return LaunchConfig(MAX_ELEMENTWISE_BLOCKS, BLOCK, grid_extent=_as_dim(ceil_divide(n, BLOCK)),
+                        strided=True)
 
 
 def _as_dim(extent: int | Dim) -> Dim:
     assert isinstance(extent, Dim), "a symbolic launch of a static size"
     return extent
+
+
+def _blocks(count: DimLike, block: int, shared_bytes: int = 0) -> LaunchConfig:
+    """`count` blocks, each of whose work is its own (no grid-stride loop): static when the
+    count is, else evaluated per call (and at most MAX_GRID)."""
+    if isinstance(count, int):
+        return LaunchConfig(max(count, 1), block, shared_bytes)
+    return LaunchConfig(MAX_GRID, block, shared_bytes, grid_extent=_as_dim(count))
 
 
 @dataclass(frozen=True)
@@ -128,6 +144,19 @@ def row_reduction(rows: int, length: int, partial_bytes: int = 0) -> RowReductio
                         per_block)
 
 
+def symbolic_row_reduction(rows: DimLike, length: DimLike, partial_bytes: int = 0
+                           ) -> RowReduction:
+    """`row_reduction` where the count or the length of the rows is known only at the call:
+    blocks of BLOCK threads unless a static length picks a smaller one, as many blocks as the
+    rows need. A thread's row may then not exist (the kernel checks it against `rows`)."""
+    if isinstance(length, int) and length <= WARP:
+        group = next_power_of_two(max(length, 1))
+        per_block = BLOCK // group
+        return RowReduction(_blocks(ceil_divide(rows, per_block), BLOCK), group, per_block)
+    block = min(BLOCK, next_power_of_two(length)) if isinstance(length, int) else BLOCK
+    return RowReduction(_blocks(rows, block, partial_bytes * (block // WARP)), block, 1)
+
+
 @dataclass(frozen=True)
 class ColumnReduction:
     """A reduction over major dimensions: a tile of `width` consecutive outputs (consecutive
@@ -139,10 +168,14 @@ class ColumnReduction:
     height: int
 
 
-def column_reduction(outputs: int, partial_bytes: int) -> ColumnReduction:
+def column_reduction(outputs: DimLike, partial_bytes: int) -> ColumnReduction:
     width, height = WARP, BLOCK // WARP
+    shared = partial_bytes * width * height
+    if not isinstance(outputs, int):
+        return ColumnReduction(_blocks(ceil_divide(outputs, width), width * height, shared),
+                               width, height)
     return ColumnReduction(LaunchConfig(ceil_div(max(outputs, 1), width), width * height,
-                                        partial_bytes * width * height), width, height)
+                                        shared), width, height)
 
 
 @dataclass(frozen=True)
