@@ -67,6 +67,18 @@ PROGRAMS = {
                                   lambda n: (_floats(n, 5),)),
     "softmax over a symbolic batch": (softmax, ("f32[B,10]",), lambda n: (_floats(n, 10),)),
     "softmax along a symbolic axis": (softmax, ("f32[4,S]",), lambda n: (_floats(4, n),)),
+    "matmul, M symbolic": (lambda x, w: x @ w, ("f32[M,48]", "f32[48,32]"),
+                           lambda n: (_floats(n, 48), W1)),
+    "matmul, N symbolic": (lambda x, y: x @ y, ("f32[6,48]", "f32[48,N]"),
+                           lambda n: (ROWS, _floats(48, n))),
+    "matmul, K symbolic": (lambda x, y: x @ y, ("f32[6,K]", "f32[K,40]"),
+                           lambda n: (_floats(6, n), _floats(n, 40))),
+    "matmul, M, N and K symbolic": (lambda x, y: x @ y, ("f32[M,K]", "f32[K,N]"),
+                                    lambda n: (_floats(n, 2 * n + 1), _floats(2 * n + 1, 70))),
+    "batched matmul, batch symbolic": (lambda x, y: x @ y, ("f32[B,5,7]", "f32[B,7,3]"),
+                                       lambda n: (_floats(n, 5, 7), _floats(n, 7, 3))),
+    "mlp": (mlp, ("f32[B,48]", "f32[48,32]", "f32[32]", "f32[32,10]"),
+            lambda n: (_floats(n, 48), W1, B1, W2)),
 }
 
 
@@ -122,7 +134,8 @@ def test_a_call_that_breaks_a_constraint_names_it() -> None:
 
 
 PTX_PROGRAMS = ["elementwise with broadcasting", "softmax along a symbolic axis",
-                "softmax over a symbolic batch", "sum over a static major axis"]
+                "softmax over a symbolic batch", "sum over a static major axis",
+                "matmul, M, N and K symbolic", "mlp"]
 
 
 @pytest.mark.parametrize("program", PTX_PROGRAMS)
@@ -146,13 +159,13 @@ def test_the_symbol_values_are_the_last_kernel_parameter_of_symbolic_programs_on
 
 
 def test_the_default_policy_serves_batches_1_to_40_with_two_compilations() -> None:
-    fun = PROGRAMS["elementwise with broadcasting"][0]
-    f = jitc.jit(fun, backend="cuda-sim", dynamic=None, disk_cache=False)
+    f = jitc.jit(mlp, backend="cuda-sim", dynamic=None, disk_cache=False)
     for batch in range(1, 41):
-        args = _floats(batch, 10), _floats(10), _floats(batch, 1)
-        np.testing.assert_allclose(f(*args), fun(*args), rtol=2e-5, atol=2e-5)
+        x = _floats(batch, 48)
+        np.testing.assert_allclose(f(x, W1, B1, W2), mlp(x, W1, B1, W2), rtol=2e-5, atol=2e-5)
     assert [(s["signature"], s["symbolic"]) for s in f.compile_stats()] == [
-        ("f32[1,10], f32[10], f32[1,1]", False), ("f32[x_0,10], f32[10], f32[x_0,1]", True)]
+        ("f32[1,48], f32[48,32], f32[32], f32[32,10]", False),
+        ("f32[x_0,48], f32[48,32], f32[32], f32[32,10]", True)]
 
 
 def sorted_rows(x):

@@ -143,8 +143,8 @@ def _step_shape(steps: tuple[Step, ...], name: str) -> tuple:
 
 # What the kernels of a symbolic program cannot take yet, refused before any code is made
 # (the automatic policy then compiles each shape exactly), by the op or the fusion's kind.
-_STATIC_ONLY_OPS = (ops.SORT, ops.DOT_GENERAL, ops.CONVOLUTION)
-_SYMBOLIC_FUSIONS = ("loop", "reduce", "row")
+_STATIC_ONLY_OPS = (ops.SORT, ops.CONVOLUTION)
+_SYMBOLIC_FUSIONS = ("loop", "reduce", "row", "dot")
 
 
 def refuse_symbolic(inst: Instruction, program: Module) -> None:
@@ -157,10 +157,10 @@ def refuse_symbolic(inst: Instruction, program: Module) -> None:
         what = inst.op.name
     elif inst.op is ops.FUSION:
         kind = inst.attrs["kind"]
-        if kind not in _SYMBOLIC_FUSIONS:
-            body = program.functions[inst.attrs["calls"]]  # type: ignore[index]
-            core = next((i.op.name for i in body.body if i.op in _STATIC_ONLY_OPS), kind)
-            what = f"a {kind} fusion ({core})"
+        body = program.functions[inst.attrs["calls"]]  # type: ignore[index]
+        core = next((i.op.name for i in body.body if i.op in _STATIC_ONLY_OPS), None)
+        if kind not in _SYMBOLIC_FUSIONS or core is not None:
+            what = f"a {kind} fusion ({core or kind})"
     if what is not None:
         raise SymbolicExtentError(located(f"the cuda backend's kernels take {what} with "
                                           f"static extents only", inst.loc))

@@ -58,8 +58,9 @@ class HostProgram:
         frame = self._frame(program, args, outputs, workspace, env, dims)
         for step in program.steps:
             if isinstance(step, KernelSpec):
-                self.device.launch(step, [frame[s] for s in step.slots],
-                                   step.launch.blocks(env))
+                blocks = step.launch.blocks(env)
+                if blocks:
+                    self.device.launch(step, [frame[s] for s in step.slots], blocks)
             elif isinstance(step, WhileLoop):
                 self._run_while(step, frame, workspace)
             else:

@@ -41,6 +41,7 @@ from jitc.backends.llvm.elemental import RULES, ElementalEmitter, Rule, elementw
 from jitc.backends.llvm.types import I32, I64, PTR, VOID
 from jitc.ir.core import Instruction, Value
 from jitc.ir.dtypes import Kind
+from jitc.ir.symbolic import DimLike
 from jitc.ir.types import TensorType
 
 GLOBAL = ir.PointerType(addrspace=1)
@@ -92,7 +93,7 @@ class ShuffleXor:
 
 @dataclass(frozen=True)
 class Repeat:
-    count: int
+    count: DimLike   # symbolic: the wrappers bind the symbol values to compute it
     steps: tuple[Step, ...]
 
 
@@ -110,6 +111,8 @@ class KernelSpec:
     slots: tuple[int, ...]        # the frame slot of each buffer parameter
     written: tuple[bool, ...]     # whether the kernel writes that buffer
     noalias: tuple[bool, ...]     # whether no other parameter reaches the same memory
+    # The symbols of a symbolic program, whose values the last buffer holds.
+    symbols: tuple[str, ...] = ()
 
     @property
     def phase_type(self) -> ir.FunctionType:
@@ -281,7 +284,7 @@ class KernelBuilder:
         self._steps[-1].append(ShuffleXor(source, target, mask))
 
     @contextmanager
-    def repeat(self, count: int) -> Iterator[None]:
+    def repeat(self, count: DimLike) -> Iterator[None]:
         self._steps.append([])
         yield
         steps = self._steps.pop()
@@ -291,7 +294,7 @@ class KernelBuilder:
         assert len(self._steps) == 1, "an unfinished repeat"
         return KernelSpec(self.name, self.launch, _align(self.state_bytes, STATE_ALIGN),
                           tuple(self._steps[0]), tuple(self.slots), tuple(self.written),
-                          tuple(self.noalias))
+                          tuple(self.noalias), tuple(self.symbols))
 
 
 def byte_size(t: ir.Type) -> int:

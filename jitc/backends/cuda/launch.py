@@ -54,14 +54,15 @@ class LaunchConfig:
         return self.grid * self.block
 
     def blocks(self, symbols: Mapping[str, int]) -> int:
-        """The block count of a launch with these symbol values."""
+        """The block count of a launch with these symbol values; 0 when the call has no work
+        for it (an empty result), so that the host skips it."""
         if self.grid_extent is None:
             return self.grid
         wanted = evaluate(self.grid_extent, symbols)
         if wanted > self.grid and not self.strided:
             raise ValueError(f"a launch of {wanted} blocks exceeds the {self.grid} a CUDA "
                              f"grid holds")
-        return min(max(wanted, 1), self.grid)
+        return min(wanted, self.grid)
 
 
 def ceil_div(a: int, b: int) -> int:
@@ -188,9 +189,9 @@ class DotTiles:
     tile_m: int
     tile_n: int
     tile_k: int
-    blocks_m: int
-    blocks_n: int
-    k_steps: int
+    blocks_m: DimLike
+    blocks_n: DimLike
+    k_steps: DimLike
 
     @property
     def per_thread_m(self) -> int:
@@ -209,12 +210,29 @@ def _dot_tile(extent: int) -> int:
     return 64 if extent >= 64 else 32 if extent >= 32 else 16
 
 
-def dot(batch: int, m: int, n: int, k: int, element_bytes: int) -> DotTiles:
+def dot(batch: DimLike, m: DimLike, n: DimLike, k: DimLike, element_bytes: int) -> DotTiles:
     """Tiles sized to the problem: 64 where a dimension allows it, down to 16 for skinny
     operands (a matrix-vector product wastes little of a 16-wide tile)."""
+    if not all(isinstance(e, int) for e in (batch, m, n, k)):
+        return _symbolic_dot(batch, m, n, k, element_bytes)
+    assert isinstance(batch, int) and isinstance(m, int) and isinstance(n, int) and \
+        isinstance(k, int)
     tile_m, tile_n = _dot_tile(m), _dot_tile(n)
     blocks_m, blocks_n = ceil_div(m, tile_m), ceil_div(n, tile_n)
     shared = (tile_m + tile_n) * DOT_TILE_K * element_bytes
     launch = LaunchConfig(max(batch, 1) * blocks_m * blocks_n, DOT_THREADS_SIDE ** 2, shared)
     return DotTiles(launch, tile_m, tile_n, DOT_TILE_K, blocks_m, blocks_n,
                     ceil_div(k, DOT_TILE_K))
+
+
+def _symbolic_dot(batch: DimLike, m: DimLike, n: DimLike, k: DimLike,
+                  element_bytes: int) -> DotTiles:
+    """`dot` where an extent is known only at the call: 64-wide tiles along it, and the
+    block and k-step counts evaluated per call."""
+    tile_m = _dot_tile(m) if isinstance(m, int) else 64
+    tile_n = _dot_tile(n) if isinstance(n, int) else 64
+    blocks_m, blocks_n = ceil_divide(m, tile_m), ceil_divide(n, tile_n)
+    shared = (tile_m + tile_n) * DOT_TILE_K * element_bytes
+    launch = _blocks(batch * blocks_m * blocks_n, DOT_THREADS_SIDE ** 2, shared)
+    return DotTiles(launch, tile_m, tile_n, DOT_TILE_K, blocks_m, blocks_n,
+                    ceil_divide(k, DOT_TILE_K))

@@ -24,6 +24,7 @@ from jitc.backends.cuda.kernel import (
     StateSlot,
     Step,
 )
+from jitc.backends.llvm import extents
 from jitc.backends.llvm.loops import for_range
 from jitc.backends.llvm.types import I8, I32, I64, PTR, VOID, declare
 
@@ -84,6 +85,8 @@ def _nvptx_kernel(module: ir.Module, spec: KernelSpec) -> None:
             if not written:
                 arg.attributes.add("readonly")
     b = ir.IRBuilder(kernel.append_basic_block("entry"))
+    if spec.symbols:  # the count of a Repeat may be symbolic
+        extents.bind(b, kernel.args[-1], spec.symbols)
     tid, bid = _special(b, "tid.x"), _special(b, "ctaid.x")
     bdim, gdim = _special(b, "ntid.x"), _special(b, "nctaid.x")
     state: ir.Value = ir.Constant(PTR, None)
@@ -184,6 +187,8 @@ def _sim_launcher(module: ir.Module, spec: KernelSpec) -> ir.Function:
     for n in range(len(spec.slots)):
         address = b.gep(params, [ir.Constant(I64, n)], source_etype=PTR, inbounds=True)
         buffers.append(b.addrspacecast(b.load(address, typ=PTR), GLOBAL))
+    if spec.symbols:  # the count of a Repeat may be symbolic
+        extents.bind(b, buffers[-1], spec.symbols)
     shared = b.addrspacecast(scratch, SHARED)
     states = b.gep(scratch, [ir.Constant(I64, state_offset(spec))], source_etype=I8)
     launch = spec.launch
