@@ -11,8 +11,10 @@ from cudacheck import check_ptx, require_ptxas
 from fakedriver import FakeDriver, compile_on_fake
 
 import jitc
+from jitc.backends.cuda import launch as launches
 from jitc.backends.llvm.extents import SymbolicExtentError
 from jitc.ir.interpreter import ArgumentError
+from jitc.ir.symbolic import symbol
 from jitc.tracing.function import AbstractArray
 
 RNG = np.random.default_rng(13)
@@ -121,6 +123,29 @@ def test_grids_are_sized_from_each_call(driver: FakeDriver) -> None:
                                    rtol=2e-5, atol=2e-5)
         assert [(grid, block) for _, grid, block, _ in driver.launches] == \
             [((-(-n * 10 // 256), 1), (256, 1, 1))]
+
+
+def test_a_call_with_no_work_launches_no_kernel(driver: FakeDriver) -> None:
+    compiled = compile_on_fake(driver, mlp, AbstractArray("f32[B,48]"), W1, B1, W2)
+    driver.launches.clear()
+    got = np.asarray(compiled(_floats(0, 48), W1, B1, W2))
+    assert got.shape == (0, 10) and driver.launches == []
+    x = _floats(3, 48)
+    np.testing.assert_allclose(np.asarray(compiled(x, W1, B1, W2)), mlp(x, W1, B1, W2),
+                               rtol=2e-5, atol=2e-5)
+    assert len(driver.launches) == 2  # two matrix products, their epilogues fused
+
+
+def test_symbolic_block_counts_follow_the_call_within_the_grid_limits() -> None:
+    n = symbol("n")
+    elementwise = launches.symbolic_elementwise(n * 10)
+    assert [elementwise.blocks({"n": v}) for v in (0, 1, 26, 10**6)] == [0, 1, 2, 4096]
+    rows = launches.symbolic_row_reduction(n, 100).launch  # a block per row, not strided
+    assert rows.blocks({"n": 5}) == 5 and rows.block == 128
+    with pytest.raises(ValueError, match=r"a launch of 2147483648 blocks exceeds"):
+        rows.blocks({"n": 2**31})
+    short = launches.symbolic_row_reduction(n, 10)  # 16 lanes a row, 16 rows a block
+    assert (short.group, short.rows_per_block, short.launch.blocks({"n": 33})) == (16, 16, 3)
 
 
 def test_a_call_that_breaks_a_constraint_names_it() -> None:
