@@ -34,7 +34,9 @@ class CudaExecutable:
         self.lowering = lowering
         self.arch = arch
         self.kernel_count = len(lowering.specs)
-        self.workspace_bytes = lowering.plan.workspace_bytes
+        # None for a symbolic program, as on the c backend: its size is known per call.
+        workspace = lowering.plan.workspace_bytes
+        self.workspace_bytes = workspace if isinstance(workspace, int) else None
         self._ptx = {arch: emit_ptx(lowering.kernel_ir, lowering.specs, arch)}
         self._loaded: LoadedProgram | None = None
 

@@ -105,7 +105,8 @@ class SimExecutable:
         self.constants = [self.arrays[k] for k in lowering.program.constants]
         self.host = None if self.kernels.has_entry else HostProgram(
             SimDevice(self.kernels), [a.ctypes.data for a in self.arrays])
-        self.workspace_bytes = self.plan.workspace_bytes
+        workspace = self.plan.workspace_bytes  # None when symbolic: known per call
+        self.workspace_bytes = workspace if isinstance(workspace, int) else None
         self.symbolic = SymbolicCall.of(module, self.plan)
         if self.symbolic is None:
             self._workspace_size = workspace_scratch_offset(self.plan) + \
