@@ -75,3 +75,26 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if (item.nodeid.startswith("tests/numpy/")
                 and params.get("backend") in _SLOW_BACKENDS):
             item.add_marker(pytest.mark.slow)
+
+
+class _StaticExtentsInterpreter:
+    """The interpreter posing as a backend whose kernels take static extents only (every
+    built-in compiling backend takes run-time extents)."""
+
+    name = "static-extents"
+
+    def __init__(self) -> None:
+        from jitc.backends.interpreter import InterpreterBackend
+        self._inner = InterpreterBackend()
+        self.passes = self._inner.passes
+        self.compile = self._inner.compile
+
+
+@pytest.fixture
+def static_extents_backend(monkeypatch: pytest.MonkeyPatch) -> str:
+    """The name of a registered backend without `symbolic_extents`, for this test only."""
+    from jitc.backends import base
+    monkeypatch.setitem(base._FACTORIES, _StaticExtentsInterpreter.name,
+                        _StaticExtentsInterpreter)
+    monkeypatch.delitem(base._INSTANCES, _StaticExtentsInterpreter.name, raising=False)
+    return _StaticExtentsInterpreter.name

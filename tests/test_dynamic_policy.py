@@ -183,13 +183,15 @@ def test_an_extent_used_as_a_float_falls_back_to_exact_compilations() -> None:
                           "'float'): exact compilation")
 
 
-def test_a_backend_with_static_extents_compiles_exactly_and_says_why() -> None:
-    f = jitc.jit(layer, backend="cuda-sim")
+def test_a_backend_with_static_extents_compiles_exactly_and_says_why(
+        static_extents_backend: str) -> None:
+    f = jitc.jit(layer, backend=static_extents_backend)
     _sweep(f, (3, 5, 7), W)
     reasons = _reasons(f)
     assert [r[2] for r in reasons] == [False, False, False]
     assert reasons[2][1] == ("dimension 0 of x changed (5 -> 7); the symbolic compilation is "
-                             "refused (the cuda-sim backend takes static extents only): exact "
+                             "refused (the static-extents backend takes static extents only): "
+                             "exact "
                              "compilation")
 
 

@@ -13,7 +13,7 @@ def centered_share(x):
     return (x - x.mean(axis=0)) / x.shape[0] + x.var(axis=0)
 
 
-@pytest.mark.parametrize("backend", ["cpu", "c", "interpreter"])
+@pytest.mark.parametrize("backend", ["cpu", "c", "interpreter", "cuda-sim"])
 def test_extent_values_come_from_the_call(backend) -> None:
     f = jitc.jit(centered_share, backend=backend, dynamic={"x": {0: "n"}}, disk_cache=False)
     for n in (1, 2, 7, 33):

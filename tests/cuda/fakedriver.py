@@ -63,7 +63,8 @@ class FakeDriver(types.ModuleType):
                 driver.launches.append((self.name, grid, block, len(pointers)))
                 spec = next(s for s in self.kernels.specs if s.name == self.name)
                 scratch = np.zeros(max(scratch_bytes(spec), 1), np.uint8)
-                self.kernels.launch(self.name, [int(p) for p in pointers], scratch.ctypes.data)
+                self.kernels.launch(self.name, [int(p) for p in pointers], scratch.ctypes.data,
+                                    grid[0])
 
         class Module:
             def __init__(self, ptx: str) -> None:

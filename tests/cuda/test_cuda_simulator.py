@@ -43,7 +43,7 @@ def _run(module: ir.Module, spec: KernelSpec) -> np.ndarray:
     kernels = SimulatedKernels(lowering)
     out = np.full(OUT.shape, -1, np.int32)
     scratch = np.zeros(max(scratch_bytes(spec), 1), np.uint8)
-    kernels.launch(spec.name, [out.ctypes.data], scratch.ctypes.data)
+    kernels.launch(spec.name, [out.ctypes.data], scratch.ctypes.data, spec.launch.grid)
     return out
 
 

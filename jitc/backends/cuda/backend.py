@@ -15,7 +15,9 @@ from jitc.backends.cuda.codegen import Lowering, lower_module
 from jitc.backends.cuda.passes import GPU_PASSES
 from jitc.backends.cuda.ptx import check_arch, emit_ptx
 from jitc.backends.cuda.simulator import SimExecutable
+from jitc.backends.llvm.extents import SymbolicExtentError
 from jitc.ir.core import Module
+from jitc.ir.symbolic import UnknownDimensionError
 from jitc.options import Options
 from jitc.passes.pipeline import Pass
 
@@ -32,7 +34,9 @@ class CudaExecutable:
         self.lowering = lowering
         self.arch = arch
         self.kernel_count = len(lowering.specs)
-        self.workspace_bytes = lowering.plan.workspace_bytes
+        # None for a symbolic program, as on the c backend: its size is known per call.
+        workspace = lowering.plan.workspace_bytes
+        self.workspace_bytes = workspace if isinstance(workspace, int) else None
         self._ptx = {arch: emit_ptx(lowering.kernel_ir, lowering.specs, arch)}
         self._loaded: LoadedProgram | None = None
 
@@ -57,6 +61,11 @@ class CudaExecutable:
 class CudaBackend:
     """Kernels for an NVIDIA GPU of compute capability `arch` or newer."""
 
+    # Symbolic modules compile once: kernels read the symbol values from a device buffer and
+    # the host sizes grids and buffers per call (a construct the kernels cannot take
+    # symbolically yet is refused at compile time).
+    symbolic_extents = True
+
     def __init__(self, arch: str = DEFAULT_ARCH) -> None:
         self.arch = check_arch(arch)
         self.name = "cuda" if arch == DEFAULT_ARCH else f"cuda:{arch}"
@@ -65,7 +74,7 @@ class CudaBackend:
         return GPU_PASSES
 
     def compile(self, module: Module, options: Options) -> CudaExecutable:
-        return CudaExecutable(module, lower_module(module), self.arch)
+        return CudaExecutable(module, lower_symbolic_checked(self.name, module), self.arch)
 
     def unavailable_reason(self) -> str | None:
         """Why kernels cannot run here (compiling always works)."""
@@ -77,9 +86,25 @@ class CudaSimBackend:
     """The CUDA backend's kernels run on the CPU by the grid simulator."""
 
     name = "cuda-sim"
+    symbolic_extents = True
 
     def passes(self, options: Options) -> Sequence[Pass]:
         return GPU_PASSES
 
     def compile(self, module: Module, options: Options) -> SimExecutable:
-        return SimExecutable(module, lower_module(module))
+        return SimExecutable(module, lower_symbolic_checked(self.name, module))
+
+
+def lower_symbolic_checked(backend: str, module: Module) -> Lowering:
+    """`lower_module`; for a module with symbolic dimensions, every construct its kernels
+    cannot take symbolically yet ends here, loudly, before any code runs (jit's automatic
+    policy then compiles each shape exactly)."""
+    symbols = sorted(set().union(*(t.symbols for t in module.entry.parameter_types)))
+    if not symbols:
+        return lower_module(module)
+    try:
+        return lower_module(module)
+    except (UnknownDimensionError, SymbolicExtentError, TypeError) as exc:
+        raise SymbolicExtentError(
+            f"the {backend} backend cannot compile {module.entry.name} with symbolic "
+            f"dimensions ({', '.join(symbols)}) yet: {exc}") from exc

@@ -28,7 +28,7 @@ from jitc.backends.cuda.kernel import (
     StateSlot,
     byte_size,
 )
-from jitc.backends.llvm import indexing
+from jitc.backends.llvm import extents, indexing
 from jitc.backends.llvm.elemental import convert_value
 from jitc.backends.llvm.loops import for_range
 from jitc.backends.llvm.reductions import accumulator_dtype
@@ -36,6 +36,7 @@ from jitc.backends.llvm.types import I32, I64, constant, declare, value_type
 from jitc.ir import dtypes
 from jitc.ir.core import Instruction, Value
 from jitc.ir.dtypes import DType
+from jitc.ir.symbolic import DimLike, is_static
 from jitc.ir.types import TensorType
 
 Index = list[ir.Value]
@@ -84,8 +85,8 @@ def _minor(t: TensorType) -> int | None:
     return next((d for d in t.layout if t.shape[d] != 1), None)
 
 
-def _product(xs: Sequence[int]) -> int:
-    n = 1
+def _product(xs: Sequence[DimLike]) -> DimLike:
+    n: DimLike = 1
     for x in xs:
         n *= x
     return n
@@ -125,7 +126,7 @@ def dot_kernel(module: ir.Module, plan: BufferPlan, name: str, core: Instruction
     elementwise function of the core's result, computed at the same index)."""
     attrs = core.attrs
     out = core.results[0]
-    if out.type.size == 0:
+    if is_static(out.type.size) and out.type.size == 0:
         return None
     lhs = _Operand(core.operands[0], list(attrs["lhs_batch"]),  # type: ignore[arg-type]
                    list(attrs["lhs_contract"]))  # type: ignore[arg-type]
@@ -157,10 +158,12 @@ def dot_kernel(module: ir.Module, plan: BufferPlan, name: str, core: Instruction
         """(batch multi-index, first row, first column) of this block's tile."""
         b = ctx.builder
         bid = ctx.block()
-        column = b.urem(bid, ir.Constant(I64, tiles.blocks_n))
-        rest = b.udiv(bid, ir.Constant(I64, tiles.blocks_n))
-        row = b.urem(rest, ir.Constant(I64, tiles.blocks_m))
-        batch = delinearize(b, b.udiv(rest, ir.Constant(I64, tiles.blocks_m)), batch_shape,
+        # A symbolic count is at least 1 here: the host launches no block for an empty result.
+        blocks_n, blocks_m = extents.value(b, tiles.blocks_n), extents.value(b, tiles.blocks_m)
+        column = b.urem(bid, blocks_n)
+        rest = b.udiv(bid, blocks_n)
+        row = b.urem(rest, blocks_m)
+        batch = delinearize(b, b.udiv(rest, blocks_m), batch_shape,
                             list(range(len(batch_shape))))
         return (batch, b.mul(row, ir.Constant(I64, tm)), b.mul(column, ir.Constant(I64, tn)))
 
@@ -193,8 +196,8 @@ def dot_kernel(module: ir.Module, plan: BufferPlan, name: str, core: Instruction
             row = b.add(row0, b.add(ty, ir.Constant(I64, SIDE * r)))
             for c in range(rn):
                 col = b.add(col0, b.add(tx, ir.Constant(I64, SIDE * c)))
-                inside = b.and_(b.icmp_unsigned("<", row, ir.Constant(I64, m)),
-                                b.icmp_unsigned("<", col, ir.Constant(I64, n)))
+                inside = b.and_(b.icmp_unsigned("<", row, extents.value(b, m)),
+                                b.icmp_unsigned("<", col, extents.value(b, n)))
                 with b.if_then(inside):
                     value = convert_value(b, ctx.load_state(accumulators, r * rn + c), acc,
                                           dtype)
@@ -214,7 +217,7 @@ def _free_index(b: ir.IRBuilder, operand: _Operand, position: ir.Value) -> Index
 
 
 def _load_tile(ctx: PhaseContext, operand: _Operand, tile: SharedArray, batch: Index,
-               free0: ir.Value, k0: ir.Value, free_size: int, k_size: int, width: int,
+               free0: ir.Value, k0: ir.Value, free_size: DimLike, k_size: DimLike, width: int,
                depth: int, threads: int, dtype: DType, acc: DType) -> None:
     """Copy the depth x width slice [k0, k0 + depth) x [free0, free0 + width) of an operand
     into `tile` (stored [kk][ff]), zero outside the operand; consecutive threads take
@@ -229,13 +232,13 @@ def _load_tile(ctx: PhaseContext, operand: _Operand, tile: SharedArray, batch: I
         else:
             ff, kk = b.urem(e, ir.Constant(I64, width)), b.udiv(e, ir.Constant(I64, width))
         f, kpos = b.add(free0, ff), b.add(k0, kk)
-        inside = b.and_(b.icmp_unsigned("<", f, ir.Constant(I64, free_size)),
-                        b.icmp_unsigned("<", kpos, ir.Constant(I64, k_size)))
-        # Clamped indices keep the load in bounds; the value is dropped outside.
-        f = b.select(b.icmp_unsigned("<", f, ir.Constant(I64, free_size)), f,
-                     ir.Constant(I64, free_size - 1))
-        kpos = b.select(b.icmp_unsigned("<", kpos, ir.Constant(I64, k_size)), kpos,
-                        ir.Constant(I64, k_size - 1))
+        f_inside = b.icmp_unsigned("<", f, extents.value(b, free_size))
+        k_inside = b.icmp_unsigned("<", kpos, extents.value(b, k_size))
+        inside = b.and_(f_inside, k_inside)
+        # Clamped indices keep the load in bounds (a launched block has at least one row,
+        # and a k-step at least one depth step); the value is dropped outside.
+        f = b.select(f_inside, f, extents.value(b, free_size - 1))
+        kpos = b.select(k_inside, kpos, extents.value(b, k_size - 1))
         value = ctx.emitter.value_at(operand.value, operand.index(b, batch, f, kpos))
         value = convert_value(b, value, dtype, acc)
         cell = b.add(b.mul(kk, ir.Constant(I64, width)), ff)
@@ -243,8 +246,8 @@ def _load_tile(ctx: PhaseContext, operand: _Operand, tile: SharedArray, batch: I
 
 
 def _load_packed_tile(ctx: PhaseContext, operand: _Operand, tile: SharedArray, batch: Index,
-                      free0: ir.Value, k0: ir.Value, free_size: int, k_size: int, width: int,
-                      depth: int, threads: int) -> None:
+                      free0: ir.Value, k0: ir.Value, free_size: DimLike, k_size: DimLike,
+                      width: int, depth: int, threads: int) -> None:
     """Like _load_tile for byte operands: cell [kq][ff] holds the bytes of depth steps
     k0 + 4 kq .. + 3 (zero outside the operand), the first in the low byte."""
     b = ctx.builder
@@ -254,15 +257,15 @@ def _load_packed_tile(ctx: PhaseContext, operand: _Operand, tile: SharedArray, b
         e = b.add(tid, ir.Constant(I64, q * threads))
         ff, kq = b.urem(e, ir.Constant(I64, width)), b.udiv(e, ir.Constant(I64, width))
         f = b.add(free0, ff)
-        f_inside = b.icmp_unsigned("<", f, ir.Constant(I64, free_size))
-        f = b.select(f_inside, f, ir.Constant(I64, free_size - 1))
+        f_inside = b.icmp_unsigned("<", f, extents.value(b, free_size))
+        f = b.select(f_inside, f, extents.value(b, free_size - 1))
         word: ir.Value = ir.Constant(I32, 0)
         for r in range(BYTES_PER_CELL):
             kpos = b.add(k0, b.add(b.mul(kq, ir.Constant(I64, BYTES_PER_CELL)),
                                    ir.Constant(I64, r)))
-            inside = b.and_(f_inside, b.icmp_unsigned("<", kpos, ir.Constant(I64, k_size)))
-            kpos = b.select(b.icmp_unsigned("<", kpos, ir.Constant(I64, k_size)), kpos,
-                            ir.Constant(I64, k_size - 1))
+            k_inside = b.icmp_unsigned("<", kpos, extents.value(b, k_size))
+            inside = b.and_(f_inside, k_inside)
+            kpos = b.select(k_inside, kpos, extents.value(b, k_size - 1))
             byte = ctx.emitter.value_at(operand.value, operand.index(b, batch, f, kpos))
             byte = b.select(inside, b.zext(byte, I32), ir.Constant(I32, 0))
             word = b.or_(word, b.shl(byte, ir.Constant(I32, 8 * r)))

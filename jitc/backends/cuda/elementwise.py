@@ -15,12 +15,13 @@ from llvmlite import ir
 from jitc.backends.cpu.plan import BufferPlan
 from jitc.backends.cuda import launch as launches
 from jitc.backends.cuda.kernel import KernelBuilder, KernelSpec, PhaseContext
-from jitc.backends.llvm import indexing
+from jitc.backends.llvm import extents, indexing
 from jitc.backends.llvm.convolution import convolution_element as shared_convolution_element
 from jitc.backends.llvm.loops import for_range
 from jitc.backends.llvm.types import I32, I64, declare
 from jitc.ir import dtypes
 from jitc.ir.core import Instruction, Value
+from jitc.ir.symbolic import DimLike, is_static
 from jitc.ir.types import TensorType
 
 _FLOAT_NAMES = {ir.HalfType: "f16", ir.FloatType: "f32", ir.DoubleType: "f64"}
@@ -32,11 +33,13 @@ def physical_order(t: TensorType) -> list[int]:
     return list(reversed(t.layout))
 
 
-def delinearize(b: ir.IRBuilder, linear: ir.Value, shape: Sequence[int],
+def delinearize(b: ir.IRBuilder, linear: ir.Value, shape: Sequence[DimLike],
                 order: Sequence[int]) -> list[ir.Value]:
     """The multi-index (i64, by logical dimension) of position `linear` when `shape` is walked
     in `order` (major to minor). Division by constants is cheaper in 32 bits, which suffices
     whenever the whole shape does."""
+    if not all(is_static(d) for d in shape):
+        return _delinearize_symbolic(b, linear, shape, order)
     total = 1
     for d in shape:
         total *= d
@@ -56,11 +59,35 @@ def delinearize(b: ir.IRBuilder, linear: ir.Value, shape: Sequence[int],
     return index
 
 
-def grid_stride(ctx: PhaseContext, n: int, body: Callable[[ir.Value], None]) -> None:
+def _delinearize_symbolic(b: ir.IRBuilder, linear: ir.Value, shape: Sequence[DimLike],
+                          order: Sequence[int]) -> list[ir.Value]:
+    """`delinearize` in 64 bits by extents computed from the call's symbol values. An
+    extent that is 0 at the call divides as 1: a kernel may compute the index of a position
+    it then does not touch (row 0 of no rows), and a division by zero would trap."""
+    index: list[ir.Value] = [ir.Constant(I64, 0)] * len(shape)
+    minor_to_major = list(reversed(order))
+    rest = linear
+    for k, d in enumerate(minor_to_major):
+        if is_static(shape[d]) and shape[d] == 1:
+            continue
+        if all(is_static(shape[e]) and shape[e] == 1 for e in minor_to_major[k + 1:]):
+            index[d] = rest
+            break
+        size = extents.value(b, shape[d]) if not is_static(shape[d]) else \
+            ir.Constant(I64, max(shape[d], 1))  # type: ignore[call-overload]
+        if not is_static(shape[d]):
+            size = b.select(b.icmp_unsigned("==", size, ir.Constant(I64, 0)),
+                            ir.Constant(I64, 1), size)
+        index[d] = b.urem(rest, size)
+        rest = b.udiv(rest, size)
+    return index
+
+
+def grid_stride(ctx: PhaseContext, n: DimLike, body: Callable[[ir.Value], None]) -> None:
     """`body(i)` for i = this thread's global index, then every launch.threads-th after it,
     while i < n."""
     b = ctx.builder
-    with for_range(b, ctx.global_thread(), n, step=ctx.launch.threads, name="i") as i:
+    with for_range(b, ctx.global_thread(), n, step=ctx.threads(), name="i") as i:
         body(i)
 
 
@@ -72,9 +99,12 @@ def elementwise_kernel(module: ir.Module, plan: BufferPlan, name: str, values: S
     shape `out`, into the buffers of `targets` (siblings of one shape, each in its own
     layout; threads walk the first one's), or into frame slot `copy_slot` (a result that
     copies another value). None when `out` has no elements."""
-    if out.size == 0:
-        return None
-    config = launches.elementwise(out.size)
+    if is_static(out.size):
+        if out.size == 0:
+            return None
+        config = launches.elementwise(out.size)
+    else:
+        config = launches.symbolic_elementwise(out.size)  # type: ignore[arg-type]
     extra = [(copy_slot, out)] if copy_slot is not None else []
     kb = KernelBuilder(module, plan, name, values, targets, config, extra)
     kb.aliases.update(aliases or {})

@@ -4,11 +4,15 @@
 The same code drives the GPU (runtime.py, through pycuda) and the grid simulator
 (simulator.py); only the `Device` differs. Addresses are plain integers: device pointers on
 the GPU, host pointers in the simulator.
+
+A symbolic program (docs/dynamic-shapes.md) runs with its call's symbol values: they place
+the temporaries in the workspace, set each launch's block count, and reach the kernels as the
+device buffer `dims` (the frame's `dims_slot`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Protocol
 
 import numpy as np
@@ -24,11 +28,13 @@ from jitc.backends.cuda.control import (
 )
 from jitc.backends.cuda.kernel import KernelSpec
 from jitc.ir.ops.control import INDEX_DTYPE, branch_index
+from jitc.ir.symbolic import evaluate
 
 
 class Device(Protocol):
-    def launch(self, spec: KernelSpec, pointers: Sequence[int]) -> None:
-        """Launch `spec` on these buffers, after everything launched before."""
+    def launch(self, spec: KernelSpec, pointers: Sequence[int], blocks: int) -> None:
+        """Launch `spec` with `blocks` blocks on these buffers, after everything launched
+        before."""
 
     def copy(self, target: int, source: int, nbytes: int) -> None:
         """Device-to-device copy, ordered after the launches before it."""
@@ -45,25 +51,32 @@ class HostProgram:
         self.arrays = list(arrays)
 
     def run(self, program: Program, args: Sequence[int], outputs: Sequence[int],
-            workspace: int) -> None:
-        frame = self._frame(program, args, outputs, workspace)
+            workspace: int, symbols: Mapping[str, int] | None = None, dims: int = 0) -> None:
+        """Run `program`; a symbolic one with its call's `symbols` (name -> value) and `dims`,
+        the device address of their values in `sorted(symbols)` order."""
+        env = symbols or {}
+        frame = self._frame(program, args, outputs, workspace, env, dims)
         for step in program.steps:
             if isinstance(step, KernelSpec):
-                self.device.launch(step, [frame[s] for s in step.slots])
+                blocks = step.launch.blocks(env)
+                if blocks:
+                    self.device.launch(step, [frame[s] for s in step.slots], blocks)
             elif isinstance(step, WhileLoop):
                 self._run_while(step, frame, workspace)
             else:
                 self._run_conditional(step, frame, workspace)
 
     def _frame(self, program: Program, args: Sequence[int], outputs: Sequence[int],
-               workspace: int) -> list[int]:
+               workspace: int, env: Mapping[str, int], dims: int) -> list[int]:
         plan = program.plan
         frame = [*args, *outputs, *(self.arrays[k] for k in program.constants)]
         frame.extend([0] * (plan.num_slots - len(frame)))
         for slot, offset in plan.temp_offsets.items():
-            frame[slot] = workspace + offset
-        for slot, (base, offset) in plan.views.items():
-            frame[slot] = frame[base] + offset
+            frame[slot] = workspace + evaluate(offset, env)
+        for slot, (base, offset) in sorted(plan.views.items()):
+            frame[slot] = frame[base] + evaluate(offset, env)
+        if plan.dims_slot is not None:
+            frame[plan.dims_slot] = dims
         return frame
 
     def _address(self, source: Source, frame: Sequence[int]) -> int:
@@ -105,7 +118,8 @@ class HostProgram:
             self.run(step.body, current, [spare[i] for i in step.moving] + blocks, regions)
             for write in step.writes:
                 device.launch(write.spec, [current[write.carry], blocks[write.block],
-                                           *(blocks[s] for s in write.starts)])
+                                           *(blocks[s] for s in write.starts)],
+                              write.spec.launch.grid)
             for i in step.moving:
                 current[i], spare[i] = spare[i], current[i]
             done += 1

@@ -11,6 +11,10 @@ A kernel is a list of steps:
 - `Repeat`: steps run `count` times (a loop every thread of the block takes together, such
   as the k-tiles of a matrix product).
 
+A kernel of a symbolic program (docs/dynamic-shapes.md) takes one more buffer, last: the
+call's symbol values (`int64_t dims[]` in `sorted(symbols)` order, in device memory), which
+every phase binds on entry so that `extents.value` turns a `Dim` into arithmetic on them.
+
 The phase functions are the kernel IR. The NVPTX wrapper calls them in order inside one
 `ptx_kernel` that reads the special registers, keeps the thread's state in an alloca (which
 the optimizer turns into registers once the phases are inlined) and puts real barriers and
@@ -32,10 +36,12 @@ from llvmlite.ir.values import ArgumentAttributes
 from jitc.backends.cpu.plan import BufferPlan
 from jitc.backends.cuda.fmod import emit_fmod
 from jitc.backends.cuda.launch import WARP, LaunchConfig
+from jitc.backends.llvm import extents
 from jitc.backends.llvm.elemental import RULES, ElementalEmitter, Rule, elementwise_operands
 from jitc.backends.llvm.types import I32, I64, PTR, VOID
 from jitc.ir.core import Instruction, Value
 from jitc.ir.dtypes import Kind
+from jitc.ir.symbolic import DimLike
 from jitc.ir.types import TensorType
 
 GLOBAL = ir.PointerType(addrspace=1)
@@ -87,7 +93,7 @@ class ShuffleXor:
 
 @dataclass(frozen=True)
 class Repeat:
-    count: int
+    count: DimLike   # symbolic: the wrappers bind the symbol values to compute it
     steps: tuple[Step, ...]
 
 
@@ -105,6 +111,8 @@ class KernelSpec:
     slots: tuple[int, ...]        # the frame slot of each buffer parameter
     written: tuple[bool, ...]     # whether the kernel writes that buffer
     noalias: tuple[bool, ...]     # whether no other parameter reaches the same memory
+    # The symbols of a symbolic program, whose values the last buffer holds.
+    symbols: tuple[str, ...] = ()
 
     @property
     def phase_type(self) -> ir.FunctionType:
@@ -155,6 +163,13 @@ class PhaseContext:
     def global_thread(self) -> ir.Value:
         b = self.builder
         return b.add(b.mul(self.block(), ir.Constant(I64, self.launch.block)), self.thread())
+
+    def threads(self) -> int | ir.Value:
+        """The threads of the whole grid: a constant, or what a symbolic launch got."""
+        if self.launch.grid_extent is None:
+            return self.launch.threads
+        b = self.builder
+        return b.mul(b.zext(self.gdim, I64), ir.Constant(I64, self.launch.block))
 
     # -- state and shared memory -------------------------------------------------------------
     def state_pointer(self, slot: StateSlot, index: int | ir.Value = 0) -> ir.Value:
@@ -207,6 +222,11 @@ class KernelBuilder:
         self.slots: list[int] = [s for s in slots if s is not None] + [s for s, _ in extra]
         self.written = [id(v) in written_ids for v in self.values] + [True] * len(extra)
         self.extra_types = [t for _, t in extra]
+        # The symbol values of a symbolic program: a read-only buffer after all the others.
+        self.symbols = plan.symbols if plan.dims_slot is not None else ()
+        if plan.dims_slot is not None:
+            self.slots.append(plan.dims_slot)
+            self.written.append(False)
         self.noalias = _noalias(plan, self.slots, self.written)
         self.aliases: dict[int, Value] = {}
         self.state_bytes = 0
@@ -244,6 +264,8 @@ class KernelBuilder:
         for arg in fn.args[5:7]:
             arg.add_attribute("noalias")
         builder = ir.IRBuilder(fn.append_basic_block("entry"))
+        if self.symbols:
+            extents.bind(builder, fn.args[-1], self.symbols)
         emitter = GpuEmitter(builder, {id(v): a for v, a in zip(self.values, buffers)})
         emitter.aliases.update(self.aliases)
         yield PhaseContext(fn, emitter, self.launch)
@@ -262,7 +284,7 @@ class KernelBuilder:
         self._steps[-1].append(ShuffleXor(source, target, mask))
 
     @contextmanager
-    def repeat(self, count: int) -> Iterator[None]:
+    def repeat(self, count: DimLike) -> Iterator[None]:
         self._steps.append([])
         yield
         steps = self._steps.pop()
@@ -272,7 +294,7 @@ class KernelBuilder:
         assert len(self._steps) == 1, "an unfinished repeat"
         return KernelSpec(self.name, self.launch, _align(self.state_bytes, STATE_ALIGN),
                           tuple(self._steps[0]), tuple(self.slots), tuple(self.written),
-                          tuple(self.noalias))
+                          tuple(self.noalias), tuple(self.symbols))
 
 
 def byte_size(t: ir.Type) -> int:

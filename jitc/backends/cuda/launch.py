@@ -3,11 +3,18 @@
 Plain Python on sizes known at compile time, so the GPU runtime and the simulator launch
 exactly the same grid, and the rules are unit-tested without a GPU. Grids and blocks are
 one-dimensional; kernels derive 2-D thread positions from the linear thread index.
+
+A kernel of a symbolic program (docs/dynamic-shapes.md) has a static block size and a block
+count that is an expression of the symbols (`grid_extent`): the host evaluates it with each
+call's symbol values, clamped to [1, grid]; the kernel reads the count it was launched with.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+
+from jitc.ir.symbolic import Dim, DimLike, ceil_divide, evaluate
 
 WARP = 32
 # The block size of memory-bound kernels: large enough to hide latency, small enough that
@@ -24,9 +31,14 @@ MAX_GRID = 2**31 - 1
 
 @dataclass(frozen=True)
 class LaunchConfig:
-    grid: int
+    grid: int                     # the block count; the most blocks when `grid_extent` is set
     block: int
     shared_bytes: int = 0
+    grid_extent: Dim | None = None  # the wanted block count of a symbolic launch
+    # Whether the kernel's threads loop over what more blocks would take (grid-stride), so
+    # that fewer blocks than `grid_extent` asks for still cover the work.
+    strided: bool = False
+
 
     def __post_init__(self) -> None:
         if not 1 <= self.grid <= MAX_GRID:
@@ -40,6 +52,17 @@ class LaunchConfig:
     @property
     def threads(self) -> int:
         return self.grid * self.block
+
+    def blocks(self, symbols: Mapping[str, int]) -> int:
+        """The block count of a launch with these symbol values; 0 when the call has no work
+        for it (an empty result), so that the host skips it."""
+        if self.grid_extent is None:
+            return self.grid
+        wanted = evaluate(self.grid_extent, symbols)
+        if wanted > self.grid and not self.strided:
+            raise ValueError(f"a launch of {wanted} blocks exceeds the {self.grid} a CUDA "
+                             f"grid holds")
+        return min(wanted, self.grid)
 
 
 def ceil_div(a: int, b: int) -> int:
@@ -61,6 +84,26 @@ def elementwise(n: int) -> LaunchConfig:
     """
     block = min(BLOCK, round_up(max(n, 1), WARP))
     return LaunchConfig(min(ceil_div(max(n, 1), block), MAX_ELEMENTWISE_BLOCKS), block)
+
+
+def symbolic_elementwise(n: Dim) -> LaunchConfig:
+    """`elementwise` for a size known only at the call: full blocks, as many as the size
+    needs up to MAX_ELEMENTWISE_BLOCKS (the kernel's grid-stride loop takes the rest)."""
+    return LaunchConfig(MAX_ELEMENTWISE_BLOCKS, BLOCK, grid_extent=_as_dim(ceil_divide(n, BLOCK)),
+                        strided=True)
+
+
+def _as_dim(extent: int | Dim) -> Dim:
+    assert isinstance(extent, Dim), "a symbolic launch of a static size"
+    return extent
+
+
+def _blocks(count: DimLike, block: int, shared_bytes: int = 0) -> LaunchConfig:
+    """`count` blocks, each of whose work is its own (no grid-stride loop): static when the
+    count is, else evaluated per call (and at most MAX_GRID)."""
+    if isinstance(count, int):
+        return LaunchConfig(max(count, 1), block, shared_bytes)
+    return LaunchConfig(MAX_GRID, block, shared_bytes, grid_extent=_as_dim(count))
 
 
 @dataclass(frozen=True)
@@ -102,6 +145,19 @@ def row_reduction(rows: int, length: int, partial_bytes: int = 0) -> RowReductio
                         per_block)
 
 
+def symbolic_row_reduction(rows: DimLike, length: DimLike, partial_bytes: int = 0
+                           ) -> RowReduction:
+    """`row_reduction` where the count or the length of the rows is known only at the call:
+    blocks of BLOCK threads unless a static length picks a smaller one, as many blocks as the
+    rows need. A thread's row may then not exist (the kernel checks it against `rows`)."""
+    if isinstance(length, int) and length <= WARP:
+        group = next_power_of_two(max(length, 1))
+        per_block = BLOCK // group
+        return RowReduction(_blocks(ceil_divide(rows, per_block), BLOCK), group, per_block)
+    block = min(BLOCK, next_power_of_two(length)) if isinstance(length, int) else BLOCK
+    return RowReduction(_blocks(rows, block, partial_bytes * (block // WARP)), block, 1)
+
+
 @dataclass(frozen=True)
 class ColumnReduction:
     """A reduction over major dimensions: a tile of `width` consecutive outputs (consecutive
@@ -113,10 +169,14 @@ class ColumnReduction:
     height: int
 
 
-def column_reduction(outputs: int, partial_bytes: int) -> ColumnReduction:
+def column_reduction(outputs: DimLike, partial_bytes: int) -> ColumnReduction:
     width, height = WARP, BLOCK // WARP
+    shared = partial_bytes * width * height
+    if not isinstance(outputs, int):
+        return ColumnReduction(_blocks(ceil_divide(outputs, width), width * height, shared),
+                               width, height)
     return ColumnReduction(LaunchConfig(ceil_div(max(outputs, 1), width), width * height,
-                                        partial_bytes * width * height), width, height)
+                                        shared), width, height)
 
 
 @dataclass(frozen=True)
@@ -129,9 +189,9 @@ class DotTiles:
     tile_m: int
     tile_n: int
     tile_k: int
-    blocks_m: int
-    blocks_n: int
-    k_steps: int
+    blocks_m: DimLike
+    blocks_n: DimLike
+    k_steps: DimLike
 
     @property
     def per_thread_m(self) -> int:
@@ -150,12 +210,29 @@ def _dot_tile(extent: int) -> int:
     return 64 if extent >= 64 else 32 if extent >= 32 else 16
 
 
-def dot(batch: int, m: int, n: int, k: int, element_bytes: int) -> DotTiles:
+def dot(batch: DimLike, m: DimLike, n: DimLike, k: DimLike, element_bytes: int) -> DotTiles:
     """Tiles sized to the problem: 64 where a dimension allows it, down to 16 for skinny
     operands (a matrix-vector product wastes little of a 16-wide tile)."""
+    if not all(isinstance(e, int) for e in (batch, m, n, k)):
+        return _symbolic_dot(batch, m, n, k, element_bytes)
+    assert isinstance(batch, int) and isinstance(m, int) and isinstance(n, int) and \
+        isinstance(k, int)
     tile_m, tile_n = _dot_tile(m), _dot_tile(n)
     blocks_m, blocks_n = ceil_div(m, tile_m), ceil_div(n, tile_n)
     shared = (tile_m + tile_n) * DOT_TILE_K * element_bytes
     launch = LaunchConfig(max(batch, 1) * blocks_m * blocks_n, DOT_THREADS_SIDE ** 2, shared)
     return DotTiles(launch, tile_m, tile_n, DOT_TILE_K, blocks_m, blocks_n,
                     ceil_div(k, DOT_TILE_K))
+
+
+def _symbolic_dot(batch: DimLike, m: DimLike, n: DimLike, k: DimLike,
+                  element_bytes: int) -> DotTiles:
+    """`dot` where an extent is known only at the call: 64-wide tiles along it, and the
+    block and k-step counts evaluated per call."""
+    tile_m = _dot_tile(m) if isinstance(m, int) else 64
+    tile_n = _dot_tile(n) if isinstance(n, int) else 64
+    blocks_m, blocks_n = ceil_divide(m, tile_m), ceil_divide(n, tile_n)
+    shared = (tile_m + tile_n) * DOT_TILE_K * element_bytes
+    launch = _blocks(batch * blocks_m * blocks_n, DOT_THREADS_SIDE ** 2, shared)
+    return DotTiles(launch, tile_m, tile_n, DOT_TILE_K, blocks_m, blocks_n,
+                    ceil_divide(k, DOT_TILE_K))

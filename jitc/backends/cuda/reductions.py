@@ -28,7 +28,7 @@ from jitc.backends.cpu.plan import BufferPlan
 from jitc.backends.cuda import launch as launches
 from jitc.backends.cuda.elementwise import delinearize, physical_order
 from jitc.backends.cuda.kernel import KernelBuilder, KernelSpec, PhaseContext, StateSlot
-from jitc.backends.llvm import indexing
+from jitc.backends.llvm import extents, indexing
 from jitc.backends.llvm.elemental import _is_nan, convert_value
 from jitc.backends.llvm.loops import for_range
 from jitc.backends.llvm.reductions import Cascade, accumulator_dtype, combine
@@ -37,6 +37,7 @@ from jitc.ir import dtypes, ops
 from jitc.ir.core import Function, Instruction, Value
 from jitc.ir.dtypes import Kind
 from jitc.ir.ops.reduce import reduce_identity
+from jitc.ir.symbolic import DimLike, is_static
 from jitc.ir.types import TensorType
 
 Index = list[ir.Value]
@@ -124,8 +125,8 @@ class Reduction:
         return [d for d in physical_order(self.input) if d in self.dims]
 
     @property
-    def length(self) -> int:
-        n = 1
+    def length(self) -> DimLike:
+        n: DimLike = 1
         for d in self.dims:
             n *= self.input.shape[d]
         return n
@@ -139,7 +140,7 @@ def reduces_minor(t: TensorType, dims: Sequence[int]) -> bool:
     """Whether the reduced dimensions include the input's minor (contiguous) one; size-1
     dimensions do not count."""
     for d in t.layout:
-        if t.shape[d] != 1:
+        if t.shape[d] != 1:  # a symbolic extent counts as more than 1: either kernel is right
             return d in dims
     return True
 
@@ -155,10 +156,11 @@ class RowThread:
     valid: ir.Value    # i1, whether `row` exists (the last block may have spare groups)
     group: int
 
-    def each(self, ctx: PhaseContext, length: int, body: Callable[[ir.Value], None]) -> None:
+    def each(self, ctx: PhaseContext, length: DimLike,
+             body: Callable[[ir.Value], None]) -> None:
         """`body(k)` for this thread's share of positions 0 <= k < length of its row."""
         b = ctx.builder
-        start = b.select(self.valid, self.lane, ir.Constant(I64, length))
+        start = b.select(self.valid, self.lane, extents.value(b, length))
         with for_range(b, start, length, step=self.group, name="k") as k:
             body(k)
 
@@ -167,15 +169,18 @@ class RowThread:
         return b.and_(self.valid, b.icmp_unsigned("==", self.lane, ir.Constant(I64, 0)))
 
 
-def _row_thread(ctx: PhaseContext, config: launches.RowReduction, rows: int) -> RowThread:
+def _row_thread(ctx: PhaseContext, config: launches.RowReduction, rows: DimLike) -> RowThread:
     b = ctx.builder
     g = config.group
     if config.whole_block:
-        return RowThread(ctx.block(), ctx.thread(), ir.Constant(I1, 1), g)
+        # A block per row; a symbolic launch has at least one block, even for no rows.
+        valid = ir.Constant(I1, 1) if is_static(rows) else \
+            b.icmp_unsigned("<", ctx.block(), extents.value(b, rows))
+        return RowThread(ctx.block(), ctx.thread(), valid, g)
     t = ctx.global_thread()
     row = b.udiv(t, ir.Constant(I64, g))
     lane = b.urem(t, ir.Constant(I64, g))
-    return RowThread(row, lane, b.icmp_unsigned("<", row, ir.Constant(I64, rows)), g)
+    return RowThread(row, lane, b.icmp_unsigned("<", row, extents.value(b, rows)), g)
 
 
 # Where a row's element k sits: (thread's row, reduced position k) -> the input's index.
@@ -185,7 +190,8 @@ Writer = Callable[[PhaseContext, RowThread], None]
 
 
 def row_kernel(kb: KernelBuilder, config: launches.RowReduction, reductions: list[Reduction],
-               rows: int, length: int, element: ElementIndex, write: Writer) -> KernelSpec:
+               rows: DimLike, length: DimLike, element: ElementIndex, write: Writer
+               ) -> KernelSpec:
     """The reductions of each row in order (each may read the totals of the ones before it,
     as layernorm's variance reads its mean), then `write`."""
     totals: list[Callable[[PhaseContext], list[ir.Value]]] = []
@@ -215,7 +221,8 @@ def row_kernel(kb: KernelBuilder, config: launches.RowReduction, reductions: lis
 
 
 def _accumulate(ctx: PhaseContext, reduction: Reduction, acc: list[StateSlot],
-                index_at: Callable[[ir.Value], Index], thread: RowThread, length: int) -> None:
+                index_at: Callable[[ir.Value], Index], thread: RowThread,
+                length: DimLike) -> None:
     """This thread's share of the row into `acc` (through allocas, which stay registers)."""
     b = ctx.builder
     with b.goto_entry_block():
@@ -276,7 +283,7 @@ def _through_shared(kb: KernelBuilder, reduction: Reduction, acc: list[StateSlot
 # -- column kernels ------------------------------------------------------------------------------
 
 def column_kernel(kb: KernelBuilder, config: launches.ColumnReduction, reduction: Reduction,
-                  outputs: int, output_index: Callable[[PhaseContext, ir.Value], Index],
+                  outputs: DimLike, output_index: Callable[[PhaseContext, ir.Value], Index],
                   destinations: Sequence[Value]) -> KernelSpec:
     width, height = config.width, config.height
     partials = [kb.shared(t, width * height) for t in reduction.types]
@@ -294,14 +301,14 @@ def column_kernel(kb: KernelBuilder, config: launches.ColumnReduction, reduction
     with kb.phase() as ctx:
         b = ctx.builder
         tx, ty, o = position(ctx)
-        valid = b.icmp_unsigned("<", o, ir.Constant(I64, outputs))
+        valid = b.icmp_unsigned("<", o, extents.value(b, outputs))
         with b.goto_entry_block():
             slots = [b.alloca(t) for t in reduction.types]
         for slot, value in zip(slots, reduction.identity()):
             b.store(value, slot)
         cascade = reduction.cascade(b, slots)
         out_index = output_index(ctx, b.select(valid, o, ir.Constant(I64, 0)))
-        start = b.select(valid, ty, ir.Constant(I64, length))
+        start = b.select(valid, ty, extents.value(b, length))
         with for_range(b, start, length, step=height, name="k") as k:
             reduced = delinearize(b, k, shape, order)
             index = reduction.input_index(out_index, [reduced[d] for d in reduction.dims])
@@ -319,7 +326,7 @@ def column_kernel(kb: KernelBuilder, config: launches.ColumnReduction, reduction
         b = ctx.builder
         tx, ty, o = position(ctx)
         first = b.icmp_unsigned("==", ty, ir.Constant(I64, 0))
-        with b.if_then(b.and_(first, b.icmp_unsigned("<", o, ir.Constant(I64, outputs)))):
+        with b.if_then(b.and_(first, b.icmp_unsigned("<", o, extents.value(b, outputs)))):
             total = [ctx.load_shared(a, tx) for a in partials]
             for y in range(1, height):
                 cell = b.add(tx, ir.Constant(I64, y * width))
@@ -344,7 +351,7 @@ def reduction_kernel(module: ir.Module, plan: BufferPlan, name: str, inst: Instr
     reduction = Reduction(inst)
     out = inst.results[0].type
     outputs = out.size
-    if outputs == 0:
+    if is_static(outputs) and outputs == 0:
         return None
     shape = list(reduction.input.shape)
     order = reduction.reduced_order()
@@ -358,7 +365,7 @@ def reduction_kernel(module: ir.Module, plan: BufferPlan, name: str, inst: Instr
         kb.aliases.update(aliases or {})
         return column_kernel(kb, column, reduction, outputs, output_index, destinations)
 
-    config = launches.row_reduction(outputs, reduction.length, reduction.partial_bytes())
+    config = _row_launch(outputs, reduction.length, reduction.partial_bytes())
     kb = KernelBuilder(module, plan, name, values, destinations, config.launch)
     kb.aliases.update(aliases or {})
 
@@ -388,9 +395,9 @@ def row_fusion_kernel(module: ir.Module, plan: BufferPlan, name: str, inst: Inst
     outer_rank = reduces[0].inst.results[0].type.rank
     rows = _product(full.shape[:outer_rank])
     length = _product(full.shape[outer_rank:])
-    if all(r.type.size == 0 for r in inst.results):
+    if all(is_static(r.type.size) and r.type.size == 0 for r in inst.results):
         return None
-    config = launches.row_reduction(rows, length, sum(r.partial_bytes() for r in reduces))
+    config = _row_launch(rows, length, sum(r.partial_bytes() for r in reduces))
     kb = KernelBuilder(module, plan, name, values, list(inst.results), config.launch)
     for param, operand in zip(body.parameters, inst.operands):
         kb.aliases[id(param)] = operand
@@ -425,8 +432,14 @@ def row_fusion_kernel(module: ir.Module, plan: BufferPlan, name: str, inst: Inst
     return row_kernel(kb, config, reduces, rows, length, element, write)
 
 
-def _product(xs: Sequence[int]) -> int:
-    n = 1
+def _row_launch(rows: DimLike, length: DimLike, partial_bytes: int) -> launches.RowReduction:
+    if isinstance(rows, int) and isinstance(length, int):
+        return launches.row_reduction(rows, length, partial_bytes)
+    return launches.symbolic_row_reduction(rows, length, partial_bytes)
+
+
+def _product(xs: Sequence[DimLike]) -> DimLike:
+    n: DimLike = 1
     for x in xs:
         n *= x
     return n

@@ -22,6 +22,7 @@ from jitc.backends.cuda.device import DeviceArray
 from jitc.backends.cuda.host import HostProgram
 from jitc.backends.cuda.kernel import KernelSpec
 from jitc.backends.cuda.ptx import entry_names
+from jitc.backends.cuda.symbolic_call import SymbolicCall
 from jitc.ir.core import Module
 
 _INSTALL = ("pip install 'jitc[cuda]' (pycuda builds against the CUDA toolkit and needs an "
@@ -96,9 +97,9 @@ class _GpuDevice:
         self.driver = driver
         self.functions = functions
 
-    def launch(self, spec: KernelSpec, pointers: Sequence[int]) -> None:
+    def launch(self, spec: KernelSpec, pointers: Sequence[int], blocks: int) -> None:
         self.functions[spec.name].prepared_call(
-            (spec.launch.grid, 1), (spec.launch.block, 1, 1), *(np.uintp(p) for p in pointers))
+            (blocks, 1), (spec.launch.block, 1, 1), *(np.uintp(p) for p in pointers))
 
     def copy(self, target: int, source: int, nbytes: int) -> None:
         self.driver.memcpy_dtod(target, source, nbytes)
@@ -130,8 +131,35 @@ class LoadedProgram:
             functions[spec.name] = function
         self.arrays = [self.runtime.put(a) for a in lowering.arrays]
         self.host = HostProgram(_GpuDevice(driver, functions), [a.pointer for a in self.arrays])
+        self.symbolic = SymbolicCall.of(module, self.plan)
+
+    def _device_arguments(self, args: Sequence[object]) -> list[DeviceArray]:
+        rt = self.runtime
+        return [arg if isinstance(arg, DeviceArray) and arg.dtype == dtype else
+                rt.put(np.asarray(arg, dtype=dtype, order="C"))
+                for arg, (_, dtype) in zip(args, self.arg_types)]
+
+    def _call_symbolic(self, args: Sequence[object]) -> list[DeviceArray]:
+        """Bind the symbols from the arguments' shapes (checking the constraints), size the
+        results, the workspace and the grids with them; the kernels read the values from a
+        device copy of `dims`."""
+        assert self.symbolic is not None
+        rt = self.runtime
+        inputs = self._device_arguments(args)
+        call = self.symbolic.bind(inputs)
+        outputs = [rt.empty(shape, dtype) for shape, (_, dtype) in
+                   zip(call.shapes, self.out_types)]
+        workspace = rt.allocate(call.workspace_bytes)
+        dims = rt.put(call.dims)
+        self.host.run(self.lowering.program, [a.pointer for a in inputs],
+                      [a.pointer for a in outputs], int(workspace), call.symbols, dims.pointer)
+        # Keep the inputs, the symbol values and the workspace alive until the kernels are done.
+        rt.driver.Context.synchronize()
+        return outputs
 
     def __call__(self, args: Sequence[object]) -> list[DeviceArray]:
+        if self.symbolic is not None:
+            return self._call_symbolic(args)
         rt = self.runtime
         inputs = []
         for n, (arg, (shape, dtype)) in enumerate(zip(args, self.arg_types)):

@@ -19,6 +19,7 @@ import numpy as np
 from jitc.backends.cuda.codegen import Lowering
 from jitc.backends.cuda.host import HostProgram
 from jitc.backends.cuda.kernel import KernelSpec
+from jitc.backends.cuda.symbolic_call import SymbolicCall
 from jitc.backends.cuda.wrappers import (
     SIM_ENTRY,
     scratch_bytes,
@@ -30,7 +31,7 @@ from jitc.backends.llvm import target
 from jitc.ir.core import Module
 
 _ENTRY = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
-_LAUNCHER = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p)
+_LAUNCHER = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64)
 
 
 class SimulatedKernels:
@@ -41,9 +42,10 @@ class SimulatedKernels:
         self.lowering = lowering
         self.specs = lowering.specs
         tm = target.host_target_machine()
-        # One entry running every kernel in order serves a program without control flow;
-        # with it, the host drives the kernels (host.py).
-        self.has_entry = not lowering.program.has_control_flow
+        # One entry running every kernel in order serves a static program without control
+        # flow; otherwise the host drives the kernels (host.py).
+        self.has_entry = not lowering.program.has_control_flow and \
+            lowering.plan.dims_slot is None
         exported = [SIM_ENTRY] * self.has_entry + [sim_launcher_name(s) for s in self.specs]
         wrappers = sim_wrappers(self.specs, lowering.plan, entry=self.has_entry)
         from jitc.backends.cuda.ptx import link
@@ -65,9 +67,10 @@ class SimulatedKernels:
         frame = (ctypes.c_void_p * len(buffers))(*buffers)
         self._entry(frame)
 
-    def launch(self, name: str, pointers: Sequence[int], scratch: int) -> None:
+    def launch(self, name: str, pointers: Sequence[int], scratch: int, blocks: int) -> None:
+        """Run kernel `name` on `blocks` blocks (which a static launch ignores)."""
         params = (ctypes.c_void_p * max(len(pointers), 1))(*pointers)
-        self._launchers[name](params, scratch)
+        self._launchers[name](params, scratch, blocks)
 
 
 class SimDevice:
@@ -78,8 +81,8 @@ class SimDevice:
         self.kernels = kernels
         self.scratch = np.empty(max(kernels.scratch_bytes, 1), np.uint8)
 
-    def launch(self, spec: KernelSpec, pointers: Sequence[int]) -> None:
-        self.kernels.launch(spec.name, pointers, self.scratch.ctypes.data)
+    def launch(self, spec: KernelSpec, pointers: Sequence[int], blocks: int) -> None:
+        self.kernels.launch(spec.name, pointers, self.scratch.ctypes.data, blocks)
 
     def copy(self, target: int, source: int, nbytes: int) -> None:
         ctypes.memmove(target, source, nbytes)
@@ -102,10 +105,16 @@ class SimExecutable:
         self.constants = [self.arrays[k] for k in lowering.program.constants]
         self.host = None if self.kernels.has_entry else HostProgram(
             SimDevice(self.kernels), [a.ctypes.data for a in self.arrays])
-        self.workspace_bytes = self.plan.workspace_bytes
-        self._workspace_size = workspace_scratch_offset(self.plan) + self.kernels.scratch_bytes
+        workspace = self.plan.workspace_bytes  # None when symbolic: known per call
+        self.workspace_bytes = workspace if isinstance(workspace, int) else None
+        self.symbolic = SymbolicCall.of(module, self.plan)
+        if self.symbolic is None:
+            self._workspace_size = workspace_scratch_offset(self.plan) + \
+                self.kernels.scratch_bytes
 
     def __call__(self, args: Sequence[np.ndarray]) -> list[np.ndarray]:
+        if self.symbolic is not None:
+            return self._call_symbolic(args)
         arrays = [np.asarray(a, dtype=d, order="C") for a, (_, d) in zip(args, self.arg_types)]
         for a, (shape, _) in zip(arrays, self.arg_types):
             if a.shape != tuple(shape):
@@ -119,6 +128,19 @@ class SimExecutable:
             return outputs
         pointers = [a.ctypes.data for a in arrays + outputs + self.constants]
         self.kernels.run(pointers + [workspace.ctypes.data])
+        return outputs
+
+    def _call_symbolic(self, args: Sequence[np.ndarray]) -> list[np.ndarray]:
+        """Bind the symbols from the arguments' shapes (checking the constraints), size the
+        results and the workspace with them, and let the host launch the kernels."""
+        assert self.symbolic is not None and self.host is not None
+        arrays = [np.asarray(a, dtype=d, order="C") for a, (_, d) in zip(args, self.arg_types)]
+        call = self.symbolic.bind(arrays)
+        outputs = [np.empty(shape, d) for shape, (_, d) in zip(call.shapes, self.out_types)]
+        workspace = np.empty(max(call.workspace_bytes, 1), np.uint8)
+        self.host.run(self.lowering.program, [a.ctypes.data for a in arrays],
+                      [a.ctypes.data for a in outputs], workspace.ctypes.data, call.symbols,
+                      call.dims.ctypes.data)
         return outputs
 
     def as_text(self) -> str:

@@ -24,6 +24,7 @@ from jitc.backends.cuda.kernel import (
     StateSlot,
     Step,
 )
+from jitc.backends.llvm import extents
 from jitc.backends.llvm.loops import for_range
 from jitc.backends.llvm.types import I8, I32, I64, PTR, VOID, declare
 
@@ -84,6 +85,8 @@ def _nvptx_kernel(module: ir.Module, spec: KernelSpec) -> None:
             if not written:
                 arg.attributes.add("readonly")
     b = ir.IRBuilder(kernel.append_basic_block("entry"))
+    if spec.symbols:  # the count of a Repeat may be symbolic
+        extents.bind(b, kernel.args[-1], spec.symbols)
     tid, bid = _special(b, "tid.x"), _special(b, "ctaid.x")
     bdim, gdim = _special(b, "ntid.x"), _special(b, "nctaid.x")
     state: ir.Value = ir.Constant(PTR, None)
@@ -163,8 +166,9 @@ def scratch_bytes(spec: KernelSpec) -> int:
 
 def sim_wrappers(specs: Sequence[KernelSpec], plan: BufferPlan, entry: bool = True
                  ) -> ir.Module:
-    """For each spec `<name>_sim(ptr params, ptr scratch)`, which runs the whole grid: blocks
-    one after the other, each phase for every thread of the block before the next step. With
+    """For each spec `<name>_sim(ptr params, ptr scratch, i64 blocks)`, which runs the whole
+    grid (`blocks` blocks for a symbolic launch, the static count otherwise): blocks one after
+    the other, each phase for every thread of the block before the next step. With
     `entry`, `jitc_sim_entry(ptr buffers)` (arguments, results, constants, workspace) runs
     them all in order; the scratch memory follows the workspace."""
     module = ir.Module(name="jitc_sim_wrappers")
@@ -176,22 +180,27 @@ def sim_wrappers(specs: Sequence[KernelSpec], plan: BufferPlan, entry: bool = Tr
 
 
 def _sim_launcher(module: ir.Module, spec: KernelSpec) -> ir.Function:
-    fn = ir.Function(module, ir.FunctionType(VOID, [PTR, PTR]), sim_launcher_name(spec))
-    params, scratch = fn.args
+    fn = ir.Function(module, ir.FunctionType(VOID, [PTR, PTR, I64]), sim_launcher_name(spec))
+    params, scratch, blocks = fn.args
     b = ir.IRBuilder(fn.append_basic_block("entry"))
     buffers = []
     for n in range(len(spec.slots)):
         address = b.gep(params, [ir.Constant(I64, n)], source_etype=PTR, inbounds=True)
         buffers.append(b.addrspacecast(b.load(address, typ=PTR), GLOBAL))
+    if spec.symbols:  # the count of a Repeat may be symbolic
+        extents.bind(b, buffers[-1], spec.symbols)
     shared = b.addrspacecast(scratch, SHARED)
     states = b.gep(scratch, [ir.Constant(I64, state_offset(spec))], source_etype=I8)
     launch = spec.launch
     bdim, gdim = ir.Constant(I32, launch.block), ir.Constant(I32, launch.grid)
+    grid: int | ir.Value = launch.grid
+    if launch.grid_extent is not None:
+        grid, gdim = blocks, b.trunc(blocks, I32)
 
     def thread_state(tid: ir.Value) -> ir.Value:
         return b.gep(states, [b.mul(tid, ir.Constant(I64, spec.state_bytes))], source_etype=I8)
 
-    with for_range(b, 0, launch.grid, name="block") as block:
+    with for_range(b, 0, grid, name="block") as block:
         bid = b.trunc(block, I32)
 
         def phase(name: str, iteration: ir.Value) -> None:
@@ -235,7 +244,7 @@ def _sim_entry(module: ir.Module, specs: Sequence[KernelSpec], launchers: Sequen
         params = b.alloca(PTR, ir.Constant(I64, max(len(spec.slots), 1)))
         for n, slot in enumerate(spec.slots):
             b.store(slot_pointer(slot), b.gep(params, [ir.Constant(I64, n)], source_etype=PTR))
-        b.call(launcher, [params, scratch])
+        b.call(launcher, [params, scratch, ir.Constant(I64, spec.launch.grid)])
     b.ret_void()
 
 

@@ -31,7 +31,10 @@ def bind(builder: ir.IRBuilder, dims: ir.Value, symbols: Sequence[str]) -> None:
     values = {}
     for n, name in enumerate(symbols):
         address = builder.gep(dims, [ir.Constant(I64, n)], source_etype=I64, inbounds=True)
-        values[name] = builder.load(address, typ=I64, name=f"sym.{name}")
+        loaded = values[name] = builder.load(address, typ=I64, name=f"sym.{name}")
+        # An int64_t array is 8-byte aligned; without saying so, a module parsed without a
+        # data layout (the cuda kernel IR) assumes 4 and splits each load in two.
+        loaded.align = 8
     setattr(builder.function, _ATTRIBUTE, values)
 
 

@@ -14,7 +14,7 @@ from jitc.ir.symbolic import DimLike
 
 @contextmanager
 def for_range(builder: ir.IRBuilder, start: ir.Value | DimLike, stop: ir.Value | DimLike,
-              step: int = 1, name: str = "i") -> Iterator[ir.Value]:
+              step: int | ir.Value = 1, name: str = "i") -> Iterator[ir.Value]:
     """`for i in range(start, stop, step)` (step > 0); yields i inside the body. A symbolic
     bound is computed from the function's symbol values (extents.py).
 

@@ -1,0 +1,213 @@
+"""The cuda backend with symbolic extents (docs/dynamic-shapes.md), run by the grid simulator:
+a module with `Dim` dimensions compiles once (kernels read the symbol values from a device
+buffer, the host sizes grids and buffers per call) and agrees with numpy and the interpreter
+for every size; what the kernels cannot take symbolically is refused at compile time."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from cudacheck import check_ptx, require_ptxas
+from fakedriver import FakeDriver, compile_on_fake
+
+import jitc
+from jitc.backends.cuda import launch as launches
+from jitc.backends.llvm.extents import SymbolicExtentError
+from jitc.ir.interpreter import ArgumentError
+from jitc.ir.symbolic import symbol
+from jitc.tracing.function import AbstractArray
+
+RNG = np.random.default_rng(13)
+SIZES = (0, 1, 2, 7, 33)
+W1 = RNG.standard_normal((48, 32)).astype(np.float32)
+B1 = RNG.standard_normal(32).astype(np.float32)
+W2 = RNG.standard_normal((32, 10)).astype(np.float32)
+ROWS = RNG.standard_normal((6, 48)).astype(np.float32)
+
+
+def _floats(*shape: int) -> np.ndarray:
+    return RNG.standard_normal(shape).astype(np.float32)
+
+
+def mlp(x, w1, b1, w2):
+    return np.tanh(x @ w1 + b1) @ w2
+
+
+def softmax(x):
+    e = np.exp(x - x.max(axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+# name: (program, argument specs, the arguments for a size)
+PROGRAMS = {
+    "elementwise with broadcasting": (
+        lambda x, y, z: np.tanh(x * 2.0 + y) - z, ("f32[B,10]", "f32[10]", "f32[B,1]"),
+        lambda n: (_floats(n, 10), _floats(10), _floats(n, 1))),
+    "two symbols": (
+        lambda x, y: x.reshape(-1, 1) * y.reshape(1, -1) + 1.0, ("f32[n]", "f32[m]"),
+        lambda n: (_floats(n), _floats(n % 5 + 3))),
+    "transpose and flatten": (lambda x: (x.T * 3.0).reshape(-1), ("f32[B,16]",),
+                              lambda n: (_floats(n, 16),)),
+    "concatenate along the symbolic axis": (
+        lambda x: np.concatenate([x, x * 2.0]) + 1.0, ("f32[B,16]",),
+        lambda n: (_floats(n, 16),)),
+    "pad": (lambda x: np.pad(x, 1) * 2.0, ("f32[B,3]",), lambda n: (_floats(n, 3),)),
+    "sum over the symbolic axis": (lambda x: x.sum(axis=0) * 2.0, ("f32[B,16]",),
+                                   lambda n: (_floats(n, 16),)),
+    "sum over a static axis": (lambda x: x.sum(axis=1) + 1.0, ("f32[B,16]",),
+                               lambda n: (_floats(n, 16),)),
+    "sum over a long static axis": (lambda x: x.sum(axis=1) + 1.0, ("f32[B,100]",),
+                                    lambda n: (_floats(n, 100),)),
+    "long symbolic rows": (lambda x: x.sum(axis=-1) - x.min(axis=-1, initial=9.0),
+                           ("f32[3,S]",), lambda n: (_floats(3, 41 * n),)),
+    "symbolic rows of a symbolic length": (lambda x: x.max(axis=-1, initial=-9.0),
+                                           ("f32[n,m]",), lambda n: (_floats(n, n % 4 + 1),)),
+    "sum over a static major axis": (lambda x: x.sum(axis=0) - 1.0, ("f32[5,B]",),
+                                     lambda n: (_floats(5, n * 3),)),
+    "whole sum": (lambda x: x.sum() + 1.0, ("f32[B,16]",), lambda n: (_floats(n, 16),)),
+    "argmax over a static axis": (lambda x: np.argmax(x, axis=1), ("f32[B,5]",),
+                                  lambda n: (_floats(n, 5),)),
+    "softmax over a symbolic batch": (softmax, ("f32[B,10]",), lambda n: (_floats(n, 10),)),
+    "softmax along a symbolic axis": (softmax, ("f32[4,S]",), lambda n: (_floats(4, n),)),
+    "matmul, M symbolic": (lambda x, w: x @ w, ("f32[M,48]", "f32[48,32]"),
+                           lambda n: (_floats(n, 48), W1)),
+    "matmul, N symbolic": (lambda x, y: x @ y, ("f32[6,48]", "f32[48,N]"),
+                           lambda n: (ROWS, _floats(48, n))),
+    "matmul, K symbolic": (lambda x, y: x @ y, ("f32[6,K]", "f32[K,40]"),
+                           lambda n: (_floats(6, n), _floats(n, 40))),
+    "matmul, M, N and K symbolic": (lambda x, y: x @ y, ("f32[M,K]", "f32[K,N]"),
+                                    lambda n: (_floats(n, 2 * n + 1), _floats(2 * n + 1, 70))),
+    "batched matmul, batch symbolic": (lambda x, y: x @ y, ("f32[B,5,7]", "f32[B,7,3]"),
+                                       lambda n: (_floats(n, 5, 7), _floats(n, 7, 3))),
+    "mlp": (mlp, ("f32[B,48]", "f32[48,32]", "f32[32]", "f32[32,10]"),
+            lambda n: (_floats(n, 48), W1, B1, W2)),
+}
+
+
+def _lowered(program: str, backend: str = "cuda-sim") -> jitc.stages.Lowered:
+    fun, specs, _ = PROGRAMS[program]
+    return jitc.jit(fun, backend=backend).lower(*(AbstractArray(s) for s in specs))
+
+
+@pytest.mark.parametrize("program", sorted(PROGRAMS))
+def test_one_compilation_agrees_with_numpy_and_the_interpreter(program: str) -> None:
+    fun, _, arguments = PROGRAMS[program]
+    lowered = _lowered(program)
+    compiled = lowered.compile()
+    for size in SIZES:
+        args = arguments(size)
+        try:
+            expected = fun(*args)
+        except ValueError:  # numpy's max of an empty axis: both refuse the call
+            for run in (compiled, lambda *a: jitc.interpret(lowered.module, a)):
+                with pytest.raises(TypeError, match=r"constraint S >= 1"):
+                    run(*args)
+            continue
+        (reference,) = jitc.interpret(lowered.module, args)
+        got = compiled(*args)
+        assert got.shape == expected.shape == reference.shape and got.dtype == expected.dtype
+        np.testing.assert_allclose(got, expected, rtol=2e-5, atol=2e-5)
+        np.testing.assert_allclose(got, reference, rtol=2e-5, atol=2e-5)
+
+
+def test_grids_are_sized_from_each_call(driver: FakeDriver) -> None:
+    # The GPU runtime (here on the fake driver, which runs the simulator's kernels): one
+    # compilation, launched with as many 256-thread blocks as each call's size needs.
+    fun, specs, _ = PROGRAMS["elementwise with broadcasting"]
+    compiled = compile_on_fake(driver, fun, *(AbstractArray(s) for s in specs))
+    for n in (1, 300, 2000):
+        args = _floats(n, 10), _floats(10), _floats(n, 1)
+        driver.launches.clear()
+        got = np.asarray(compiled(*args))
+        np.testing.assert_allclose(got, PROGRAMS["elementwise with broadcasting"][0](*args),
+                                   rtol=2e-5, atol=2e-5)
+        assert [(grid, block) for _, grid, block, _ in driver.launches] == \
+            [((-(-n * 10 // 256), 1), (256, 1, 1))]
+
+
+def test_a_call_with_no_work_launches_no_kernel(driver: FakeDriver) -> None:
+    compiled = compile_on_fake(driver, mlp, AbstractArray("f32[B,48]"), W1, B1, W2)
+    driver.launches.clear()
+    got = np.asarray(compiled(_floats(0, 48), W1, B1, W2))
+    assert got.shape == (0, 10) and driver.launches == []
+    x = _floats(3, 48)
+    np.testing.assert_allclose(np.asarray(compiled(x, W1, B1, W2)), mlp(x, W1, B1, W2),
+                               rtol=2e-5, atol=2e-5)
+    assert len(driver.launches) == 2  # two matrix products, their epilogues fused
+
+
+def test_symbolic_block_counts_follow_the_call_within_the_grid_limits() -> None:
+    n = symbol("n")
+    elementwise = launches.symbolic_elementwise(n * 10)
+    assert [elementwise.blocks({"n": v}) for v in (0, 1, 26, 10**6)] == [0, 1, 2, 4096]
+    rows = launches.symbolic_row_reduction(n, 100).launch  # a block per row, not strided
+    assert rows.blocks({"n": 5}) == 5 and rows.block == 128
+    with pytest.raises(ValueError, match=r"a launch of 2147483648 blocks exceeds"):
+        rows.blocks({"n": 2**31})
+    short = launches.symbolic_row_reduction(n, 10)  # 16 lanes a row, 16 rows a block
+    assert (short.group, short.rows_per_block, short.launch.blocks({"n": 33})) == (16, 16, 3)
+
+
+def test_a_call_that_breaks_a_constraint_names_it() -> None:
+    compiled = jitc.jit(lambda x, y: x * y, backend="cuda-sim").lower(
+        AbstractArray("f32[n]"), AbstractArray("f32[m]")).compile()
+    executable = compiled.executable
+    with pytest.raises(ArgumentError, match=r"constraint m == n does not hold: m=3, n=5"):
+        executable([np.ones(5, np.float32), np.ones(3, np.float32)])
+    with pytest.raises(ArgumentError, match=r"expected f32\[n\], got float32\[2, 2\]"):
+        executable([np.ones((2, 2), np.float32), np.ones(3, np.float32)])
+
+
+PTX_PROGRAMS = ["elementwise with broadcasting", "softmax along a symbolic axis",
+                "softmax over a symbolic batch", "sum over a static major axis",
+                "matmul, M, N and K symbolic", "mlp"]
+
+
+@pytest.mark.parametrize("program", PTX_PROGRAMS)
+def test_symbolic_ptx_assembles(program: str) -> None:
+    require_ptxas()
+    check_ptx(_lowered(program, "cuda").compile())
+
+
+def test_the_symbol_values_are_the_last_kernel_parameter_of_symbolic_programs_only() -> None:
+    symbolic = _lowered("elementwise with broadcasting", "cuda").compile()
+    lowering = symbolic.executable.lowering
+    (spec,) = lowering.specs
+    assert spec.launch.grid_extent is not None
+    # The symbol values are one more kernel parameter after the three inputs and the
+    # result, read through the non-coherent cache (read-only, no alias).
+    assert spec.slots[-1] == lowering.plan.dims_slot and len(spec.slots) == 5
+    assert symbolic.as_text().count(".param .u64") == 5
+    static = jitc.jit(PROGRAMS["elementwise with broadcasting"][0], backend="cuda").lower(
+        _floats(5, 10), _floats(10), _floats(5, 1)).compile()
+    assert static.as_text().count(".param .u64") == 4
+
+
+def test_the_default_policy_serves_batches_1_to_40_with_two_compilations() -> None:
+    f = jitc.jit(mlp, backend="cuda-sim", dynamic=None, disk_cache=False)
+    for batch in range(1, 41):
+        x = _floats(batch, 48)
+        np.testing.assert_allclose(f(x, W1, B1, W2), mlp(x, W1, B1, W2), rtol=2e-5, atol=2e-5)
+    assert [(s["signature"], s["symbolic"]) for s in f.compile_stats()] == [
+        ("f32[1,48], f32[48,32], f32[32], f32[32,10]", False),
+        ("f32[x_0,48], f32[48,32], f32[32], f32[32,10]", True)]
+
+
+def sorted_rows(x):
+    return np.sort(x, axis=-1) * 2.0
+
+
+def test_an_unsupported_construct_is_refused_at_compile_time_and_compiled_exactly() -> None:
+    with pytest.raises(SymbolicExtentError, match=r"(?s)the cuda-sim backend cannot compile "
+                       r"sorted_rows with symbolic dimensions \(B\) yet: .*"
+                       r"test_cuda_symbolic.py:\d+ in sorted_rows.*kernels take sort with "
+                       r"static extents only"):
+        jitc.jit(sorted_rows, backend="cuda-sim").lower(AbstractArray("f32[B,8]")).compile()
+    f = jitc.jit(sorted_rows, backend="cuda-sim", dynamic=True, disk_cache=False)
+    for n in (3, 5):
+        x = _floats(n, 8)
+        np.testing.assert_array_equal(f(x), sorted_rows(x))
+    stats = f.compile_stats()
+    assert [s["symbolic"] for s in stats] == [False, False]
+    assert "the symbolic compilation is refused (SymbolicExtentError: the cuda-sim backend " \
+        "cannot compile sorted_rows with symbolic dimensions" in stats[0]["reason"]
