@@ -342,3 +342,35 @@ def test_reshape_with_symbolic_extents(fun, smallest: int, result: str) -> None:
     lowered = check_sizes(fun, ["f32[n,4,3]"], lambda n: [_floats(n, 4, 3)],
                           [s for s in SIZES if s >= smallest])
     assert lowered.module.entry.outputs[0].type.short() == result
+
+
+# -- integer arrays over symbolic extents --------------------------------------------------------
+
+TABLE = np.arange(40, dtype=np.float32).reshape(10, 4)
+
+
+@pytest.mark.parametrize(("fun", "types", "make", "smallest", "constraints"), [
+    (lambda x: x[[0, 2]], ["f32[n,3]"], _table, 3, ["n >= 3"]),
+    (lambda x: x[[-1, 0]], ["f32[n,3]"], _table, 1, ["n >= 1"]),
+    (lambda x: x[[1], [2]], ["f32[n,3]"], _table, 2, ["n >= 2"]),
+    (lambda ids, table: table[ids], ["i64[S]", "f32[10,4]"],
+     lambda n: [np.arange(n) * 3 % 10, TABLE], 0, []),
+    (lambda ids, table: jnp.take(table, ids, axis=0), ["i64[S]", "f32[10,4]"],
+     lambda n: [np.arange(n) % 10, TABLE], 0, []),
+    (lambda x, t: x[t], ["f32[n,3]", "i64[]"], lambda n: [*_table(n), np.int64(n // 2)], 1,
+     ["n >= 1"]),
+    (lambda x, t: x[-t - 1], ["f32[n,3]", "i64[]"], lambda n: [*_table(n), np.int64(n // 2)],
+     1, ["n >= 1"]),
+])
+def test_integer_arrays_index_symbolic_extents(fun, types, make, smallest: int,
+                                               constraints: list[str]) -> None:
+    lowered = check_sizes(fun, types, make, [s for s in SIZES if s >= smallest])
+    assert [str(c) for c in lowered.module.constraints] == constraints
+
+
+def test_an_embedding_lookup_of_a_captured_table_compiles_once() -> None:
+    lookup = jitc.jit(lambda ids: TABLE[ids] * 2, backend="interpreter", dynamic=True)
+    for n in (0, 1, 5, 17):
+        ids = np.arange(n) * 7 % 10
+        np.testing.assert_array_equal(lookup(ids), TABLE[ids] * 2)
+    assert [s["symbolic"] for s in lookup.compile_stats()] == [True]
