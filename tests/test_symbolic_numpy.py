@@ -84,6 +84,38 @@ def test_an_extent_used_as_a_number_is_the_call_s_value(fun) -> None:
     check_sizes(fun, ["f32[n,3]"], lambda n: [_floats(n, 3)])
 
 
+@pytest.mark.parametrize(("fun", "smallest"), [
+    (lambda x: x * (x.shape[0] * 2.0), 0),
+    (lambda x: x * (x.shape[0] / 2), 0),
+    (lambda x: x * (x.shape[0] + 0.5), 0),
+    (lambda x: x * x.shape[0] ** 0.5, 0),
+    (lambda x: x * np.sqrt(x.shape[0]), 0),
+    (lambda x: x * (np.float32(2) * x.shape[0]), 0),
+    (lambda x: x * (2.0 ** x.shape[0]), 0),
+    (lambda x: x[:, :1] * np.ones(x.shape[0] ** 2).reshape(x.shape[0], -1), 1),
+    (lambda x: x * (1.0 / x.shape[0]), 1),  # Python raises ZeroDivisionError for 0
+    (lambda x: x * x.shape[0] ** -1, 1),
+])
+def test_python_arithmetic_on_an_extent_that_is_no_extent_is_the_call_s_value(
+        fun, smallest: int) -> None:
+    lowered = check_sizes(fun, ["f32[n,3]"], lambda n: [_floats(n, 3)],
+                          [s for s in SIZES if s >= smallest])
+    assert [str(c) for c in lowered.module.constraints] == (["n >= 1"] if smallest else [])
+
+
+def test_an_integer_power_of_an_extent_is_refused() -> None:
+    with pytest.raises(ConcretizationError, match=r"(?s)in <lambda>.*2 \*\* n is a Python "
+                                                  r"int of unbounded size.*write 2.0 \*\* n"):
+        jitc.jit(lambda x: x * 2 ** x.shape[0]).lower(AbstractArray("f32[n,3]"))
+
+
+def test_an_extent_as_a_python_float_names_the_line() -> None:
+    with pytest.raises(ConcretizationError, match=r"(?s)test_symbolic_numpy.py:\d+ in "
+                                                  r"<lambda>.*cannot be used as a Python "
+                                                  r"number \(arithmetic on it, n \* 1.0"):
+        jitc.jit(lambda x: x * float(x.shape[0])).lower(AbstractArray("f32[n,3]"))
+
+
 def test_an_extent_prints_parses_and_folds_when_static() -> None:
     lowered = jitc.jit(lambda x: x / x.shape[0]).lower(AbstractArray("f32[n]"))
     assert "= extent() size=[n] : i64[]" in lowered.as_text()

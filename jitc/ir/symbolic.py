@@ -16,8 +16,9 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import operator
 import re
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from fractions import Fraction
 
@@ -68,26 +69,54 @@ class Dim:
 
     terms: tuple[tuple[Monomial, int], ...]
 
-    # Arithmetic: int or Dim in, int or Dim out.
-    def __add__(self, other: object) -> int | Dim:
-        return _combine(self, other, 1) if _is_dim_like(other) else NotImplemented
+    # Arithmetic: int or Dim in, int or Dim out. With a float (or `/`, `**`, a numpy
+    # function) the result is no extent: inside a trace it is the call's value (`value_of`).
+    def __add__(self, other: object) -> object:
+        return _combine(self, other, 1) if _is_dim_like(other) else _value(self, "+", other)
 
-    def __radd__(self, other: object) -> int | Dim:
-        return _combine(self, other, 1) if _is_dim_like(other) else NotImplemented
+    def __radd__(self, other: object) -> object:
+        return _combine(self, other, 1) if _is_dim_like(other) else _value(other, "+", self)
 
-    def __sub__(self, other: object) -> int | Dim:
-        return _combine(self, other, -1) if _is_dim_like(other) else NotImplemented
+    def __sub__(self, other: object) -> object:
+        return _combine(self, other, -1) if _is_dim_like(other) else _value(self, "-", other)
 
-    def __rsub__(self, other: object) -> int | Dim:
-        return _combine(-self, other, 1) if _is_dim_like(other) else NotImplemented
+    def __rsub__(self, other: object) -> object:
+        return _combine(-self, other, 1) if _is_dim_like(other) else _value(other, "-", self)
 
     def __neg__(self) -> Dim:
         return Dim(tuple((m, -c) for m, c in self.terms))
 
-    def __mul__(self, other: object) -> int | Dim:
-        return _multiply(self, other) if _is_dim_like(other) else NotImplemented
+    def __mul__(self, other: object) -> object:
+        return _multiply(self, other) if _is_dim_like(other) else _value(self, "*", other)
 
-    __rmul__ = __mul__
+    def __rmul__(self, other: object) -> object:
+        return _multiply(self, other) if _is_dim_like(other) else _value(other, "*", self)
+
+    def __pow__(self, exponent: object) -> object:
+        if isinstance(exponent, int) and not isinstance(exponent, bool) and exponent >= 0:
+            power: DimLike = 1
+            for _ in range(exponent):
+                power = _multiply(self, power)  # type: ignore[assignment]
+            return power
+        if isinstance(exponent, int) and not isinstance(exponent, bool):
+            require(at_least(self, 1), f"{self} ** {exponent}")  # 0 ** -k raises in Python
+            exponent = float(exponent)
+        return _value(self, "**", exponent)
+
+    def __rpow__(self, base: object) -> object:
+        if isinstance(base, int) and not isinstance(base, (bool, np.generic)):
+            # A Python int's power has no bound; int64 values would wrap where Python's don't.
+            raise UnknownDimensionError(f"{base} ** {self} is a Python int of unbounded size "
+                                        f"at the call; write {base}.0 ** {self} for a float")
+        return _value(base, "**", self)
+
+    def __array_ufunc__(self, ufunc: object, method: str, *inputs: object,
+                        **kwargs: object) -> object:
+        if value_of is None:
+            raise UnknownDimensionError(f"numpy.{getattr(ufunc, '__name__', ufunc)} of the "
+                                        f"symbolic dimension {self} is not known until the call")
+        values = [value_of(v) if isinstance(v, Dim) else v for v in inputs]
+        return getattr(ufunc, method)(*values, **kwargs)
 
     def __floordiv__(self, divisor: object) -> int | Dim:
         if not isinstance(divisor, int) or isinstance(divisor, bool):
@@ -119,18 +148,16 @@ class Dim:
 
     def _unknown_value(self) -> int:
         raise UnknownDimensionError(f"the symbolic dimension {self} has no value until the "
-                                    "call, so it cannot be used as a Python number")
+                                    "call, so it cannot be used as a Python number (arithmetic "
+                                    "on it, n * 1.0 or n / 2, is its value at the call)")
 
     __int__ = __index__ = __float__ = _unknown_value  # type: ignore[assignment]
 
-    def _unknown_quotient(self, other: object) -> int:
-        if not _is_number(other):
-            return NotImplemented  # a traced value divides itself (an op of the trace)
-        raise UnknownDimensionError(f"the symbolic dimension {self} has no value until the "
-                                    "call, so it cannot be divided as a Python number (// by "
-                                    "an integer keeps it symbolic)")
+    def __truediv__(self, other: object) -> object:
+        return _value(self, "/", other)
 
-    __truediv__ = __rtruediv__ = _unknown_quotient
+    def __rtruediv__(self, other: object) -> object:
+        return _value(other, "/", self)
 
     def __str__(self) -> str:
         text = ""
@@ -144,6 +171,28 @@ class Dim:
 
 
 DimLike = int | Dim
+
+# A symbolic extent as a value of the active trace (jitc.tracing sets it): what `n / 2`,
+# `n * 0.5` or `np.sqrt(n)` compute with, since their results are no extents. It raises
+# UnknownDimensionError outside a trace.
+value_of: Callable[[Dim], object] | None = None
+
+_OPERATORS = {"+": operator.add, "-": operator.sub, "*": operator.mul, "/": operator.truediv,
+              "**": operator.pow}
+
+
+def _value(a: object, op: str, b: object) -> object:
+    """`a op b` where one side is a Dim and the result is no extent: on the call's values."""
+    if not _is_number(a) or not _is_number(b):
+        return NotImplemented  # a traced operand computes it (an op of the trace)
+    if value_of is None:
+        raise UnknownDimensionError(f"{a} {op} {b} is not an extent, and the symbolic "
+                                    "dimension in it has no value until the call")
+    if op == "/" and isinstance(b, Dim) and not isinstance(a, np.generic):
+        # Python's `1.0 / n` raises ZeroDivisionError for 0, where the value would be inf.
+        require(at_least(b, 1), f"{a} / {b}")
+    a, b = (value_of(v) if isinstance(v, Dim) else v for v in (a, b))
+    return _OPERATORS[op](a, b)
 
 
 def _is_number(value: object) -> bool:

@@ -113,6 +113,17 @@ def extent_value(dim: symbolic.Dim, state: TraceState | None = None) -> Tracer:
     return Tracer(state, value, weak=True)
 
 
+def _traced_extent(dim: symbolic.Dim) -> Tracer:
+    if current_trace() is None:
+        raise symbolic.UnknownDimensionError(f"the symbolic dimension {dim} has no value "
+                                             "outside a trace")
+    return extent_value(dim)
+
+
+# `n / 2`, `n * 0.5`, `np.sqrt(n)` of an extent of the trace: the call's value.
+symbolic.value_of = _traced_extent
+
+
 def with_extents(values: Sequence[object], state: TraceState | None = None) -> tuple:
     """`values` (operands of a traced op) with each symbolic extent as its `extent` value;
     symbolic extents inside containers are refused."""
