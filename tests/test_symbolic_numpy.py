@@ -153,6 +153,7 @@ def _table(n: int) -> list[np.ndarray]:
     (lambda x: x.T[1], 0, "f32[n]"),
     (lambda x: x[True], 0, "f32[1,n,3]"),
     (lambda x: x[:x.shape[0] - 1], 1, "f32[n-1,3]"),
+    (lambda x: x[:x.shape[0] + 1], 0, "f32[n,3]"),  # past the end for every size: clamped
     (lambda x: x[:, [0, 2]], 0, "f32[n,2]"),
     (lambda x: x[:, np.array([True, False, True])], 0, "f32[n,2]"),
 ])
@@ -406,3 +407,16 @@ def test_an_embedding_lookup_of_a_captured_table_compiles_once() -> None:
         ids = np.arange(n) * 7 % 10
         np.testing.assert_array_equal(lookup(ids), TABLE[ids] * 2)
     assert [s["symbolic"] for s in lookup.compile_stats()] == [True]
+
+
+@pytest.mark.parametrize(("fun", "message"), [
+    (lambda x: np.roll(x, 1, axis=0), "a remainder or quotient of 1 and the symbolic dimension n"),
+    (lambda x: np.array_split(x, 2)[0], "n % 2 depends on the value"),
+    (lambda x: np.cumsum(x, axis=0), "how the symbolic dimension n compares with 1"),
+])
+def test_numpy_functions_that_need_an_extent_as_a_number_name_the_line(fun, message) -> None:
+    # Not traced over a symbolic axis yet (docs/dynamic-shapes.md): a located error, never a
+    # bare TypeError from inside numpy.
+    with pytest.raises(ConcretizationError, match=rf"(?s)test_symbolic_numpy.py:\d+ in "
+                                                  rf"<lambda>.*{message}"):
+        jitc.jit(fun).lower(AbstractArray("f32[n,3]"))

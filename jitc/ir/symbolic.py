@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import math
 import operator
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -138,13 +139,45 @@ class Dim:
         raise UnknownDimensionError(f"whether the symbolic dimension {self} is zero is not "
                                     "known until the call")
 
-    def _unknown_order(self, other: object) -> bool:
+    def _difference(self, other: object) -> int:
+        """`self - other` when it is the same for every size (`n+1` and `n`: 1); else the
+        order is not known until the call."""
         if not _is_number(other):
-            return NotImplemented  # a traced value compares itself (an op of the trace)
-        raise UnknownDimensionError(f"how the symbolic dimension {self} compares with {other} "
-                                    "is not known until the call")
+            return NotImplemented  # type: ignore[return-value]
+        difference = self - other if _is_dim_like(other) else None
+        if not isinstance(difference, int):
+            raise UnknownDimensionError(f"how the symbolic dimension {self} compares with "
+                                        f"{other} is not known until the call")
+        return difference
 
-    __lt__ = __le__ = __gt__ = __ge__ = _unknown_order
+    def __lt__(self, other: object) -> bool:
+        d = self._difference(other)
+        return d if d is NotImplemented else d < 0
+
+    def __le__(self, other: object) -> bool:
+        d = self._difference(other)
+        return d if d is NotImplemented else d <= 0
+
+    def __gt__(self, other: object) -> bool:
+        d = self._difference(other)
+        return d if d is NotImplemented else d > 0
+
+    def __ge__(self, other: object) -> bool:
+        d = self._difference(other)
+        return d if d is NotImplemented else d >= 0
+
+    def _unknown_remainder(self, other: object) -> object:
+        if not _is_number(other):
+            return NotImplemented
+        raise UnknownDimensionError(f"a remainder or quotient of {other} and the symbolic "
+                                    f"dimension {self} is not known until the call")
+
+    __rmod__ = __rfloordiv__ = __rdivmod__ = _unknown_remainder
+
+    def __divmod__(self, divisor: object) -> object:
+        if isinstance(divisor, int) and not isinstance(divisor, bool) and divisor >= 1:
+            return self // divisor, self % divisor
+        return self._unknown_remainder(divisor)
 
     def _unknown_value(self) -> int:
         raise UnknownDimensionError(f"the symbolic dimension {self} has no value until the "
@@ -478,10 +511,14 @@ def equal(a: DimLike, b: DimLike) -> Constraint:
 
 
 def at_least(a: DimLike, b: DimLike) -> Constraint:
-    """`a >= b`; against a constant, the constant terms move right (`n-1 >= 0` is `n >= 1`)."""
+    """`a >= b`; against a constant, the constant terms move right and a common factor
+    divides out (`n-1 >= 0` and `3*n >= 1` are `n >= 1`)."""
     if isinstance(b, int) and isinstance(a, Dim):
         offset = _terms(a).get((), 0)
-        return Constraint(">=", a - offset, b - offset)
+        a, b = a - offset, b - offset
+        factor = math.gcd(*(c for _, c in a.terms))  # type: ignore[union-attr]
+        if factor > 1:
+            a, b = exact_quotient(a, factor), -(-b // factor)  # type: ignore[assignment]
     return Constraint(">=", a, b)
 
 

@@ -55,6 +55,15 @@ def _position(size: DimLike, bound: object) -> DimLike:
     return integer_position(size, bound)
 
 
+def _clamped(position: DimLike, size: DimLike) -> DimLike:
+    """numpy clamps a slice bound to the axis; where the bound is past the end for every size
+    (`x[:n+1]`), so does this (elsewhere the slice rule records what it needs)."""
+    try:
+        return size if position >= size else position
+    except symbolic.UnknownDimensionError:
+        return position
+
+
 def slice_bounds(size: DimLike, item: slice) -> tuple[DimLike, DimLike, int, bool]:
     """(start, limit, step, reversed) of numpy's `item` on a symbolic axis: the elements
     `start:limit:step` of the axis, reversed first when `reversed`. Bounds outside the axis
@@ -70,7 +79,7 @@ def slice_bounds(size: DimLike, item: slice) -> tuple[DimLike, DimLike, int, boo
     if step > 0:
         lo = 0 if start is None else _position(size, start)
         hi = size if stop is None else _position(size, stop)
-        return lo, hi, step, False
+        return _clamped(lo, size), _clamped(hi, size), step, False
     if any(isinstance(b, Dim) for b in statics):
         raise unsupported("a slice with a negative step and symbolic bounds",
                           "Reverse the array first (x[::-1]) and slice with a positive step.")
