@@ -577,6 +577,21 @@ def _rewrite(value: DimLike, known: Iterable[Constraint]) -> DimLike:
     return value
 
 
+def _without_subtracted_quotients(terms: dict[Monomial, Fraction],
+                                  known: tuple[Constraint, ...]) -> dict[Monomial, Fraction]:
+    """`terms` with each subtracted `e//k` replaced by `e/k`, which is at least as large
+    (`n - (n+1)//2` is at least `n/2 - 1/2`): a lower bound of the result bounds `terms`."""
+    out: dict[Monomial, Fraction] = {}
+    for monomial, coefficient in terms.items():
+        if coefficient < 0 and len(monomial) == 1 and isinstance(monomial[0], FloorDiv):
+            atom = monomial[0]
+            for inner, c in _rational(atom.numerator, known).items():
+                out[inner] = out.get(inner, Fraction(0)) + coefficient * c / atom.divisor
+        else:
+            out[monomial] = out.get(monomial, Fraction(0)) + coefficient
+    return {m: c for m, c in out.items() if c}
+
+
 def _lower_bound(value: DimLike, known: Iterable[Constraint]) -> Fraction | None:
     """A lower bound of `value` over every binding that satisfies `known` (symbols are never
     negative), or None when its terms do not all grow with the symbols."""
@@ -584,7 +599,8 @@ def _lower_bound(value: DimLike, known: Iterable[Constraint]) -> Fraction | None
     bounds = {symbol_name(c.lhs): c.rhs for c in known if c.relation == ">="
               and symbol_name(c.lhs) is not None and isinstance(c.rhs, int)}
     total = Fraction(0)
-    for monomial, coefficient in _rational(value, known).items():
+    for monomial, coefficient in _without_subtracted_quotients(_rational(value, known),
+                                                               known).items():
         if monomial and coefficient < 0:
             return None
         product = coefficient

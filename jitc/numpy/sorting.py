@@ -10,12 +10,13 @@ trace time from the static `q`.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
 
-from jitc.ir import ops
-from jitc.ir.symbolic import at_most
+from jitc.ir import ops, symbolic
+from jitc.ir.symbolic import at_most, is_static
 from jitc.numpy._core import (
     convert,
     implements,
@@ -161,7 +162,8 @@ def reduced_last(x: Tracer, axis: object) -> tuple[Tracer, tuple[int, ...]]:
     kept = [d for d in range(x.ndim) if d not in axes]
     kept_shape = tuple(x.shape[d] for d in kept)
     moved = np.transpose(x, kept + sorted(axes)) if axes else x
-    merged = reshape(moved, kept_shape + (-1,))
+    # The merged length written out: numpy's -1 cannot be inferred beside an empty axis.
+    merged = reshape(moved, kept_shape + (math.prod(x.shape[a] for a in axes),))
     keep_shape = tuple(1 if d in axes else x.shape[d] for d in range(x.ndim))
     return merged, keep_shape
 
@@ -193,18 +195,22 @@ def median(a, axis=None, out=None, overwrite_input=False, keepdims=False):
     x, keep_shape = reduced_last(lift(a), axis)
     n = x.shape[-1]
     result_dtype = np.result_type(x.dtype, np.float64) if x.dtype.kind in "biu" else x.dtype
-    if n == 0:
+    if is_static(n) and n == 0:
         return with_kept_dims(lift(np.full(x.shape[:-1], np.nan, result_dtype)).copy_tracer(),
                        keep_shape, (), keepdims)
+    if not is_static(n):  # numpy's nan for an empty axis is the exact compilation's
+        symbolic.require(symbolic.at_least(n, 1), "numpy.median over a symbolic axis")
     s = sort_along(x, x.ndim - 1)
     low, high = _at(s, (n - 1) // 2), _at(s, n // 2)
     # numpy's mean of the middle element(s): float16 adds in float32, integers in float64.
     wide = np.float32 if x.dtype == np.float16 else result_dtype
-    if n % 2:
-        result = convert(low, result_dtype)
-    else:
-        total = np.add(convert(low, wide), convert(high, wide))
-        result = convert(np.true_divide(total, np.asarray(2, wide)), result_dtype)
+    odd = convert(low, result_dtype)
+    total = np.add(convert(low, wide), convert(high, wide))
+    even = convert(np.true_divide(total, np.asarray(2, wide)), result_dtype)
+    if is_static(n):
+        result = odd if n % 2 else even
+    else:  # the parity of a symbolic extent is the call's
+        result = select(np.equal(np.remainder(lift(n, np.int64), 2), 1), odd, even)
     nan_rows = _has_nan_last(s)
     if nan_rows is not None:
         result = select(nan_rows, lift(np.nan, result.dtype), result)

@@ -127,11 +127,15 @@ symbolic.value_of = _traced_extent
 def with_extents(values: Sequence[object], state: TraceState | None = None) -> tuple:
     """`values` (operands of a traced op) with each symbolic extent as its `extent` value;
     symbolic extents inside containers are refused."""
+    if not any(isinstance(v, _MAY_HOLD_EXTENTS) for v in values):
+        return tuple(values)  # the common case, on every traced operator: nothing to do
     out = tuple(extent_value(v, state) if isinstance(v, symbolic.Dim) else v for v in values)
-    refuse_symbolic_value(out)
     for v in out:
         refuse_symbolic_value(v)
     return out
+
+
+_MAY_HOLD_EXTENTS = (symbolic.Dim, tuple, list, np.ndarray)
 
 
 _local = threading.local()

@@ -111,6 +111,9 @@ def test_implication_uses_declared_bounds_equalities_and_divisibility() -> None:
     assert implied(at_least(floor_divide(n - 5, 2), 0), [at_least(n, 5)])
     assert implied(equal(floor_divide(n, 8) * 8, n), [divisible(n, 8)])
     assert not implied(equal(floor_divide(n, 8) * 8, n), [])
+    # A subtracted quotient is at most its numerator's fraction: n - (n+1)//2 >= (n-1)/2.
+    assert implied(at_least(n, floor_divide(n + 1, 2)), [at_least(n, 1)])
+    assert not implied(at_least(n, floor_divide(n + 1, 2) + 1), [at_least(n, 1)])
 
 
 def test_extents_that_differ_by_a_constant_compare_and_bounds_normalize() -> None:
