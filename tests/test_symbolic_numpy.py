@@ -386,6 +386,24 @@ def test_median_and_average_over_a_symbolic_axis(fun, smallest: int) -> None:
                 [s for s in SIZES if s >= smallest])
 
 
+@pytest.mark.parametrize("fun", [
+    lambda x: np.percentile(x, 30, axis=0),
+    lambda x: np.quantile(x, [0.1, 0.5, 0.99], axis=0),
+    lambda x: np.quantile(x, np.float32(0.25)),
+    lambda x: np.percentile(x.astype(np.int32), 50, axis=0),
+    lambda x: np.quantile(x, 1, axis=0),
+    lambda x: np.quantile(x.astype(np.float16), 0.3, axis=0),
+    lambda x: np.nanpercentile(np.where(x > 1, np.nan, x), 40, axis=0),
+    lambda x: np.nanquantile(x, [0.2, 0.9], axis=0),
+])
+def test_quantiles_over_a_symbolic_axis_are_numpy_s_bits(fun) -> None:
+    lowered = check_sizes(fun, ["f32[n,3]"], lambda n: [_floats(n, 3)], [1, 2, 5, 17])
+    assert [str(c) for c in lowered.module.constraints] == ["n >= 1"]
+    for n in (2, 5, 17):  # positions and weights computed as numpy computes them
+        x = _floats(n, 3)
+        np.testing.assert_array_equal(jitc.interpret(lowered.module, [x])[0], fun(x))
+
+
 def test_the_divisor_of_var_is_never_negative() -> None:
     # numpy divides by max(n - ddof, 0): 0/0, not 0/-2 (which was -0.0).
     x = np.ones(1, np.float32)
@@ -442,7 +460,7 @@ def test_an_embedding_lookup_of_a_captured_table_compiles_once() -> None:
 @pytest.mark.parametrize(("fun", "message"), [
     (lambda x: np.roll(x, 1, axis=0), "a remainder or quotient of 1 and the symbolic dimension n"),
     (lambda x: np.array_split(x, 2)[0], "n % 2 depends on the value"),
-    (lambda x: np.percentile(x, 30, axis=0), "a traced array"),
+    (lambda x: np.cov(x.T), "cannot be used as a Python number"),
 ])
 def test_numpy_functions_that_need_an_extent_as_a_number_name_the_line(fun, message) -> None:
     # Not traced over a symbolic axis yet (docs/dynamic-shapes.md): a located error, never a

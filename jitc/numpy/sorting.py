@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from jitc.ir import ops, symbolic
-from jitc.ir.symbolic import at_most, is_static
+from jitc.ir.symbolic import DimLike, at_most, is_static
 from jitc.numpy._core import (
     convert,
     implements,
@@ -249,6 +249,35 @@ def _positions(n: int, q: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarra
     return previous.astype(np.int64) % n, following.astype(np.int64) % n, gamma
 
 
+def _symbolic_quantiles(s: Tracer, n: DimLike, q: np.ndarray, weak: bool) -> list[Tracer]:
+    """`_positions` and `_lerp_one` for a symbolic axis length: the positions and weights are
+    values of the call, computed as numpy computes them."""
+    rows = []
+    last = lift(n - 1)  # numpy's Python int n - 1
+    for v in q.reshape(-1):
+        fraction = lift(v.item()) if weak else lift(np.asarray(v))
+        virtual = np.multiply(last, fraction)
+        if q.dtype.kind in "biu":  # the element at the whole virtual index, no lerp
+            rows.append(s[..., virtual])
+            continue
+        previous = np.floor(virtual)
+        above, below = np.greater_equal(virtual, last), np.less(virtual, 0)
+        zero, end = lift(np.asarray(0, virtual.dtype)), lift(np.asarray(-1, virtual.dtype))
+        following = select(above, end, select(below, zero, np.add(previous, 1)))
+        previous = select(above, end, select(below, zero, previous))
+        gamma = np.subtract(virtual, previous)
+        rest = np.subtract(1, gamma)
+        if weak:  # numpy's gamma and 1 - gamma are then Python floats: weakly typed
+            gamma, rest = (Tracer(t.trace, t.value, True) for t in (gamma, rest))
+        low = s[..., previous.astype(np.int64)]
+        high = s[..., following.astype(np.int64)]
+        diff = np.subtract(high, low)
+        rows.append(select(np.greater_equal(gamma, 0.5),
+                           np.subtract(high, np.multiply(diff, rest)),
+                           np.add(low, np.multiply(diff, gamma))))
+    return rows
+
+
 def _quantile(name: str, a, q: np.ndarray, weak: bool, axis, method: str,
               keepdims: bool) -> Tracer:
     if method != "linear":
@@ -259,11 +288,15 @@ def _quantile(name: str, a, q: np.ndarray, weak: bool, axis, method: str,
     refuse_complex_quantile(lift(a), name)
     x, keep_shape = reduced_last(lift(a), axis)
     n = x.shape[-1]
-    if n == 0:
+    if not is_static(n):  # numpy's IndexError for an empty axis is the exact compilation's
+        symbolic.require(symbolic.at_least(n, 1), f"numpy.{name} over a symbolic axis")
+    elif n == 0:
         raise IndexError(located(f"numpy.{name} of an empty axis: index -1 is out of bounds "
                                  "for axis 0 with size 0"))
     s = sort_along(x, x.ndim - 1)
-    if q.dtype.kind in "biu":
+    if not is_static(n):
+        rows = _symbolic_quantiles(s, n, q, weak)
+    elif q.dtype.kind in "biu":
         # integer q (0 or 1): numpy takes the element at the whole virtual index, no lerp
         rows = [_at(s, int(v)) for v in ((n - 1) * q).reshape(-1).tolist()]
     else:
