@@ -404,6 +404,17 @@ def test_quantiles_over_a_symbolic_axis_are_numpy_s_bits(fun) -> None:
         np.testing.assert_array_equal(jitc.interpret(lowered.module, [x])[0], fun(x))
 
 
+@pytest.mark.parametrize("fun", [
+    lambda x: np.roll(x, 1, axis=0),
+    lambda x: np.roll(x, -7, axis=0),
+    lambda x: np.roll(x, 3),
+    lambda x: np.roll(x, (2, 1), axis=(0, 1)),
+])
+def test_roll_along_a_symbolic_axis(fun) -> None:
+    lowered = check_sizes(fun, ["f32[n,3]"], _table)
+    assert not lowered.module.constraints
+
+
 def test_the_divisor_of_var_is_never_negative() -> None:
     # numpy divides by max(n - ddof, 0): 0/0, not 0/-2 (which was -0.0).
     x = np.ones(1, np.float32)
@@ -458,7 +469,8 @@ def test_an_embedding_lookup_of_a_captured_table_compiles_once() -> None:
 
 
 @pytest.mark.parametrize(("fun", "message"), [
-    (lambda x: np.roll(x, 1, axis=0), "a remainder or quotient of 1 and the symbolic dimension n"),
+    (lambda x: x * (7 % x.shape[0]), "a remainder or quotient of 7 and the symbolic "
+                                     "dimension n"),
     (lambda x: np.array_split(x, 2)[0], "n % 2 depends on the value"),
     (lambda x: np.cov(x.T), "cannot be used as a Python number"),
 ])
