@@ -16,8 +16,10 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import math
+import operator
 import re
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from fractions import Fraction
 
@@ -68,26 +70,54 @@ class Dim:
 
     terms: tuple[tuple[Monomial, int], ...]
 
-    # Arithmetic: int or Dim in, int or Dim out.
-    def __add__(self, other: object) -> int | Dim:
-        return _combine(self, other, 1) if _is_dim_like(other) else NotImplemented
+    # Arithmetic: int or Dim in, int or Dim out. With a float (or `/`, `**`, a numpy
+    # function) the result is no extent: inside a trace it is the call's value (`value_of`).
+    def __add__(self, other: object) -> object:
+        return _combine(self, other, 1) if _is_dim_like(other) else _value(self, "+", other)
 
-    def __radd__(self, other: object) -> int | Dim:
-        return _combine(self, other, 1) if _is_dim_like(other) else NotImplemented
+    def __radd__(self, other: object) -> object:
+        return _combine(self, other, 1) if _is_dim_like(other) else _value(other, "+", self)
 
-    def __sub__(self, other: object) -> int | Dim:
-        return _combine(self, other, -1) if _is_dim_like(other) else NotImplemented
+    def __sub__(self, other: object) -> object:
+        return _combine(self, other, -1) if _is_dim_like(other) else _value(self, "-", other)
 
-    def __rsub__(self, other: object) -> int | Dim:
-        return _combine(-self, other, 1) if _is_dim_like(other) else NotImplemented
+    def __rsub__(self, other: object) -> object:
+        return _combine(-self, other, 1) if _is_dim_like(other) else _value(other, "-", self)
 
     def __neg__(self) -> Dim:
         return Dim(tuple((m, -c) for m, c in self.terms))
 
-    def __mul__(self, other: object) -> int | Dim:
-        return _multiply(self, other) if _is_dim_like(other) else NotImplemented
+    def __mul__(self, other: object) -> object:
+        return _multiply(self, other) if _is_dim_like(other) else _value(self, "*", other)
 
-    __rmul__ = __mul__
+    def __rmul__(self, other: object) -> object:
+        return _multiply(self, other) if _is_dim_like(other) else _value(other, "*", self)
+
+    def __pow__(self, exponent: object) -> object:
+        if isinstance(exponent, int) and not isinstance(exponent, bool) and exponent >= 0:
+            power: DimLike = 1
+            for _ in range(exponent):
+                power = _multiply(self, power)  # type: ignore[assignment]
+            return power
+        if isinstance(exponent, int) and not isinstance(exponent, bool):
+            require(at_least(self, 1), f"{self} ** {exponent}")  # 0 ** -k raises in Python
+            exponent = float(exponent)
+        return _value(self, "**", exponent)
+
+    def __rpow__(self, base: object) -> object:
+        if isinstance(base, int) and not isinstance(base, (bool, np.generic)):
+            # A Python int's power has no bound; int64 values would wrap where Python's don't.
+            raise UnknownDimensionError(f"{base} ** {self} is a Python int of unbounded size "
+                                        f"at the call; write {base}.0 ** {self} for a float")
+        return _value(base, "**", self)
+
+    def __array_ufunc__(self, ufunc: object, method: str, *inputs: object,
+                        **kwargs: object) -> object:
+        if value_of is None:
+            raise UnknownDimensionError(f"numpy.{getattr(ufunc, '__name__', ufunc)} of the "
+                                        f"symbolic dimension {self} is not known until the call")
+        values = [value_of(v) if isinstance(v, Dim) else v for v in inputs]
+        return getattr(ufunc, method)(*values, **kwargs)
 
     def __floordiv__(self, divisor: object) -> int | Dim:
         if not isinstance(divisor, int) or isinstance(divisor, bool):
@@ -109,28 +139,58 @@ class Dim:
         raise UnknownDimensionError(f"whether the symbolic dimension {self} is zero is not "
                                     "known until the call")
 
-    def _unknown_order(self, other: object) -> bool:
+    def _difference(self, other: object) -> int:
+        """`self - other` when it is the same for every size (`n+1` and `n`: 1); else the
+        order is not known until the call."""
         if not _is_number(other):
-            return NotImplemented  # a traced value compares itself (an op of the trace)
-        raise UnknownDimensionError(f"how the symbolic dimension {self} compares with {other} "
-                                    "is not known until the call")
+            return NotImplemented  # type: ignore[return-value]
+        difference = self - other if _is_dim_like(other) else None
+        if not isinstance(difference, int):
+            raise UnknownDimensionError(f"how the symbolic dimension {self} compares with "
+                                        f"{other} is not known until the call")
+        return difference
 
-    __lt__ = __le__ = __gt__ = __ge__ = _unknown_order
+    def __lt__(self, other: object) -> bool:
+        d = self._difference(other)
+        return d if d is NotImplemented else d < 0
+
+    def __le__(self, other: object) -> bool:
+        d = self._difference(other)
+        return d if d is NotImplemented else d <= 0
+
+    def __gt__(self, other: object) -> bool:
+        d = self._difference(other)
+        return d if d is NotImplemented else d > 0
+
+    def __ge__(self, other: object) -> bool:
+        d = self._difference(other)
+        return d if d is NotImplemented else d >= 0
+
+    def _unknown_remainder(self, other: object) -> object:
+        if not _is_number(other):
+            return NotImplemented
+        raise UnknownDimensionError(f"a remainder or quotient of {other} and the symbolic "
+                                    f"dimension {self} is not known until the call")
+
+    __rmod__ = __rfloordiv__ = __rdivmod__ = _unknown_remainder
+
+    def __divmod__(self, divisor: object) -> object:
+        if isinstance(divisor, int) and not isinstance(divisor, bool) and divisor >= 1:
+            return self // divisor, self % divisor
+        return self._unknown_remainder(divisor)
 
     def _unknown_value(self) -> int:
         raise UnknownDimensionError(f"the symbolic dimension {self} has no value until the "
-                                    "call, so it cannot be used as a Python number")
+                                    "call, so it cannot be used as a Python number (arithmetic "
+                                    "on it, n * 1.0 or n / 2, is its value at the call)")
 
     __int__ = __index__ = __float__ = _unknown_value  # type: ignore[assignment]
 
-    def _unknown_quotient(self, other: object) -> int:
-        if not _is_number(other):
-            return NotImplemented  # a traced value divides itself (an op of the trace)
-        raise UnknownDimensionError(f"the symbolic dimension {self} has no value until the "
-                                    "call, so it cannot be divided as a Python number (// by "
-                                    "an integer keeps it symbolic)")
+    def __truediv__(self, other: object) -> object:
+        return _value(self, "/", other)
 
-    __truediv__ = __rtruediv__ = _unknown_quotient
+    def __rtruediv__(self, other: object) -> object:
+        return _value(other, "/", self)
 
     def __str__(self) -> str:
         text = ""
@@ -144,6 +204,28 @@ class Dim:
 
 
 DimLike = int | Dim
+
+# A symbolic extent as a value of the active trace (jitc.tracing sets it): what `n / 2`,
+# `n * 0.5` or `np.sqrt(n)` compute with, since their results are no extents. It raises
+# UnknownDimensionError outside a trace.
+value_of: Callable[[Dim], object] | None = None
+
+_OPERATORS = {"+": operator.add, "-": operator.sub, "*": operator.mul, "/": operator.truediv,
+              "**": operator.pow}
+
+
+def _value(a: object, op: str, b: object) -> object:
+    """`a op b` where one side is a Dim and the result is no extent: on the call's values."""
+    if not _is_number(a) or not _is_number(b):
+        return NotImplemented  # a traced operand computes it (an op of the trace)
+    if value_of is None:
+        raise UnknownDimensionError(f"{a} {op} {b} is not an extent, and the symbolic "
+                                    "dimension in it has no value until the call")
+    if op == "/" and isinstance(b, Dim) and not isinstance(a, np.generic):
+        # Python's `1.0 / n` raises ZeroDivisionError for 0, where the value would be inf.
+        require(at_least(b, 1), f"{a} / {b}")
+    a, b = (value_of(v) if isinstance(v, Dim) else v for v in (a, b))
+    return _OPERATORS[op](a, b)
 
 
 def _is_number(value: object) -> bool:
@@ -429,10 +511,14 @@ def equal(a: DimLike, b: DimLike) -> Constraint:
 
 
 def at_least(a: DimLike, b: DimLike) -> Constraint:
-    """`a >= b`; against a constant, the constant terms move right (`n-1 >= 0` is `n >= 1`)."""
+    """`a >= b`; against a constant, the constant terms move right and a common factor
+    divides out (`n-1 >= 0` and `3*n >= 1` are `n >= 1`)."""
     if isinstance(b, int) and isinstance(a, Dim):
         offset = _terms(a).get((), 0)
-        return Constraint(">=", a - offset, b - offset)
+        a, b = a - offset, b - offset
+        factor = math.gcd(*(c for _, c in a.terms))  # type: ignore[union-attr]
+        if factor > 1:
+            a, b = exact_quotient(a, factor), -(-b // factor)  # type: ignore[assignment]
     return Constraint(">=", a, b)
 
 
@@ -491,6 +577,21 @@ def _rewrite(value: DimLike, known: Iterable[Constraint]) -> DimLike:
     return value
 
 
+def _without_subtracted_quotients(terms: dict[Monomial, Fraction],
+                                  known: tuple[Constraint, ...]) -> dict[Monomial, Fraction]:
+    """`terms` with each subtracted `e//k` replaced by `e/k`, which is at least as large
+    (`n - (n+1)//2` is at least `n/2 - 1/2`): a lower bound of the result bounds `terms`."""
+    out: dict[Monomial, Fraction] = {}
+    for monomial, coefficient in terms.items():
+        if coefficient < 0 and len(monomial) == 1 and isinstance(monomial[0], FloorDiv):
+            atom = monomial[0]
+            for inner, c in _rational(atom.numerator, known).items():
+                out[inner] = out.get(inner, Fraction(0)) + coefficient * c / atom.divisor
+        else:
+            out[monomial] = out.get(monomial, Fraction(0)) + coefficient
+    return {m: c for m, c in out.items() if c}
+
+
 def _lower_bound(value: DimLike, known: Iterable[Constraint]) -> Fraction | None:
     """A lower bound of `value` over every binding that satisfies `known` (symbols are never
     negative), or None when its terms do not all grow with the symbols."""
@@ -498,7 +599,8 @@ def _lower_bound(value: DimLike, known: Iterable[Constraint]) -> Fraction | None
     bounds = {symbol_name(c.lhs): c.rhs for c in known if c.relation == ">="
               and symbol_name(c.lhs) is not None and isinstance(c.rhs, int)}
     total = Fraction(0)
-    for monomial, coefficient in _rational(value, known).items():
+    for monomial, coefficient in _without_subtracted_quotients(_rational(value, known),
+                                                               known).items():
         if monomial and coefficient < 0:
             return None
         product = coefficient

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from jitc.ir import ops
+from jitc.ir.ops.rules import broadcast_shapes as broadcast_extents
 from jitc.ir.symbolic import Dim, DimLike, is_static
 from jitc.numpy import symbolic_index
 from jitc.numpy._core import implements, lift, normalize_axis, tracers_in, unsupported
@@ -91,6 +92,8 @@ def dynamic_slice_length(item: slice, size: int) -> tuple[Any, int, int]:
 def _stand_in(item: Item, shape: tuple[int, ...], axis: int | None) -> Item:
     """What numpy checks in place of a traced item: the same shape, a valid value."""
     if isinstance(item, Tracer):
+        if not item.aval.is_static:
+            return item  # jitc.numpy.symbolic_index gives it placeholder sizes
         return np.ones(item.shape, np.bool_) if item.dtype == np.bool_ else \
             np.zeros(item.shape, np.intp)
     if _is_dynamic_slice(item):
@@ -152,7 +155,8 @@ def numpy_result_shape(shape: tuple[DimLike, ...], items: tuple[Item, ...],
     axes = _item_axes(items)
     stand_ins = tuple(_stand_in(it, shape, None if ax is None else ax % max(len(shape), 1))
                       for it, ax in zip(items, axes))
-    if not all(is_static(d) for d in shape):
+    if not all(is_static(d) for d in shape) or any(
+            isinstance(it, Tracer) and not it.aval.is_static for it in items):
         return symbolic_index.result_shape(shape, items, axes, stand_ins, indexed)
     dummy = _dummy(tuple(shape))
     try:
@@ -317,7 +321,9 @@ def _gather(x: Tracer, arrays: list[tuple[int, Any]], adjacent: bool,
     """Integer-array indexing of x's `arrays` axes (slices applied already) as one gather."""
     array_axes = [axis for axis, _ in arrays]
     indices = [lift(idx) if isinstance(idx, Tracer) else np.asarray(idx) for _, idx in arrays]
-    index_shape = np.broadcast_shapes(*(np.shape(i) for i in indices))
+    shapes = [np.shape(i) if isinstance(i, np.ndarray) else i.shape for i in indices]
+    index_shape = np.broadcast_shapes(*shapes) if all(is_static(d) for s in shapes for d in s) \
+        else broadcast_extents(shapes)
     # Move the indexed axes to the front and flatten them into one, so one gather does it.
     rest = [a for a in range(x.ndim) if a not in array_axes]
     moved = transpose(x, array_axes + rest)
@@ -340,6 +346,11 @@ def _gather(x: Tracer, arrays: list[tuple[int, Any]], adjacent: bool,
     return gathered
 
 
+def _int64(extent: DimLike) -> Tracer:
+    """An extent as an int64 scalar: a constant, or the call's value of a symbolic one."""
+    return lift(np.int64(extent)) if is_static(extent) else lift(extent, np.int64)
+
+
 def _linear_index(indices: list[Any], sizes: list[int]) -> tuple[Any, Any]:
     """Row-major position of each index tuple; negative indices wrap as in numpy. Also
     whether each traced index is in range (None when every index is a checked constant)."""
@@ -347,16 +358,20 @@ def _linear_index(indices: list[Any], sizes: list[int]) -> tuple[Any, Any]:
     valid = None
     stride = 1
     for idx, size in reversed(list(zip(indices, sizes))):
-        if isinstance(idx, Tracer):
+        traced = isinstance(idx, Tracer)
+        if traced or not is_static(size):
+            # A symbolic axis wraps constant negative indices at the call, as traced ones
+            # (their range is a constraint of the call: jitc.numpy.symbolic_index).
+            extent = _int64(size)
             idx = lift(idx, np.int64)
-            wrapped = select(compare(idx, lift(np.int64(0)), "lt"),
-                             np.add(idx, np.int64(size)), idx)
-            inside = np.logical_and(compare(wrapped, lift(np.int64(0)), "ge"),
-                                    compare(wrapped, lift(np.int64(size)), "lt"))
-            valid = inside if valid is None else np.logical_and(valid, inside)
+            wrapped = select(compare(idx, lift(np.int64(0)), "lt"), np.add(idx, extent), idx)
+            if traced:
+                inside = np.logical_and(compare(wrapped, lift(np.int64(0)), "ge"),
+                                        compare(wrapped, extent, "lt"))
+                valid = inside if valid is None else np.logical_and(valid, inside)
         else:
             wrapped = lift(np.asarray(idx, np.int64) % max(size, 1))
-        term = wrapped if stride == 1 else np.multiply(wrapped, np.int64(stride))
+        term = wrapped if stride == 1 else np.multiply(wrapped, _int64(stride))
         linear = term if linear is None else np.add(linear, term)
         stride *= size
     return linear, valid

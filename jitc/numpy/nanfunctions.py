@@ -11,8 +11,11 @@ runs and are not given.
 
 from __future__ import annotations
 
+import builtins
+
 import numpy as np
 
+from jitc.ir.symbolic import is_static
 from jitc.numpy._core import (
     convert,
     implements,
@@ -255,8 +258,11 @@ def _nan_quantile(name: str, a, q, weak: bool, axis, method: str, keepdims: bool
     count = sum(np.logical_not(np.isnan(rows)), axis=-1, dtype=np.int64)
     top = np.subtract(count, 1)
 
+    # (`max` here is numpy's, of this module: the bound takes Python's, or the call's.)
+    upper = builtins.max(last, 0) if is_static(last) else np.maximum(lift(last), 0)
+
     def at(position: Tracer) -> Tracer:
-        position = np.clip(position, 0, max(last, 0))
+        position = np.clip(position, 0, upper)
         return squeeze(take_along_axis(s, expand_dims(position, -1), axis=-1), -1)
 
     def one(value: float) -> Tracer:

@@ -463,12 +463,26 @@ def roll(a, shift, axis=None):
     for s, ax in np.broadcast(shifts, axes):
         ax = normalize_axis(ax, x.ndim)
         n = x.shape[ax]
+        if not is_static(n):
+            x = _roll_symbolic(x, check_static_int(s, "the roll shift"), ax)
+            continue
         if n == 0:
             continue
         k = check_static_int(s, "the roll shift") % n
         if k:
             x = concatenate([slice_axis(x, ax, n - k, n), slice_axis(x, ax, 0, n - k)], axis=ax)
     return x
+
+
+def _roll_symbolic(x: Tracer, shift: int, axis: int) -> Tracer:
+    """np.roll along a symbolic axis: the window of length n of the axis written twice that
+    starts at n - shift % n (the call's values; an empty axis stays empty)."""
+    n = lift(x.shape[axis], np.int64)
+    start = np.subtract(n, np.remainder(lift(np.int64(shift)), n))
+    starts = [lift(np.int64(0))] * x.ndim
+    starts[axis] = start
+    doubled = concatenate([x, x], axis=axis)
+    return emit(ops.DYNAMIC_SLICE, [doubled, *starts], {"sizes": list(x.shape)})
 
 
 @implements(np.repeat)

@@ -10,12 +10,13 @@ trace time from the static `q`.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
 
-from jitc.ir import ops
-from jitc.ir.symbolic import at_most
+from jitc.ir import ops, symbolic
+from jitc.ir.symbolic import DimLike, at_most, is_static
 from jitc.numpy._core import (
     convert,
     implements,
@@ -190,7 +191,8 @@ def reduced_last(x: Tracer, axis: object) -> tuple[Tracer, tuple[int, ...]]:
     kept = [d for d in range(x.ndim) if d not in axes]
     kept_shape = tuple(x.shape[d] for d in kept)
     moved = np.transpose(x, kept + sorted(axes)) if axes else x
-    merged = reshape(moved, kept_shape + (-1,))
+    # The merged length written out: numpy's -1 cannot be inferred beside an empty axis.
+    merged = reshape(moved, kept_shape + (math.prod(x.shape[a] for a in axes),))
     keep_shape = tuple(1 if d in axes else x.shape[d] for d in range(x.ndim))
     return merged, keep_shape
 
@@ -221,18 +223,22 @@ def median(a, axis=None, out=None, overwrite_input=False, keepdims=False):
     x, keep_shape = reduced_last(lift(a), axis)
     n = x.shape[-1]
     result_dtype = np.result_type(x.dtype, np.float64) if x.dtype.kind in "biu" else x.dtype
-    if n == 0:
+    if is_static(n) and n == 0:
         return with_kept_dims(lift(np.full(x.shape[:-1], np.nan, result_dtype)).copy_tracer(),
                        keep_shape, (), keepdims)
+    if not is_static(n):  # numpy's nan for an empty axis is the exact compilation's
+        symbolic.require(symbolic.at_least(n, 1), "numpy.median over a symbolic axis")
     s = sort_along(x, x.ndim - 1)
     low, high = _at(s, (n - 1) // 2), _at(s, n // 2)
     # numpy's mean of the middle element(s): float16 adds in float32, integers in float64.
     wide = np.float32 if x.dtype == np.float16 else result_dtype
-    if n % 2:
-        result = convert(low, result_dtype)
-    else:
-        total = np.add(convert(low, wide), convert(high, wide))
-        result = convert(np.true_divide(total, np.asarray(2, wide)), result_dtype)
+    odd = convert(low, result_dtype)
+    total = np.add(convert(low, wide), convert(high, wide))
+    even = convert(np.true_divide(total, np.asarray(2, wide)), result_dtype)
+    if is_static(n):
+        result = odd if n % 2 else even
+    else:  # the parity of a symbolic extent is the call's
+        result = select(np.equal(np.remainder(lift(n, np.int64), 2), 1), odd, even)
     nan_rows = _has_nan_last(s)
     if nan_rows is not None:
         result = select(nan_rows, lift(np.nan, result.dtype), result)
@@ -271,6 +277,35 @@ def _positions(n: int, q: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarra
     return previous.astype(np.int64) % n, following.astype(np.int64) % n, gamma
 
 
+def _symbolic_quantiles(s: Tracer, n: DimLike, q: np.ndarray, weak: bool) -> list[Tracer]:
+    """`_positions` and `_lerp_one` for a symbolic axis length: the positions and weights are
+    values of the call, computed as numpy computes them."""
+    rows = []
+    last = lift(n - 1)  # numpy's Python int n - 1
+    for v in q.reshape(-1):
+        fraction = lift(v.item()) if weak else lift(np.asarray(v))
+        virtual = np.multiply(last, fraction)
+        if q.dtype.kind in "biu":  # the element at the whole virtual index, no lerp
+            rows.append(s[..., virtual])
+            continue
+        previous = np.floor(virtual)
+        above, below = np.greater_equal(virtual, last), np.less(virtual, 0)
+        zero, end = lift(np.asarray(0, virtual.dtype)), lift(np.asarray(-1, virtual.dtype))
+        following = select(above, end, select(below, zero, np.add(previous, 1)))
+        previous = select(above, end, select(below, zero, previous))
+        gamma = np.subtract(virtual, previous)
+        rest = np.subtract(1, gamma)
+        if weak:  # numpy's gamma and 1 - gamma are then Python floats: weakly typed
+            gamma, rest = (Tracer(t.trace, t.value, True) for t in (gamma, rest))
+        low = s[..., previous.astype(np.int64)]
+        high = s[..., following.astype(np.int64)]
+        diff = np.subtract(high, low)
+        rows.append(select(np.greater_equal(gamma, 0.5),
+                           np.subtract(high, np.multiply(diff, rest)),
+                           np.add(low, np.multiply(diff, gamma))))
+    return rows
+
+
 def _quantile(name: str, a, q: np.ndarray, weak: bool, axis, method: str,
               keepdims: bool) -> Tracer:
     if method != "linear":
@@ -281,11 +316,15 @@ def _quantile(name: str, a, q: np.ndarray, weak: bool, axis, method: str,
     refuse_complex_quantile(lift(a), name)
     x, keep_shape = reduced_last(lift(a), axis)
     n = x.shape[-1]
-    if n == 0:
+    if not is_static(n):  # numpy's IndexError for an empty axis is the exact compilation's
+        symbolic.require(symbolic.at_least(n, 1), f"numpy.{name} over a symbolic axis")
+    elif n == 0:
         raise IndexError(located(f"numpy.{name} of an empty axis: index -1 is out of bounds "
                                  "for axis 0 with size 0"))
     s = sort_along(x, x.ndim - 1)
-    if q.dtype.kind in "biu":
+    if not is_static(n):
+        rows = _symbolic_quantiles(s, n, q, weak)
+    elif q.dtype.kind in "biu":
         # integer q (0 or 1): numpy takes the element at the whole virtual index, no lerp
         rows = [_at(s, int(v)) for v in ((n - 1) * q).reshape(-1).tolist()]
     else:

@@ -8,6 +8,7 @@ import warnings
 
 import numpy as np
 
+from jitc.ir.symbolic import is_static
 from jitc.numpy._core import implements, lift, normalize_axes, refuse_complex_order, unsupported
 from jitc.numpy.histograms import known, numpy_checks, sorted_position, stand_in
 from jitc.numpy.linalg import dot
@@ -157,10 +158,14 @@ def average(a, axis=None, weights=None, returned=False, *, keepdims=np._NoValue)
     keep = {} if keepdims is np._NoValue else {"keepdims": keepdims}
     if weights is None:
         avg = mean(x, axis=axes, **keep)
-        if avg.size == 0:
+        if is_static(avg.size) and avg.size == 0:
             raise ZeroDivisionError(located("numpy.average of an empty result: numpy divides "
                                             "the sizes, a.size / 0"))
-        scale = lift(np.asarray(x.size / avg.size, avg.dtype))
+        # numpy's Python float a.size / avg.size; with symbolic sizes, its value at the call
+        # (which records avg.size >= 1, where numpy would raise).
+        ratio = x.size / avg.size
+        scale = lift(np.asarray(ratio, avg.dtype)) if is_static(x.size) else \
+            lift(ratio, avg.dtype)
     else:
         w = lift(weights)
         if x.shape != w.shape:

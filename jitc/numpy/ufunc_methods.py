@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from jitc.ir import dtypes, ops
+from jitc.ir.symbolic import is_static
 from jitc.ir.types import TensorType
 from jitc.numpy._core import (
     convert,
@@ -136,11 +137,38 @@ def _halving(x: Tracer, combine: Callable[[Tracer, Tracer], Tracer]) -> Tracer:
     return reshape(x, x.shape[:ax])
 
 
+def _sequential_scan(x: Tracer, axis: int, combine: Callable[[Tracer, Tracer], Tracer]
+                     ) -> Tracer:
+    """The running combination along a symbolic axis: one step per element in a loop whose
+    trip count is the call's extent, combining in numpy's own order."""
+    from jitc import lax  # jitc.lax builds on jitc.numpy
+    rows = transpose(x, [axis] + [a for a in range(x.ndim) if a != axis])
+    n = rows.shape[0]
+    # One spare row, so that the one-row blocks fit even when the axis is empty.
+    spare = [0] * x.ndim
+    spare[0] = 1
+    rows = emit(ops.PAD, [rows, lift(np.zeros((), x.dtype))],
+                {"low": [0] * x.ndim, "high": spare, "interior": [0] * x.ndim})
+    zeros = [np.int64(0)] * (x.ndim - 1)
+    block = [1, *rows.shape[1:]]
+
+    def step(i: Tracer, acc: Tracer) -> Tracer:
+        previous = lax.dynamic_slice(acc, [i - 1, *zeros], block)
+        current = lax.dynamic_slice(acc, [i, *zeros], block)
+        return lax.dynamic_update_slice(acc, combine(previous, current), [i, *zeros])
+
+    done = slice_axis(lax.fori_loop(np.int64(1), lift(n, np.int64), step, rows), 0, 0, n)
+    order = list(range(1, axis + 1)) + [0] + list(range(axis + 1, x.ndim))
+    return transpose(done, order)
+
+
 # -- accumulate, cumsum, cumprod -----------------------------------------------------------------
 
 def scan(x: Tracer, axis: int, combine: Callable[[Tracer, Tracer], Tracer]) -> Tracer:
     """The running combination of x along `axis`: out[i] = x[0] op x[1] op ... op x[i]."""
     n = x.shape[axis]
+    if not is_static(n):
+        return _sequential_scan(x, axis, combine)
     if n <= 1:
         return x
     position = emit(ops.IOTA, [], {"dimension": axis}, TensorType(dtypes.int64, x.shape))

@@ -121,14 +121,29 @@ def extent_value(dim: symbolic.Dim, state: TraceState | None = None) -> Tracer:
     return Tracer(state, value, weak=True)
 
 
+def _traced_extent(dim: symbolic.Dim) -> Tracer:
+    if current_trace() is None:
+        raise symbolic.UnknownDimensionError(f"the symbolic dimension {dim} has no value "
+                                             "outside a trace")
+    return extent_value(dim)
+
+
+# `n / 2`, `n * 0.5`, `np.sqrt(n)` of an extent of the trace: the call's value.
+symbolic.value_of = _traced_extent
+
+
 def with_extents(values: Sequence[object], state: TraceState | None = None) -> tuple:
     """`values` (operands of a traced op) with each symbolic extent as its `extent` value;
     symbolic extents inside containers are refused."""
+    if not any(isinstance(v, _MAY_HOLD_EXTENTS) for v in values):
+        return tuple(values)  # the common case, on every traced operator: nothing to do
     out = tuple(extent_value(v, state) if isinstance(v, symbolic.Dim) else v for v in values)
-    refuse_symbolic_value(out)
     for v in out:
         refuse_symbolic_value(v)
     return out
+
+
+_MAY_HOLD_EXTENTS = (symbolic.Dim, tuple, list, np.ndarray)
 
 
 _local = threading.local()

@@ -294,8 +294,7 @@ def test_every_op_of_the_table_has_a_c_lowering() -> None:
     from jitc.backends.c.control import CONTROL
     from jitc.passes.complex_split import SPLIT_AWAY
     lowered = set(RULES) | {op.name for op in _SPECIAL} | {op.name for op in CONTROL} | \
-        {"parameter", "constant", "fusion"} | {op.name for op in SPLIT_AWAY} | \
-        {"extent"}  # folded when static; a symbolic module is refused before compiling
+        {"parameter", "constant", "fusion"} | {op.name for op in SPLIT_AWAY}
     assert set(ops.OPS) <= lowered, sorted(set(ops.OPS) - lowered)
 
 

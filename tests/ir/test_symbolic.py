@@ -20,6 +20,7 @@ from jitc.ir.opdef import OPS, AttrKind, IRTypeError, OpDef, Trait
 from jitc.ir.parser import ParseError, parse_module
 from jitc.ir.printer import print_module
 from jitc.ir.symbolic import (
+    UnknownDimensionError,
     at_least,
     ceil_divide,
     divisible,
@@ -110,6 +111,17 @@ def test_implication_uses_declared_bounds_equalities_and_divisibility() -> None:
     assert implied(at_least(floor_divide(n - 5, 2), 0), [at_least(n, 5)])
     assert implied(equal(floor_divide(n, 8) * 8, n), [divisible(n, 8)])
     assert not implied(equal(floor_divide(n, 8) * 8, n), [])
+    # A subtracted quotient is at most its numerator's fraction: n - (n+1)//2 >= (n-1)/2.
+    assert implied(at_least(n, floor_divide(n + 1, 2)), [at_least(n, 1)])
+    assert not implied(at_least(n, floor_divide(n + 1, 2) + 1), [at_least(n, 1)])
+
+
+def test_extents_that_differ_by_a_constant_compare_and_bounds_normalize() -> None:
+    assert n + 1 > n and n <= n and not n < n and n - 2 < n
+    with pytest.raises(UnknownDimensionError):
+        _ = n > m
+    assert str(at_least(n - 1, 0)) == "n >= 1" and str(at_least(3 * n, 1)) == "n >= 1"
+    assert str(at_least(4 * n + 2, 7)) == "n >= 2"
 
 
 def test_exact_quotients_are_polynomials_or_none() -> None:
