@@ -175,9 +175,11 @@ class CpuBackend:
         if symbols:
             try:
                 return self._compile(module, options, timing, threads)
-            except (UnknownDimensionError, SymbolicExtentError, TypeError) as exc:
+            except (UnknownDimensionError, SymbolicExtentError, TypeError,
+                    RuntimeError) as exc:
                 # Every construct the kernels cannot take symbolically ends here, loudly,
-                # before any code runs; jit's policy then compiles each shape exactly.
+                # before any code runs (a `Dim` that leaked into an LLVM constant fails
+                # LLVM's parser: RuntimeError); jit's policy then compiles each shape exactly.
                 raise SymbolicExtentError(
                     f"the cpu backend cannot compile {module.entry.name} with symbolic "
                     f"dimensions ({', '.join(symbols)}) yet: {exc}") from exc

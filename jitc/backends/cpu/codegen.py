@@ -1,7 +1,10 @@
 """Lowering an optimized IR module to one LLVM module for the host CPU.
 
 The module exports `jitc_entry(ptr buffers)`: `buffers` holds the argument pointers, the
-result pointers, the array-constant pointers and the workspace pointer, in that order. The
+result pointers, the array-constant pointers and the workspace pointer, in that order; a
+function with symbolic dimensions takes one more, the pointer to its symbol values
+(`int64_t dims[]` in `sorted(symbols)` order, docs/dynamic-shapes.md), kept in frame slot
+`plan.dims_slot` for the kernels. The
 entry function lays out the frame (one pointer per materialised value) and runs the kernels
 in program order, splitting large ones across threads through `jitc_parallel_for` when the
 function was compiled for more than one thread.
