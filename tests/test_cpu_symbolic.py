@@ -249,3 +249,15 @@ def test_slices_and_reshapes_of_symbolic_extents_from_ir_text() -> None:
             np.testing.assert_array_equal(r, e)
     with pytest.raises(ArgumentError, match=r"constraint n % 4 == 0 does not hold: n=6"):
         executable([_floats(6, 6)])
+
+
+def test_threads_share_one_symbolic_compilation_with_workspaces_of_their_own() -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    compiled = _compiled("mlp")[0]
+    assert not is_static(compiled.executable.workspace_bytes)  # sized per call
+    batches = [_floats(n % 7 * 9 + 1, 48) for n in range(40)]
+    with ThreadPoolExecutor(4) as pool:
+        results = list(pool.map(lambda x: compiled(x, W1, B1, W2), batches))
+    for x, got in zip(batches, results):
+        np.testing.assert_allclose(got, mlp(x, W1, B1, W2), rtol=2e-5, atol=2e-5)

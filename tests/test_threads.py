@@ -60,7 +60,7 @@ def test_thread_pool_map_over_batches_of_new_shapes() -> None:
         traces.append(x.shape)
         return (x - x.mean(axis=-1, keepdims=True)) / (x.std(axis=-1, keepdims=True) + 1e-5)
 
-    jg = jitc.jit(g)
+    jg = jitc.jit(g, dynamic=False)  # one exact compilation per shape, each traced once
     rng = np.random.default_rng(0)
     batches = [rng.standard_normal((n % 3 + 1, 64 + n % 4)) for n in range(48)]
     with ThreadPoolExecutor(THREADS) as pool:
