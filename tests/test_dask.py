@@ -98,7 +98,7 @@ def test_client_map_and_submit(client) -> None:
 def test_a_function_jitted_by_the_client_compiles_once_per_worker(client) -> None:
     """`jitc.jit(fun, ...)` made in the client is no module attribute: every task carries it
     by value, and each worker still makes one jitted function of all of them."""
-    affine = jitc.jit(models.affine, static_argnames="scale")
+    affine = jitc.jit(models.affine, static_argnames="scale", dynamic=False)
     result = da.from_array(X, chunks=(BLOCK_ROWS, 64)).map_blocks(affine, scale=3.0).compute()
     np.testing.assert_allclose(result, X * 3.0 + 1.0, rtol=1e-6)
     assert_compiled_once_per_shape(client, "affine", {(100, 64), (50, 64)})
