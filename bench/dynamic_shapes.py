@@ -11,7 +11,8 @@ sweep did or did not become one symbolic compilation).
 Then, per backend whose sweep compiled symbolically, the per-call time (the best of 9
 interleaved batches of calls) at some of the sizes: of the symbolic compilation (as `jit`
 calls it, through the general call path) and of an exact compilation of that size
-(`dynamic=False`, the C fast path), and their ratio.
+(`dynamic=False`, the C fast path), and their ratio; then the same for the two compilations'
+executables called directly (the machine code, and the symbolic one's binding of symbols).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import numpy as np
 import jitc
 from bench.runner import bind_numpy
 from bench.workloads import _gpt2_inputs, _mlp_inputs, gpt2_block, mlp
+from jitc.tracing.function import AbstractArray
 
 MLP_BATCHES = (1, 2, 3, 5, 8, 13, 21, 32, 50, 64, 100, 128, 256)
 
@@ -74,21 +76,34 @@ def _best_per_call(fns: Sequence[Callable], args: tuple, rounds: int = 9,
     return best
 
 
+def _flat(executable: Callable) -> Callable:
+    """`executable` called like the function: positional arrays in, its results out."""
+    return lambda *args: executable(list(args))
+
+
 def _per_call(fn: Callable, make: Callable[[int], tuple], sizes: Sequence[int],
-              backend: str, threads: int | None) -> list[tuple[int, float, float]]:
-    """(size, symbolic seconds, exact seconds) per size, on `threads` threads (None: the
-    default); empty when no symbolic compilation serves them."""
+              backend: str, threads: int | None) -> list[tuple[int, list[float]]]:
+    """Per size: seconds per call of the symbolic and the exact compilation through `jit`,
+    then of their executables alone (the machine code, with the symbolic one's binding), on
+    `threads` threads (None: the default); empty when no symbolic compilation serves them.
+    The symbolic executable is the first argument's dimension 0 made symbolic."""
     options = {} if threads is None else {"num_threads": threads}
     symbolic = jitc.jit(fn, backend=backend, disk_cache=False, **options)
     symbolic(*make(sizes[0] + 1))
     symbolic(*make(sizes[0] + 2))
     if not any(s["symbolic"] for s in symbolic.compile_stats()):
         return []
+    first, *rest = make(sizes[0])
+    spec = AbstractArray(("B", *first.shape[1:]), first.dtype)
+    code = jitc.jit(fn, backend=backend, disk_cache=False, **options).lower(spec, *rest)
+    symbolic_code = code.compile().executable
     rows = []
     for n in sizes:
         args = make(n)
         exact = jitc.jit(fn, backend=backend, disk_cache=False, dynamic=False, **options)
-        rows.append((n, *_best_per_call([symbolic, exact], args)))
+        exact_code = exact.lower(*args).compile().executable
+        rows.append((n, _best_per_call([symbolic, exact, _flat(symbolic_code),
+                                        _flat(exact_code)], args)))
     assert sum(s["symbolic"] for s in symbolic.compile_stats()) == 1
     return rows
 
@@ -135,13 +150,14 @@ def main(argv: Sequence[str] | None = None) -> None:
                   f"{row['second_reason'][:110]}")
             if row["symbolic"] and backend != "interpreter":
                 per_call.append((name.split(",")[0], backend, fn, make))
-    print(f"\n{'per call':<28} {'backend':<12} {'size':>8} {'symbolic':>10} {'exact':>10} "
-          f"{'ratio':>6}")
+    print(f"\n{'per call (us)':<16} {'backend':<8} {'size':>5} {'jit: symbolic':>14} "
+          f"{'exact':>9} {'ratio':>6} {'code: symbolic':>15} {'exact':>9} {'ratio':>6}")
     for name, backend, fn, make in per_call:
-        for n, symbolic_s, exact_s in _per_call(fn, make, PER_CALL_SIZES, backend,
-                                                args.threads):
-            print(f"{name:<28} {backend:<12} {n:>8} {symbolic_s * 1e6:>8.1f}us "
-                  f"{exact_s * 1e6:>8.1f}us {symbolic_s / exact_s:>6.2f}")
+        for n, (sym, exact, sym_code, exact_code) in _per_call(fn, make, PER_CALL_SIZES,
+                                                               backend, args.threads):
+            print(f"{name:<16} {backend:<8} {n:>5} {sym * 1e6:>14.1f} {exact * 1e6:>9.1f} "
+                  f"{sym / exact:>6.2f} {sym_code * 1e6:>15.1f} {exact_code * 1e6:>9.1f} "
+                  f"{sym_code / exact_code:>6.2f}")
 
 
 if __name__ == "__main__":
