@@ -261,3 +261,28 @@ def test_threads_share_one_symbolic_compilation_with_workspaces_of_their_own() -
         results = list(pool.map(lambda x: compiled(x, W1, B1, W2), batches))
     for x, got in zip(batches, results):
         np.testing.assert_allclose(got, mlp(x, W1, B1, W2), rtol=2e-5, atol=2e-5)
+
+
+def test_calls_served_symbolically_take_a_fast_path_that_misses_what_it_cannot_serve(
+        monkeypatch) -> None:
+    from jitc import api
+
+    general = [0]
+    original = api.Jitted._call_once
+
+    def counted(self, *args, **kwargs):
+        general[0] += 1
+        return original(self, *args, **kwargs)
+    monkeypatch.setattr(api.Jitted, "_call_once", counted)
+    f = jitc.jit(mlp)
+    for batch in (3, 5, 7, 9, 64):  # 3 exactly, 5 symbolically, then the symbolic fast path
+        x = _floats(batch, 48)
+        np.testing.assert_allclose(f(x, W1, B1, W2), mlp(x, W1, B1, W2), rtol=2e-5, atol=2e-5)
+    assert general[0] == 2
+    x = _floats(1, 48)  # fails the guard x_0 >= 2: the general path compiles it exactly
+    np.testing.assert_allclose(f(x, W1, B1, W2), mlp(x, W1, B1, W2), rtol=2e-5, atol=2e-5)
+    strided = _floats(12, 96)[:, ::2]  # not contiguous: the general path converts it
+    np.testing.assert_allclose(f(strided, W1, B1, W2), mlp(strided, W1, B1, W2), rtol=2e-5,
+                               atol=2e-5)
+    assert general[0] == 4
+    assert sorted(s["symbolic"] for s in f.compile_stats()) == [False, False, True]

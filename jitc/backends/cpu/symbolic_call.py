@@ -98,6 +98,10 @@ class SymbolicEntry:
         bound = self._bound.get(shapes)
         if bound is None:
             bound = self._bind(arrays, shapes)
+        return self._run(arrays, bound)
+
+    def _run(self, arrays: Sequence[np.ndarray],
+             bound: tuple[tuple[int, ...], list[tuple[int, ...]], int]) -> list[np.ndarray]:
         dims, out_shapes, workspace_bytes = bound
         results = [arrays[donor] if donor is not None else np.empty(shape, dtype)
                    for donor, shape, dtype in zip(self._donors_by_result, out_shapes,
@@ -106,6 +110,11 @@ class SymbolicEntry:
         call_entry(self._address, (*arrays, *results), (*self._constant_addresses, workspace),
                    dims)
         return results
+
+    def dispatcher(self, result_kind: int, writes: Sequence[int] | None = None
+                   ) -> SymbolicDispatch:
+        """The C dispatcher's contract for this entry (jitc/dispatch.py's fast paths)."""
+        return SymbolicDispatch(self, result_kind, writes)
 
     def _bind(self, arrays: Sequence[np.ndarray], shapes: tuple
               ) -> tuple[tuple[int, ...], list[tuple[int, ...]], int]:
@@ -119,3 +128,56 @@ class SymbolicEntry:
             self._bound.clear()
         self._bound[shapes] = bound
         return bound
+
+
+class SymbolicDispatch:
+    """A fast path's dispatcher for a symbolic entry, with `jitc._runtime.Dispatcher`'s
+    contract: `dispatch(arrays)` runs the code on arrays it can take as they are (ndarrays of
+    the compiled dtypes, C-contiguous and aligned; donated ones writable and apart from the
+    others) whose shapes bind the symbols and meet the constraints, and returns the results
+    as `result_kind` says; anything else returns None (a miss: the general path converts,
+    compiles exactly or raises). `writes`: the arguments the last len(writes) results are
+    copied into."""
+
+    def __init__(self, entry: SymbolicEntry, result_kind: int,
+                 writes: Sequence[int] | None) -> None:
+        from jitc._runtime import RESULT_LIST, RESULT_NONE, RESULT_SINGLE
+        self.entry = entry
+        self.writes = list(writes or ())
+        self._single = result_kind == RESULT_SINGLE
+        self._list = result_kind == RESULT_LIST
+        self._none = result_kind == RESULT_NONE
+
+    def __call__(self, *call_args: object) -> object:
+        from jitc._runtime import NO_RESULT
+        args = call_args[0] if len(call_args) == 1 and type(call_args[0]) is tuple \
+            else call_args
+        entry = self.entry
+        if len(args) != len(entry.arg_dtypes):
+            return None
+        for a, dtype in zip(args, entry.arg_dtypes):
+            if type(a) is not np.ndarray or a.dtype != dtype or not a.flags.c_contiguous or \
+                    not a.flags.aligned:
+                return None
+        for n in entry._donors:
+            if not args[n].flags.writeable or any(  # type: ignore[union-attr]
+                    np.may_share_memory(args[n], a) for k, a in enumerate(args) if k != n):
+                return None
+        shapes = tuple(a.shape for a in args)  # type: ignore[union-attr]
+        bound = entry._bound.get(shapes)
+        if bound is None:
+            try:
+                bound = entry._bind(args, shapes)  # type: ignore[arg-type]
+            except TypeError:  # ArgumentError: not this compilation's shapes
+                return None
+        results = entry._run(args, bound)  # type: ignore[arg-type]
+        if self.writes:
+            kept = len(results) - len(self.writes)
+            for value, target in zip(results[kept:], self.writes):
+                args[target][...] = value  # type: ignore[index]
+            results = results[:kept]
+        if self._none:
+            return NO_RESULT
+        if self._single:
+            return results[0]
+        return results if self._list else tuple(results)
