@@ -286,3 +286,19 @@ def test_calls_served_symbolically_take_a_fast_path_that_misses_what_it_cannot_s
                                atol=2e-5)
     assert general[0] == 4
     assert sorted(s["symbolic"] for s in f.compile_stats()) == [False, False, True]
+
+
+def test_a_profile_times_the_kernels_of_a_symbolic_compilation(tmp_path) -> None:
+    import json
+
+    f = jitc.jit(mlp, dynamic=True)
+    path = tmp_path / "profile.json"
+    with jitc.profile(str(path)):
+        for n in (6, 70):
+            x = _floats(n, 48)
+            np.testing.assert_allclose(f(x, W1, B1, W2), mlp(x, W1, B1, W2), rtol=2e-5,
+                                       atol=2e-5)
+    events = json.loads(path.read_text())["traceEvents"]
+    kernels = [e for e in events if e.get("cat") == "kernel"]
+    assert len(kernels) >= 4  # each call's kernels; their figures are expressions
+    assert any("x_0" in str(e["args"].get("bytes")) for e in kernels)
