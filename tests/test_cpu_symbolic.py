@@ -291,7 +291,7 @@ def test_calls_served_symbolically_take_a_fast_path_that_misses_what_it_cannot_s
 def test_a_profile_times_the_kernels_of_a_symbolic_compilation(tmp_path) -> None:
     import json
 
-    f = jitc.jit(mlp, dynamic=True)
+    f = jitc.jit(mlp, dynamic={"x": {0: "B"}})
     path = tmp_path / "profile.json"
     with jitc.profile(str(path)):
         for n in (6, 70):
@@ -302,3 +302,4 @@ def test_a_profile_times_the_kernels_of_a_symbolic_compilation(tmp_path) -> None
     kernels = [e for e in events if e.get("cat") == "kernel"]
     assert len(kernels) >= 4  # each call's kernels; their figures are expressions
     assert any(isinstance(e["args"].get("bytes"), str) for e in kernels)
+    assert [s["symbolic"] for s in f.compile_stats()] == [True]
