@@ -89,6 +89,9 @@ PROGRAMS = {
         lambda n: (_floats(n, 16),)),
     "pad (reads an operand that may be empty only inside it)": (
         lambda x: np.pad(x, 1) * 2.0, ("f32[B,3]",), lambda n: (_floats(n, 3),)),
+    "sort and argsort rows": (
+        lambda x: np.sort(x, axis=-1) * 2.0 + np.argsort(x, axis=-1), ("f32[B,16]",),
+        lambda n: (_floats(n, 16),)),
     "concatenate along a static axis": (
         lambda x, y: np.concatenate([x, y], axis=1) * 2.0, ("f32[B,3]", "f32[B,5]"),
         lambda n: (_floats(n, 3), _floats(n, 5))),
@@ -184,20 +187,24 @@ def test_a_donated_argument_holds_the_result_of_a_symbolic_call() -> None:
 
 
 def test_an_unsupported_construct_is_refused_at_compile_time_and_compiled_exactly() -> None:
-    def sort_rows(x):
-        return np.sort(x, axis=-1) * 2.0
+    def byte_product(a, b):
+        return a.astype(np.int32) @ b.astype(np.int32)
 
-    with pytest.raises(SymbolicExtentError, match=r"the cpu backend cannot compile sort_rows "
-                                                   r"with symbolic dimensions \(B\) yet"):
-        jitc.jit(sort_rows).lower(AbstractArray("f32[B,16]")).compile()
-    f = jitc.jit(sort_rows)
+    with pytest.raises(SymbolicExtentError, match=r"the cpu backend cannot compile "
+                                                   r"byte_product with symbolic dimensions "
+                                                   r"\(B\) yet"):
+        jitc.jit(byte_product).lower(AbstractArray("i8[B,64]"), AbstractArray("i8[64,32]")
+                                     ).compile()
+    f = jitc.jit(byte_product)
+    rng = np.random.default_rng(3)
+    right = rng.integers(-128, 128, (64, 32)).astype(np.int8)
     for n in (3, 5, 8):
-        x = _floats(n, 16)
-        np.testing.assert_array_equal(f(x), np.sort(x, axis=-1) * 2.0)
+        left = rng.integers(-128, 128, (n, 64)).astype(np.int8)
+        np.testing.assert_array_equal(f(left, right), byte_product(left, right))
     stats = f.compile_stats()
     assert [s["symbolic"] for s in stats] == [False, False, False]
     assert "the symbolic compilation is refused (SymbolicExtentError: the cpu backend " \
-        "cannot compile sort_rows with symbolic dimensions" in stats[1]["reason"]
+        "cannot compile byte_product with symbolic dimensions" in stats[1]["reason"]
 
 
 def _write_rows(x, rows, at):
