@@ -321,3 +321,23 @@ def test_a_profile_times_the_kernels_of_a_symbolic_compilation(tmp_path) -> None
     assert len(kernels) >= 4  # each call's kernels; their figures are expressions
     assert any(isinstance(e["args"].get("bytes"), str) for e in kernels)
     assert [s["symbolic"] for s in f.compile_stats()] == [True]
+
+
+STATE = np.zeros(4, np.float32)
+
+
+def _accumulate(x):
+    STATE[...] = STATE + x.sum(axis=0)
+    return x * 2.0
+
+
+def test_a_write_to_captured_state_is_replayed_on_every_symbolic_call() -> None:
+    STATE[...] = 0.0
+    f = jitc.jit(_accumulate, dynamic={"x": {0: "B"}})
+    expected = np.zeros(4, np.float32)
+    for n in (3, 5, 0, 2):  # the second call on takes the fast path
+        x = _floats(n, 4)
+        expected += x.sum(axis=0)
+        np.testing.assert_array_equal(f(x), x * 2.0)
+        np.testing.assert_allclose(STATE, expected, rtol=1e-6)
+    assert [s["symbolic"] for s in f.compile_stats()] == [True]
