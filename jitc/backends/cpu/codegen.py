@@ -328,7 +328,7 @@ def _emit_entry(module: ir.Module, plan: BufferPlan, emitted: list[kernels.Kerne
         fn = module.get_global(kernel.name)
         started = clock.now(b) if clock is not None else None
         outer = extents.value(b, kernel.outer)
-        if isinstance(kernel.outer, int) and isinstance(kernel.cost, int):
+        if extents.is_constant(kernel.outer) and extents.is_constant(kernel.cost):
             threads = min(num_threads, kernel.outer, max(1, kernel.cost // PARALLEL_GRAIN))
             split = threads > 1
         else:
