@@ -1,16 +1,19 @@
 """Compilations over a sweep of sizes under `jit`'s default dynamic policy (docs/jit.md).
 
 Run: ``python -m bench.dynamic_shapes`` (``--backends cpu c interpreter``; ``--gpt2-max N``:
-the GPT-2 block over sequence lengths 1..N, default 64; ``--quick``: fewer sizes). One fresh
+the GPT-2 block over sequence lengths 1..N, default 64; ``--quick``: fewer sizes;
+``--threads N``: the thread count of the per-call rows; with 1 they measure the calling
+thread's CPU time, which other processes on a shared machine do not disturb). One fresh
 jitted function per workload and backend, the persistent cache off, each size called once:
 the total includes every trace and compile. Rows: compilations (of them symbolic), the jitted
 total, numpy's total for the same calls, and the reason the second compilation gives (why the
 sweep did or did not become one symbolic compilation).
 
-Then, per backend whose sweep compiled symbolically, the per-call time (median of repeated
-calls) at some of the sizes: of the symbolic compilation (as `jit` calls it, through the
-general call path) and of an exact compilation of that size (`dynamic=False`, the C fast
-path), and their ratio.
+Then, per backend whose sweep compiled symbolically, the per-call time (the best of 9
+interleaved batches of calls) at some of the sizes: of the symbolic compilation (as `jit`
+calls it, through the general call path) and of an exact compilation of that size
+(`dynamic=False`, the C fast path), and their ratio; then the same for the two compilations'
+executables called directly (the machine code, and the symbolic one's binding of symbols).
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ import numpy as np
 import jitc
 from bench.runner import bind_numpy
 from bench.workloads import _gpt2_inputs, _mlp_inputs, gpt2_block, mlp
+from jitc.tracing.function import AbstractArray
 
 MLP_BATCHES = (1, 2, 3, 5, 8, 13, 21, 32, 50, 64, 100, 128, 256, 384, 512)
 
@@ -52,36 +56,58 @@ def _sweep(fn: Callable, make: Callable[[int], tuple], sizes: Sequence[int],
 PER_CALL_SIZES = (3, 13, 64, 256)
 
 
-def _median_call(fn: Callable, args: tuple, seconds: float = 0.2) -> float:
-    """Median seconds per call of `fn(*args)` over batches of calls lasting about `seconds`."""
-    fn(*args)
-    start = time.perf_counter()
-    fn(*args)
-    once = max(time.perf_counter() - start, 1e-7)
-    repeat = max(1, int(seconds / 5 / once))
-    samples = []
-    for _ in range(5):
+def _best_per_call(fns: Sequence[Callable], args: tuple, rounds: int = 9,
+                   seconds: float = 0.02, clock: Callable[[], float] = time.perf_counter
+                   ) -> list[float]:
+    """Seconds per call of each of `fns` on `args`: batches of calls lasting about `seconds`,
+    the functions taking turns for `rounds` rounds, the best batch of each (other processes
+    on a shared machine only ever add time). `clock`: time.thread_time measures the calling
+    thread's CPU time, which other processes do not disturb (valid for one thread)."""
+    repeats = []
+    for fn in fns:
+        fn(*args)
         start = time.perf_counter()
-        for _ in range(repeat):
-            fn(*args)
-        samples.append((time.perf_counter() - start) / repeat)
-    return float(np.median(samples))
+        fn(*args)
+        repeats.append(max(1, int(seconds / max(time.perf_counter() - start, 1e-7))))
+    best = [float("inf")] * len(fns)
+    for _ in range(rounds):
+        for n, (fn, repeat) in enumerate(zip(fns, repeats)):
+            start = clock()
+            for _ in range(repeat):
+                fn(*args)
+            best[n] = min(best[n], (clock() - start) / repeat)
+    return best
+
+
+def _flat(executable: Callable) -> Callable:
+    """`executable` called like the function: positional arrays in, its results out."""
+    return lambda *args: executable(list(args))
 
 
 def _per_call(fn: Callable, make: Callable[[int], tuple], sizes: Sequence[int],
-              backend: str) -> list[tuple[int, float, float]]:
-    """(size, symbolic seconds, exact seconds) per size; empty when no symbolic compilation
-    serves them."""
-    symbolic = jitc.jit(fn, backend=backend, disk_cache=False)
+              backend: str, threads: int | None) -> list[tuple[int, list[float]]]:
+    """Per size: seconds per call of the symbolic and the exact compilation through `jit`,
+    then of their executables alone (the machine code, with the symbolic one's binding), on
+    `threads` threads (None: the default); empty when no symbolic compilation serves them.
+    The symbolic executable is the first argument's dimension 0 made symbolic."""
+    options = {} if threads is None else {"num_threads": threads}
+    symbolic = jitc.jit(fn, backend=backend, disk_cache=False, **options)
     symbolic(*make(sizes[0] + 1))
     symbolic(*make(sizes[0] + 2))
     if not any(s["symbolic"] for s in symbolic.compile_stats()):
         return []
+    first, *rest = make(sizes[0])
+    spec = AbstractArray(("B", *first.shape[1:]), first.dtype)
+    code = jitc.jit(fn, backend=backend, disk_cache=False, **options).lower(spec, *rest)
+    symbolic_code = code.compile().executable
     rows = []
     for n in sizes:
         args = make(n)
-        exact = jitc.jit(fn, backend=backend, disk_cache=False, dynamic=False)
-        rows.append((n, _median_call(symbolic, args), _median_call(exact, args)))
+        exact = jitc.jit(fn, backend=backend, disk_cache=False, dynamic=False, **options)
+        exact_code = exact.lower(*args).compile().executable
+        clock = time.thread_time if threads == 1 else time.perf_counter
+        rows.append((n, _best_per_call([symbolic, exact, _flat(symbolic_code),
+                                        _flat(exact_code)], args, clock=clock)))
     assert sum(s["symbolic"] for s in symbolic.compile_stats()) == 1
     return rows
 
@@ -109,6 +135,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--backends", nargs="+", default=["cpu", "c", "interpreter"])
     parser.add_argument("--gpt2-max", type=int, default=64)
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--threads", type=int, default=None,
+                        help="threads of the per-call rows (default: jit's)")
     args = parser.parse_args(argv)
     mlp_sizes = MLP_BATCHES[::3] if args.quick else MLP_BATCHES
     gpt2_sizes = range(1, (8 if args.quick else args.gpt2_max) + 1)
@@ -126,12 +154,14 @@ def main(argv: Sequence[str] | None = None) -> None:
                   f"{row['second_reason'][:110]}")
             if row["symbolic"] and backend != "interpreter":
                 per_call.append((name.split(",")[0], backend, fn, make))
-    print(f"\n{'per call':<28} {'backend':<12} {'size':>8} {'symbolic':>10} {'exact':>10} "
-          f"{'ratio':>6}")
+    print(f"\n{'per call (us)':<16} {'backend':<8} {'size':>5} {'jit: symbolic':>14} "
+          f"{'exact':>9} {'ratio':>6} {'code: symbolic':>15} {'exact':>9} {'ratio':>6}")
     for name, backend, fn, make in per_call:
-        for n, symbolic_s, exact_s in _per_call(fn, make, PER_CALL_SIZES, backend):
-            print(f"{name:<28} {backend:<12} {n:>8} {symbolic_s * 1e6:>8.1f}us "
-                  f"{exact_s * 1e6:>8.1f}us {symbolic_s / exact_s:>6.2f}")
+        for n, (sym, exact, sym_code, exact_code) in _per_call(fn, make, PER_CALL_SIZES,
+                                                               backend, args.threads):
+            print(f"{name:<16} {backend:<8} {n:>5} {sym * 1e6:>14.1f} {exact * 1e6:>9.1f} "
+                  f"{sym / exact:>6.2f} {sym_code * 1e6:>15.1f} {exact_code * 1e6:>9.1f} "
+                  f"{sym_code / exact_code:>6.2f}")
 
 
 if __name__ == "__main__":

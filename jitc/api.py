@@ -286,8 +286,9 @@ class Jitted(_FastCall):
             self._touch(key)
         if profiling.active() is not None:  # calls under a profile time their kernels
             compiled = profiling.kernels_timed(compiled)
-        if not _is_symbolic(compiled):  # the fast paths check exact shapes (jitc.dispatch)
-            self._remember_form(compiled, captured, args, kwargs, leaves, instance)
+        # A symbolic compilation's fast path binds and checks its symbols (the dispatcher
+        # of a backend without one gives none: jitc.dispatch).
+        self._remember_form(compiled, captured, args, kwargs, leaves, instance)
         with profiling.call_span(compiled, "hit" if hit else "miss"):
             return compiled.call_flat(leaves + [a for _, a in captured.arrays], self.fun,
                                       instance)

@@ -49,6 +49,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from jitc.ir import ops
+from jitc.ir.symbolic import is_static
 from jitc.options import profile_path
 
 if TYPE_CHECKING:
@@ -118,6 +119,8 @@ class Profiler:
             if chunk:
                 name, args = f"{name} [{begin}:{end}]", {"kernel": figures["kernel"],
                                                           "rows": end - begin}
+            elif isinstance(figures["bytes"], str) or isinstance(figures["flops"], str):
+                args = figures  # a symbolic compilation's figures are expressions
             else:
                 args = {**figures, "GB/s": round(figures["bytes"] / seconds * 1e-9, 3),
                         "GFLOP/s": round(figures["flops"] / seconds * 1e-9, 3)}
@@ -153,7 +156,7 @@ class Profiler:
             os.makedirs(folder, exist_ok=True)
         trace = self.trace()
         with open(self.path, "w") as f:
-            json.dump(trace, f)
+            json.dump(trace, f, default=str)  # symbolic extents (Dim) as their text
         if self.chart is not None:
             from jitc import plots
             plots.kernel_chart(trace, self.chart)
@@ -382,6 +385,8 @@ def _kernel_descriptions(compiled: Compiled, positions: list[int | None]
                      + ", ".join(str(v.type) for v in inst.results))
             figures = {**costs[position], "shapes": types}
         figures["function"] = function
+        # Figures of symbolic extents are expressions (`2*B*784`), as text.
+        figures = {k: v if is_static(v) else str(v) for k, v in figures.items()}
         described.append((f"{figures['kernel']} {figures['op']}", figures))
     return described
 

@@ -89,6 +89,9 @@ PROGRAMS = {
         lambda n: (_floats(n, 16),)),
     "pad (reads an operand that may be empty only inside it)": (
         lambda x: np.pad(x, 1) * 2.0, ("f32[B,3]",), lambda n: (_floats(n, 3),)),
+    "sort and argsort rows": (
+        lambda x: np.sort(x, axis=-1) * 2.0 + np.argsort(x, axis=-1), ("f32[B,16]",),
+        lambda n: (_floats(n, 16),)),
     "concatenate along a static axis": (
         lambda x, y: np.concatenate([x, y], axis=1) * 2.0, ("f32[B,3]", "f32[B,5]"),
         lambda n: (_floats(n, 3), _floats(n, 5))),
@@ -183,24 +186,39 @@ def test_a_donated_argument_holds_the_result_of_a_symbolic_call() -> None:
 
 
 def test_an_unsupported_construct_is_refused_at_compile_time_and_compiled_exactly() -> None:
-    def write_rows(x, rows, at):
-        return jitc.lax.dynamic_update_slice(x, rows, (at, 0)) * 2.0
+    def byte_product(a, b):
+        return a.astype(np.int32) @ b.astype(np.int32)
 
-    specs = (AbstractArray("f32[B,3]"), AbstractArray("f32[R,3]"), np.int64(1))
-    with pytest.raises(SymbolicExtentError, match=r"the cpu backend cannot compile write_rows "
-                                                   r"with symbolic dimensions \(B, R\) yet: "
-                                                   r"dynamic_update_slice"):
-        jitc.jit(write_rows).lower(*specs).compile()
-    f = jitc.jit(write_rows, dynamic=True)
-    for n in (3, 5):
-        x, rows = _floats(n, 3), _floats(2, 3)
-        expected = x.copy()
-        expected[1:3] = rows
-        np.testing.assert_array_equal(f(x, rows, 1), expected * 2.0)
+    with pytest.raises(SymbolicExtentError, match=r"the cpu backend cannot compile "
+                                                   r"byte_product with symbolic dimensions "
+                                                   r"\(B\) yet"):
+        jitc.jit(byte_product).lower(AbstractArray("i8[B,64]"), AbstractArray("i8[64,32]")
+                                     ).compile()
+    f = jitc.jit(byte_product)
+    rng = np.random.default_rng(3)
+    right = rng.integers(-128, 128, (64, 32)).astype(np.int8)
+    for n in (3, 5, 8):
+        left = rng.integers(-128, 128, (n, 64)).astype(np.int8)
+        np.testing.assert_array_equal(f(left, right), byte_product(left, right))
     stats = f.compile_stats()
-    assert [s["symbolic"] for s in stats] == [False, False]
+    assert [s["symbolic"] for s in stats] == [False, False, False]
     assert "the symbolic compilation is refused (SymbolicExtentError: the cpu backend " \
-        "cannot compile write_rows with symbolic dimensions" in stats[0]["reason"]
+        "cannot compile byte_product with symbolic dimensions" in stats[1]["reason"]
+
+
+def _write_rows(x, rows, at):
+    return jitc.lax.dynamic_update_slice(x, rows, (at, 0)) * 2.0
+
+
+def test_dynamic_update_slice_of_an_update_of_symbolic_size() -> None:
+    f = jitc.jit(_write_rows, dynamic=True)
+    for n, r, at in ((3, 2, 1), (5, 0, 2), (9, 4, 7), (1, 1, 0)):
+        x, rows = _floats(n, 3), _floats(r, 3)
+        start = min(max(at, 0), n - r)  # numpy's rule (lax.dynamic_update_slice clamps)
+        expected = x.copy()
+        expected[start:start + r] = rows
+        np.testing.assert_array_equal(f(x, rows, at), expected * 2.0)
+    assert [s["symbolic"] for s in f.compile_stats()] == [True]
 
 
 def test_the_static_code_of_a_module_is_unchanged_by_symbol_support() -> None:
@@ -248,3 +266,77 @@ def test_slices_and_reshapes_of_symbolic_extents_from_ir_text() -> None:
             np.testing.assert_array_equal(r, e)
     with pytest.raises(ArgumentError, match=r"constraint n % 4 == 0 does not hold: n=6"):
         executable([_floats(6, 6)])
+
+
+def test_threads_share_one_symbolic_compilation_with_workspaces_of_their_own() -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    compiled = _compiled("mlp")[0]
+    assert not is_static(compiled.executable.workspace_bytes)  # sized per call
+    batches = [_floats(n % 7 * 9 + 1, 48) for n in range(40)]
+    with ThreadPoolExecutor(4) as pool:
+        results = list(pool.map(lambda x: compiled(x, W1, B1, W2), batches))
+    for x, got in zip(batches, results):
+        np.testing.assert_allclose(got, mlp(x, W1, B1, W2), rtol=2e-5, atol=2e-5)
+
+
+def test_calls_served_symbolically_take_a_fast_path_that_misses_what_it_cannot_serve(
+        monkeypatch) -> None:
+    from jitc import api
+
+    general = [0]
+    original = api.Jitted._call_once
+
+    def counted(self, *args, **kwargs):
+        general[0] += 1
+        return original(self, *args, **kwargs)
+    monkeypatch.setattr(api.Jitted, "_call_once", counted)
+    f = jitc.jit(mlp)
+    for batch in (3, 5, 7, 9, 64):  # 3 exactly, 5 symbolically, then the symbolic fast path
+        x = _floats(batch, 48)
+        np.testing.assert_allclose(f(x, W1, B1, W2), mlp(x, W1, B1, W2), rtol=2e-5, atol=2e-5)
+    assert general[0] == 2
+    x = _floats(1, 48)  # fails the guard x_0 >= 2: the general path compiles it exactly
+    np.testing.assert_allclose(f(x, W1, B1, W2), mlp(x, W1, B1, W2), rtol=2e-5, atol=2e-5)
+    strided = _floats(12, 96)[:, ::2]  # not contiguous: the general path converts it
+    np.testing.assert_allclose(f(strided, W1, B1, W2), mlp(strided, W1, B1, W2), rtol=2e-5,
+                               atol=2e-5)
+    assert general[0] == 4
+    assert sorted(s["symbolic"] for s in f.compile_stats()) == [False, False, True]
+
+
+def test_a_profile_times_the_kernels_of_a_symbolic_compilation(tmp_path) -> None:
+    import json
+
+    f = jitc.jit(mlp, dynamic={"x": {0: "B"}})
+    path = tmp_path / "profile.json"
+    with jitc.profile(str(path)):
+        for n in (6, 70):
+            x = _floats(n, 48)
+            np.testing.assert_allclose(f(x, W1, B1, W2), mlp(x, W1, B1, W2), rtol=2e-5,
+                                       atol=2e-5)
+    events = json.loads(path.read_text())["traceEvents"]
+    kernels = [e for e in events if e.get("cat") == "kernel"]
+    assert len(kernels) >= 4  # each call's kernels; their figures are expressions
+    assert any(isinstance(e["args"].get("bytes"), str) for e in kernels)
+    assert [s["symbolic"] for s in f.compile_stats()] == [True]
+
+
+STATE = np.zeros(4, np.float32)
+
+
+def _accumulate(x):
+    STATE[...] = STATE + x.sum(axis=0)
+    return x * 2.0
+
+
+def test_a_write_to_captured_state_is_replayed_on_every_symbolic_call() -> None:
+    STATE[...] = 0.0
+    f = jitc.jit(_accumulate, dynamic={"x": {0: "B"}})
+    expected = np.zeros(4, np.float32)
+    for n in (3, 5, 0, 2):  # the second call on takes the fast path
+        x = _floats(n, 4)
+        expected += x.sum(axis=0)
+        np.testing.assert_array_equal(f(x), x * 2.0)
+        np.testing.assert_allclose(STATE, expected, rtol=1e-6)
+    assert [s["symbolic"] for s in f.compile_stats()] == [True]

@@ -60,7 +60,7 @@ def test_thread_pool_map_over_batches_of_new_shapes() -> None:
         traces.append(x.shape)
         return (x - x.mean(axis=-1, keepdims=True)) / (x.std(axis=-1, keepdims=True) + 1e-5)
 
-    jg = jitc.jit(g)
+    jg = jitc.jit(g, dynamic=False)  # one exact compilation per shape, each traced once
     rng = np.random.default_rng(0)
     batches = [rng.standard_normal((n % 3 + 1, 64 + n % 4)) for n in range(48)]
     with ThreadPoolExecutor(THREADS) as pool:
@@ -106,7 +106,7 @@ def test_stress_sixteen_threads_new_shapes_and_repeated_calls() -> None:
             traces[x.shape] = traces.get(x.shape, 0) + 1
         return np.tanh(x * 0.5 + y).sum(axis=-1) + (x * y).mean()
 
-    jf = jitc.jit(f)
+    jf = jitc.jit(f, dynamic=False)  # counts one exact trace per signature
     rng = np.random.default_rng(5)
     shapes = [(n % 4 + 1, 8 + n % 6) for n in range(24)]
     inputs = [(rng.standard_normal(s), rng.standard_normal(s)) for s in shapes]

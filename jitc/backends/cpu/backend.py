@@ -116,9 +116,11 @@ class CpuExecutable:
         `writes`: the arguments the last len(writes) results are copied into after a call.
         `types`: the (shape, dtype) of the arguments and results callers pass and get, when
         they differ from the code's but have its bytes (complex arrays for float pairs).
-        None for a symbolic entry: the dispatcher checks exact shapes."""
+        A symbolic entry gets a dispatcher in Python with the same contract, which binds
+        and checks the symbols (the C one checks exact shapes), or None when `types` differ
+        from the code's."""
         if self.entry.symbolic is not None:
-            return None
+            return None if types is not None else self._call.dispatcher(result_kind, writes)
         from jitc._runtime import Dispatcher
         arg_types, out_types = types or (self.arg_types, self.out_types)
         specs = [(d.num, s) for s, d in arg_types]
@@ -175,9 +177,11 @@ class CpuBackend:
         if symbols:
             try:
                 return self._compile(module, options, timing, threads)
-            except (UnknownDimensionError, SymbolicExtentError, TypeError) as exc:
+            except (UnknownDimensionError, SymbolicExtentError, TypeError,
+                    RuntimeError) as exc:
                 # Every construct the kernels cannot take symbolically ends here, loudly,
-                # before any code runs; jit's policy then compiles each shape exactly.
+                # before any code runs (a `Dim` that leaked into an LLVM constant fails
+                # LLVM's parser: RuntimeError); jit's policy then compiles each shape exactly.
                 raise SymbolicExtentError(
                     f"the cpu backend cannot compile {module.entry.name} with symbolic "
                     f"dimensions ({', '.join(symbols)}) yet: {exc}") from exc

@@ -1,7 +1,10 @@
 """Lowering an optimized IR module to one LLVM module for the host CPU.
 
 The module exports `jitc_entry(ptr buffers)`: `buffers` holds the argument pointers, the
-result pointers, the array-constant pointers and the workspace pointer, in that order. The
+result pointers, the array-constant pointers and the workspace pointer, in that order; a
+function with symbolic dimensions takes one more, the pointer to its symbol values
+(`int64_t dims[]` in `sorted(symbols)` order, docs/dynamic-shapes.md), kept in frame slot
+`plan.dims_slot` for the kernels. The
 entry function lays out the frame (one pointer per materialised value) and runs the kernels
 in program order, splitting large ones across threads through `jitc_parallel_for` when the
 function was compiled for more than one thread.
@@ -327,7 +330,7 @@ def _emit_entry(module: ir.Module, plan: BufferPlan, emitted: list[kernels.Kerne
         fn = module.get_global(kernel.name)
         started = clock.now(b) if clock is not None else None
         outer = extents.value(b, kernel.outer)
-        if isinstance(kernel.outer, int) and isinstance(kernel.cost, int):
+        if extents.is_constant(kernel.outer) and extents.is_constant(kernel.cost):
             threads = min(num_threads, kernel.outer, max(1, kernel.cost // PARALLEL_GRAIN))
             split = threads > 1
         else:

@@ -210,17 +210,27 @@ class _Gemm:
         row_bytes = form.b.contract * self.out.type.dtype.itemsize
         in_place = form.b.free == 1 and is_static(form.n) and form.n % t.nr == 0 and \
             is_static(row_bytes) and row_bytes % 4096 != 0
+        # (the most rows it is for, None: any; in place; threads split rows), fewest first.
+        self.variants: list[tuple[int | None, bool, bool]]
         if is_static(form.m):
             direct = in_place and form.m <= DIRECT_ROWS
-            self.variants = [(direct, _split_rows(form, t, packs_rhs=not direct))]
+            self.variants = [(None, direct, _split_rows(form, t, packs_rhs=not direct))]
         else:
-            # A symbolic row count: the call chooses between the variant for at most
-            # DIRECT_ROWS rows (in place when it can be) and the packed one for more.
-            self.variants = [(False, _split_rows(form, t, packs_rhs=True))]
-            if in_place:
-                small = replace(form, m=SMALL_ROWS_GUESS)
-                self.variants.insert(0, (True, _split_rows(small, t, packs_rhs=False)))
-        self._configure(*self.variants[-1])
+            # A symbolic row count: the call chooses the variant for its count, each split as
+            # an exact compilation of a typical count in its range would be: one row strip
+            # (threads split the columns), up to DIRECT_ROWS rows (in place when it can be),
+            # more (packed).
+            candidates = [(t.mr, in_place, t.mr), (DIRECT_ROWS, in_place, SMALL_ROWS_GUESS),
+                          (None, False, SYMBOLIC_GUESS)]
+            self.variants = []
+            for bound, direct, rows in candidates:
+                variant = (bound, direct, _split_rows(replace(form, m=rows), t,
+                                                      packs_rhs=not direct))
+                if self.variants and self.variants[-1][1:] == variant[1:]:
+                    self.variants[-1] = variant  # the same code serves both ranges
+                else:
+                    self.variants.append(variant)
+        self._configure(*self.variants[-1][1:])
 
     def _configure(self, direct: bool, split_rows: bool) -> None:
         t, form = self.t, self.form
@@ -238,31 +248,42 @@ class _Gemm:
 
     def emit(self) -> Kernel:
         b, t, form = self.b, self.t, self.form
-        if not self.direct:  # the last variant packs if any does
+        packing = [v for v in self.variants if not v[1]]
+        if packing:
+            widest = 0
+            for variant in packing:
+                self._configure(*variant[1:])
+                widest = max(widest, self.nc)
             with b.goto_entry_block():
                 # Slack for the whole-vector stores of a transposed copy: up to a block of
                 # depth steps past kc, and a vector past the last step.
                 slack = t.lanes + 1
-                self.packed_b = self._stack_buffer((self.kc + slack) * self.nc, "bpack")
+                self.packed_b = self._stack_buffer((self.kc + slack) * widest, "bpack")
         batches = math.prod(form.batch)
-        if len(self.variants) == 1:
-            outer = self._emit_variant()
-        else:
-            rows = self._value(form.m)
-            few = b.icmp_signed("<=", rows, const(DIRECT_ROWS))
-            with b.if_else(few) as (small, large):
-                with small:
-                    self._configure(*self.variants[0])
-                    few_units = self._emit_variant()
-                with large:
-                    self._configure(*self.variants[1])
-                    many_units = self._emit_variant()
-            outer = extents.Choice(form.m, DIRECT_ROWS, few_units, many_units)
+        outer = self._emit_variants(self.variants)
         self.ctx.finish()
         fmas = batches * form.m * form.n * form.k
         cost = max(fmas // FMAS_PER_OPERATION, 1) if is_static(fmas) else \
             fmas // FMAS_PER_OPERATION
         return Kernel(self.ctx.name, outer, cost)
+
+    def _emit_variants(self, variants: list[tuple[int | None, bool, bool]]
+                       ) -> DimLike | extents.Choice:
+        """The first variant for row counts up to its bound, the rest beyond (chosen at the
+        call); returns the units of the split, an expression of the choice."""
+        bound, direct, split_rows = variants[0]
+        if bound is None:
+            self._configure(direct, split_rows)
+            return self._emit_variant()
+        b = self.b
+        few = b.icmp_signed("<=", self._value(self.form.m), const(bound))
+        with b.if_else(few) as (small, large):
+            with small:
+                self._configure(direct, split_rows)
+                few_units = self._emit_variant()
+            with large:
+                many_units = self._emit_variants(variants[1:])
+        return extents.Choice(self.form.m, bound, few_units, many_units)
 
     def _emit_variant(self) -> DimLike:
         """The units [begin, end) of the configured split; returns how many units there are."""

@@ -9,13 +9,14 @@ from llvmlite import ir
 
 from jitc.backends.cpu.kernels import Kernel, KernelContext, buffers_used, physical_order
 from jitc.backends.cpu.plan import BufferPlan
-from jitc.backends.llvm import indexing
+from jitc.backends.llvm import extents, indexing
 from jitc.backends.llvm.elemental import convert_value
 from jitc.backends.llvm.loops import for_range
 from jitc.backends.llvm.sorting import emit_sort_row, radix_plan
 from jitc.backends.llvm.types import I8, I64
 from jitc.ir import dtypes
 from jitc.ir.core import Instruction
+from jitc.ir.symbolic import is_static
 
 # Groups of rows the kernel's threads share out (and rows' worth of scratch it takes).
 GROUPS = 16
@@ -24,11 +25,12 @@ GROUPS = 16
 def emit_sort(module: ir.Module, plan: BufferPlan, name: str, inst: Instruction) -> Kernel:
     axis = inst.attrs["axis"]
     operand, out = inst.operands[0], inst.results[0]
-    n = operand.type.shape[axis]
+    n = extents.static(operand.type.shape[axis], "sorting along a symbolic axis")
     radix = radix_plan(n, operand.type.dtype)
     row_dims = [d for d in physical_order(out.type) if d != axis]
     rows = out.type.size // n if n else 0
-    groups = max(1, min(rows, GROUPS))
+    # A symbolic row count is taken as large: GROUPS groups, some empty when it is small.
+    groups = max(1, min(rows, GROUPS)) if is_static(rows) else GROUPS
     row_bytes = -(-radix.scratch_bytes() // 64) * 64
     scratch_slot = plan.add_scratch(groups * row_bytes)
     ctx = KernelContext(module, plan, name, buffers_used(inst, plan), [scratch_slot])
@@ -41,7 +43,7 @@ def emit_sort(module: ir.Module, plan: BufferPlan, name: str, inst: Instruction)
         index: list[ir.Value] = [ir.Constant(I64, 0)] * out.type.rank
         rest = r
         for d in reversed(row_dims):  # row number -> index, the most minor dimension first
-            size = ir.Constant(I64, out.type.shape[d])
+            size = extents.value(b, out.type.shape[d])
             index[d] = b.urem(rest, size)
             rest = b.udiv(rest, size)
 
@@ -63,10 +65,10 @@ def emit_sort(module: ir.Module, plan: BufferPlan, name: str, inst: Instruction)
                       None if indices else store)
 
     with for_range(b, ctx.begin, ctx.end, name="group") as group:
-        first = b.udiv(b.mul(group, ir.Constant(I64, rows)), ir.Constant(I64, groups))
+        first = b.udiv(b.mul(group, extents.value(b, rows)), ir.Constant(I64, groups))
         following = b.add(group, ir.Constant(I64, 1))
-        last = b.udiv(b.mul(following, ir.Constant(I64, rows)), ir.Constant(I64, groups))
+        last = b.udiv(b.mul(following, extents.value(b, rows)), ir.Constant(I64, groups))
         with for_range(b, first, last, name="row") as r:
             row(group, r)
     ctx.finish()
-    return Kernel(ctx.name, groups, max(operand.type.size, 1) * 8)
+    return Kernel(ctx.name, groups, extents.positive(operand.type.size) * 8)

@@ -262,8 +262,7 @@ def _dynamic_slice(e: ElementalEmitter, inst: Instruction, index: Index) -> ir.V
 @rule("dynamic_update_slice")
 def _dynamic_update_slice(e: ElementalEmitter, inst: Instruction, index: Index) -> ir.Value:
     operand, update = inst.operands[0].type, inst.operands[1].type
-    extents.static(update.size, "dynamic_update_slice of an update with symbolic dimensions")
-    if update.size == 0:
+    if is_static(update.size) and update.size == 0:
         return e.operand(inst, 0, index)
     starts = _clamped_starts(e, inst.operands[2:], operand.shape, update.shape)
     b = e.builder
@@ -273,7 +272,18 @@ def _dynamic_update_slice(e: ElementalEmitter, inst: Instruction, index: Index) 
         offset = b.sub(i, s)
         inside = b.and_(inside, b.icmp_unsigned("<", offset, e.index_const(size)))
         local.append(e.clamp_index(offset, 0, size - 1))
-    return b.select(inside, e.operand(inst, 1, local), e.operand(inst, 0, index))
+    if is_static(update.size):
+        return b.select(inside, e.operand(inst, 1, local), e.operand(inst, 0, index))
+    # An update of symbolic size may be empty at the call: read it only inside.
+    outside = e.operand(inst, 0, index)
+    before = b.block
+    with b.if_then(inside):
+        value = e.operand_in_branch(inst, 1, local)
+        read = b.block
+    result = b.phi(outside.type)
+    result.add_incoming(value, read)
+    result.add_incoming(outside, before)
+    return result
 
 
 @rule("gather")

@@ -38,10 +38,6 @@ def bind(builder: ir.IRBuilder, dims: ir.Value, symbols: Sequence[str]) -> None:
     setattr(builder.function, _ATTRIBUTE, values)
 
 
-def has_symbols(builder: ir.IRBuilder) -> bool:
-    return hasattr(builder.function, _ATTRIBUTE)
-
-
 @dataclass(frozen=True)
 class Choice:
     """`small` when `extent <= bound` at the call, else `large`: the extent of a kernel whose
@@ -96,6 +92,11 @@ def _floor_div(b: ir.IRBuilder, atom: FloorDiv, symbols: dict[str, ir.Value]) ->
     return b.sdiv(adjusted, divisor)
 
 
+def is_constant(extent: object) -> bool:
+    """Whether an extent is known at compile time: neither a `Dim` nor a `Choice`."""
+    return not isinstance(extent, (Dim, Choice))
+
+
 def static(dim: DimLike, what: str) -> int:
     """`dim` when it is static; SymbolicExtentError naming `what` needs it otherwise."""
     if isinstance(dim, Dim):
@@ -108,4 +109,4 @@ def positive(dim: DimLike) -> DimLike:
     return dim if isinstance(dim, Dim) else max(dim, 1)
 
 
-__all__ = ["Choice", "SymbolicExtentError", "bind", "has_symbols", "positive", "static", "value"]
+__all__ = ["Choice", "SymbolicExtentError", "bind", "is_constant", "positive", "static", "value"]
