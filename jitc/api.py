@@ -127,6 +127,8 @@ class Jitted(_FastCall):
         # reentrant, since tracing may call this function with concrete arrays.
         self._lock = threading.Lock()
         self._compiling: dict[tuple, threading.RLock] = {}
+        # Per signature structure: held while deciding (and making) its symbolic compilation.
+        self._planning: dict[tuple, threading.RLock] = {}
         self._global_names = capture.code_global_names(fun)
         params = list(self.signature.sig.parameters) if self.signature.sig else []
         self._self_name = params[0] if params else "self"
@@ -359,8 +361,22 @@ class Jitted(_FastCall):
                           captured: capture.Captured, instance: object
                           ) -> tuple[Compiled | None, str]:
         """The symbolic compilation the policy asks for this call when it serves the call, else
-        None; and the reason an exact compilation gives."""
+        None; and the reason an exact compilation gives. One thread at a time per structure:
+        calls of several new sizes at once make one symbolic compilation, not one each."""
         structure = _structure(key)
+        with self._lock:
+            structure_lock = self._planning.setdefault(structure, threading.RLock())
+        with structure_lock:
+            compiled = self._symbolic_serving(key)  # made while this thread waited
+            if compiled is not None:
+                return compiled, compiled.reason
+            return self._plan_symbolic(key, structure, dynamic, static, treedef, specs,
+                                       captured, instance)
+
+    def _plan_symbolic(self, key: tuple, structure: tuple, dynamic: dict[str, Any],
+                       static: tuple, treedef: pytree.TreeDef, specs: tuple[ArgSpec, ...],
+                       captured: capture.Captured, instance: object
+                       ) -> tuple[Compiled | None, str]:
         earlier = [k[2] for k, c in self._items()
                    if _structure(k) == structure and not _is_symbolic(c)]
         leaves = _leaf_names(dynamic)

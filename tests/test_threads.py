@@ -161,3 +161,33 @@ def test_the_default_thread_count_honours_omp_num_threads(monkeypatch) -> None:
     monkeypatch.delenv("JITC_NUM_THREADS")
     monkeypatch.setenv("OMP_NUM_THREADS", "")
     assert jitc.Options().num_threads == jitc.options.usable_cpus()
+
+
+def test_new_sizes_from_many_threads_make_one_symbolic_compilation() -> None:
+    """After one exact compilation, 16 threads call at once with 16 new sizes: the default
+    policy makes one symbolic compilation for all of them (not one per thread that asked), and
+    every result is right."""
+    traces: list[tuple] = []
+    lock = threading.Lock()
+
+    def f(x, y):
+        with lock:
+            traces.append(tuple(d if isinstance(d, int) else "n" for d in x.shape))
+        return np.tanh(x * 0.5 + y).sum(axis=-1) + (x * y).mean()
+
+    jf = jitc.jit(f)
+    rng = np.random.default_rng(6)
+    inputs = [(rng.standard_normal((n, 8)), rng.standard_normal((n, 8))) for n in range(2, 19)]
+    jf(*inputs[0])
+    start = threading.Barrier(16)
+
+    def work(i: int) -> None:
+        x, y = inputs[i + 1]
+        start.wait()
+        for _ in range(3):
+            np.testing.assert_allclose(jf(x, y), np.tanh(x * 0.5 + y).sum(axis=-1)
+                                       + (x * y).mean(), rtol=1e-12, atol=1e-12)
+
+    with ThreadPoolExecutor(16) as pool:
+        list(pool.map(work, range(16)))
+    assert traces == [(2, 8), ("n", 8)], traces
