@@ -1,4 +1,5 @@
-"""`python -m bench`: jitc against numpy (and JAX and numba when installed), side by side.
+"""`python -m bench`: jitc against numpy (and JAX, numba and torch.compile when installed),
+side by side.
 
 Every figure is measured in one run on one machine; ratios are numpy time / implementation
 time (above 1 is faster than numpy). Results go to a printed table and a JSON file.
@@ -66,15 +67,16 @@ def _print_tables(rows: list[dict]) -> None:
         for n in peers:
             r = res[n]
             cell = (f"{_fmt_time(r['seconds'])} {r['ratio']:6.2f}x" if "ratio" in r
-                    else _fmt_time(r["seconds"]) if "seconds" in r else "skipped")
+                    else _fmt_time(r["seconds"]) if "seconds" in r else "n/a (see notes)")
             cells.append(f"{cell:>17}" + ("~" if _noisy(r) else " "))
         print(f"{row['workload'][:19]:20}" + "".join(cells))
+    widths = [max(11, len(n) + 2) for n in names]
     print(f"\nfirst call (compile included)\n{'workload':20}"
-          + "".join(f"{n:>11}" for n in names))
+          + "".join(f"{n:>{w}}" for n, w in zip(names, widths)))
     for row in rows:
         cells = [_fmt_time(r["first_call"]) if "first_call" in r else "-"
                  for r in row["results"].values()]
-        print(f"{row['workload'][:19]:20}" + "".join(f"{c:>11}" for c in cells))
+        print(f"{row['workload'][:19]:20}" + "".join(f"{c:>{w}}" for c, w in zip(cells, widths)))
     worst = {n: max((row["results"][n].get("error", 0.0) for row in rows), default=0.0)
              for n in names}
     print("\nmax output error (max |diff| / max |numpy|): "
@@ -82,7 +84,7 @@ def _print_tables(rows: list[dict]) -> None:
     notes: dict[str, dict[str, list[str]]] = {}  # note -> workload -> implementations
     for row in rows:
         for n, r in row["results"].items():
-            whys = [f"skipped: {r['skipped']}"] if "skipped" in r else []
+            whys = [f"n/a: {r['skipped']}"] if "skipped" in r else []
             if r.get("error", 0.0) > ERROR_NOTE:
                 whys.append(f"output error {r['error']:.1e} > {ERROR_NOTE:.0e}")
             if "dtype" in r:
@@ -120,6 +122,9 @@ def main(argv: list[str] | None = None) -> int:
     # run before is not loaded from the user's cache (bench/cache_speed.py times that).
     cache = tempfile.TemporaryDirectory(prefix="jitc-bench-cache-")
     os.environ["JITC_CACHE_DIR"] = cache.name
+    # The same for torch.compile: Inductor would otherwise load kernels compiled by an earlier
+    # run from its cache on disk.
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(cache.name, "torchinductor")
     from bench.runner import ROUNDS, run
     from bench.workloads import WORKLOADS
     selected = [w for w in WORKLOADS if args.only.lower() in w.name.lower()]

@@ -167,7 +167,39 @@ def implementations() -> dict[str, Callable[[Workload], Callable] | str]:
         found["numba-par"] = lambda w: _no_form(w) or _cpu_row(w) or numba_compile(w.fn, True)
     except ImportError:
         found["numba"] = found["numba-par"] = "not installed (pip install -e '.[bench]')"
+    found[TORCH] = torch_compiler()
     return found
+
+
+TORCH = "torch.compile"
+
+
+def torch_compiler() -> Callable[[Workload], Callable] | str:
+    """torch.compile of the workload's own numpy code (TorchDynamo traces numpy calls into
+    torch, Inductor compiles them, results come back as numpy arrays), with `fullgraph=True`:
+    a function that would fall back to eager Python for part of its body is reported with
+    Dynamo's reason rather than timed half-compiled. Inductor's one-time start-up (imports,
+    probing the C++ compiler: some 10-30 s) is paid here, on a trivial function, so that a
+    workload's first call is its own trace and compile."""
+    try:
+        import torch
+    except ImportError:
+        return "not installed (pip install -e '.[bench]')"
+    warm = torch.compile(_warm_up, fullgraph=True)
+    warm(np.ones(4, np.float32))
+
+    def compile_workload(w: Workload) -> Callable:
+        _cpu_row(w)
+        if w.form is not None:
+            # Dynamo specializes on Python scalars by itself: static_argnames has no
+            # counterpart and is dropped.
+            return w.form(lambda fun, **options: torch.compile(fun, fullgraph=True), np)
+        return torch.compile(bind_numpy(w.fn), fullgraph=True)
+    return compile_workload
+
+
+def _warm_up(x: np.ndarray) -> np.ndarray:
+    return x + 1
 
 
 def _no_wrap(fun: Callable, **options: object) -> Callable:
