@@ -217,10 +217,33 @@ def _no_form(w: Workload) -> None:
                         "positional arguments)")
 
 
+# Rows whose floor is memory traffic: each is timed beside a copy moving the same bytes.
+ROOFLINE_GROUPS = ("elementwise", "fusion", "reduction")
+COPY = "copy"
+
+
+def roofline_copy(args: tuple, reference: object) -> dict:
+    """The memory roofline of a workload on this machine, now: a jitc kernel reading and
+    writing as many bytes as the workload's arguments and result together (`x + 1` on float32,
+    half the bytes each way), timed in the same rounds as the implementations. "call" is the
+    (function, arguments) to time; the caller moves its rounds into "rounds"."""
+    import jitc
+    moved = sum(np.asarray(a).nbytes for a in args) + np.asarray(reference).nbytes
+    source = np.ones(max(moved // 8, 1), np.float32)
+    copy = jitc.jit(_touch)
+    copy(source)
+    return {"bytes": int(moved), "rounds": [], "call": (copy, (source,))}
+
+
+def _touch(x: np.ndarray) -> np.ndarray:
+    return x + 1
+
+
 def run(workloads: list[Workload], quick: bool, min_seconds: float) -> list[dict]:
     """Per workload: each implementation's first call (compile included) from a quiet process,
     then ROUNDS interleaved rounds sharing `min_seconds` per implementation; "seconds" is the
-    best round's median, "rounds" all of them."""
+    best round's median, "rounds" all of them. Rows of ROOFLINE_GROUPS also get "roofline":
+    the bytes the workload must move and a copy of as many bytes timed in the same rounds."""
     rng = np.random.default_rng(0)
     impls = implementations()
     rows = []
@@ -251,22 +274,28 @@ def run(workloads: list[Workload], quick: bool, min_seconds: float) -> list[dict
             except Exception as exc:  # a peer that cannot compile a workload is reported
                 row["results"][name] = {"skipped": _reason(exc)}
         max_repeats = -(-(10_000 if w.group == "dispatch" else 50) // ROUNDS)
-        order = list(live)
+        timed = {name: (live[name], args, row["results"][name]) for name in live}
+        if w.group in ROOFLINE_GROUPS and w.backend == "cpu":
+            row["roofline"] = roofline_copy(args, reference)
+            timed[COPY] = (*row["roofline"].pop("call"), row["roofline"])
+            warm[COPY] = 0.0
+        order = list(timed)
         for r in range(ROUNDS):
             shift = r % max(len(order), 1)  # rotate, so no one is always timed first
             for name in order[shift:] + order[:shift]:
-                result = row["results"][name]
+                fn, fn_args, result = timed[name]
                 if "skipped" in result:
                     continue
                 try:
                     _quiet()
                     if warm[name] < WARM_UP_BELOW:
-                        live[name](*args)  # warm caches after the idle wait
-                    result["rounds"].append(_time_round(live[name], args, min_seconds / ROUNDS,
+                        fn(*fn_args)  # warm caches after the idle wait
+                    result["rounds"].append(_time_round(fn, fn_args, min_seconds / ROUNDS,
                                                         max_repeats))
                 except Exception as exc:
-                    row["results"][name] = {"skipped": _reason(exc)}
-        for result in row["results"].values():
+                    result.clear()
+                    result["skipped"] = _reason(exc)
+        for result in [*row["results"].values(), row.get("roofline", {})]:
             if "rounds" in result:
                 # Other processes only ever add time: the best round is the one they disturbed
                 # least (each round is already a median, so one lucky sample cannot win).

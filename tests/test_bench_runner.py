@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from bench import runner
-from bench.__main__ import _print_tables
+from bench.__main__ import _fmt_time, _print_tables
 from bench.workloads import Workload, softmax
 
 COMPILE_SECONDS = 0.2
@@ -53,11 +53,11 @@ def _run_with(monkeypatch, torch: types.ModuleType | None) -> dict:
         "numpy": lambda w: (lambda *a: w.fn(np, *a)), runner.TORCH: runner.torch_compiler()})
     monkeypatch.setattr(runner, "QUIET_MAX", 0.02)
     (row,) = runner.run([SOFTMAX], quick=True, min_seconds=0.05)
-    return row["results"]
+    return row
 
 
 def test_without_torch_the_column_says_how_to_install_it(monkeypatch) -> None:
-    results = _run_with(monkeypatch, None)  # `import torch` raises ImportError
+    results = _run_with(monkeypatch, None)["results"]  # `import torch` raises ImportError
     assert results[runner.TORCH] == {"skipped": "not installed (pip install -e '.[bench]')"}
     assert "ratio" not in results["numpy"] or results["numpy"]["ratio"] == 1.0
 
@@ -65,7 +65,7 @@ def test_without_torch_the_column_says_how_to_install_it(monkeypatch) -> None:
 def test_torch_compile_compiles_the_whole_numpy_function_outside_the_timed_calls(
         monkeypatch) -> None:
     torch = FakeTorch()
-    results = _run_with(monkeypatch, torch)
+    results = _run_with(monkeypatch, torch)["results"]
     # The warm-up first (Inductor's start-up), then the workload, each as one graph.
     assert [name for name, _ in torch.compiled] == ["_warm_up", "softmax"]
     assert all(options == {"fullgraph": True} for _, options in torch.compiled)
@@ -75,7 +75,7 @@ def test_torch_compile_compiles_the_whole_numpy_function_outside_the_timed_calls
 
 
 def test_a_function_dynamo_cannot_compile_is_na_with_its_reason(monkeypatch, capsys) -> None:
-    results = _run_with(monkeypatch, FakeTorch(refuse="data-dependent branching"))
+    results = _run_with(monkeypatch, FakeTorch(refuse="data-dependent branching"))["results"]
     assert results[runner.TORCH] == {
         "skipped": "RuntimeError: Unsupported: data-dependent branching"}
     _print_tables([{"workload": SOFTMAX.name, "group": "fusion", "results": results}])
@@ -92,3 +92,18 @@ def test_rows_of_other_jitc_backends_are_not_for_torch(monkeypatch) -> None:
     assert callable(factory)
     with pytest.raises(TypeError, match="c backend"):
         factory(Workload("softmax, c", softmax, _rows, "fusion", backend="c"))
+
+
+def test_memory_bound_rows_are_timed_beside_a_copy_of_their_bytes(monkeypatch, capsys) -> None:
+    row = _run_with(monkeypatch, None)
+    roofline = row["roofline"]
+    assert roofline["bytes"] == 2 * 8 * 16 * 4  # the argument and the result, float32
+    assert len(roofline["rounds"]) == runner.ROUNDS
+    assert roofline["seconds"] == min(roofline["rounds"]) > 0
+    _print_tables([row])
+    out = capsys.readouterr().out
+    line = next(ln for ln in out.splitlines() if ln.startswith("softmax 8x16") and "MB" in ln)
+    numpy_multiple = row["results"]["numpy"]["seconds"] / roofline["seconds"]
+    assert line.split()[2:4] == ["0.0MB", _fmt_time(roofline["seconds"])]
+    assert f"{numpy_multiple:.1f}" in line.split()
+
