@@ -123,10 +123,16 @@ def _print_roofline(rows: list[dict]) -> None:
               f"{numpy_cell:>19}" + "".join(f"{c:>15}" for c in cells))
 
 
+def select(workloads: list, only: list[str]) -> list:
+    """The workloads whose name contains any of `only` (case-insensitive); all without one."""
+    return [w for w in workloads if not only or any(o.lower() in w.name.lower() for o in only)]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
     parser.add_argument("--quick", action="store_true", help="small sizes (a smoke test)")
-    parser.add_argument("--only", default="", help="run workloads whose name contains this")
+    parser.add_argument("--only", action="append", default=[],
+                        help="run workloads whose name contains this (repeat for several)")
     parser.add_argument("--json", default=str(RESULTS), help="where to write results")
     parser.add_argument("--min-seconds", type=float, default=0.5,
                         help="time spent measuring each workload and implementation")
@@ -151,7 +157,7 @@ def main(argv: list[str] | None = None) -> int:
     os.environ["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(cache.name, "torchinductor")
     from bench.runner import ROUNDS, run
     from bench.workloads import WORKLOADS
-    selected = [w for w in WORKLOADS if args.only.lower() in w.name.lower()]
+    selected = select(WORKLOADS, args.only)
     began, (busy, mine) = time.perf_counter(), _busy_seconds()
     rows = run(selected, args.quick, args.min_seconds)
     wall, (busy_end, mine_end) = time.perf_counter() - began, _busy_seconds()

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 from bench import runner
-from bench.__main__ import _fmt_time, _print_tables
-from bench.workloads import Workload, softmax
+from bench.__main__ import _fmt_time, _print_tables, select
+from bench.workloads import WORKLOADS, Workload, softmax
 
 COMPILE_SECONDS = 0.2
 
@@ -107,3 +107,9 @@ def test_memory_bound_rows_are_timed_beside_a_copy_of_their_bytes(monkeypatch, c
     assert line.split()[2:4] == ["0.0MB", _fmt_time(roofline["seconds"])]
     assert f"{numpy_multiple:.1f}" in line.split()
 
+
+
+def test_only_given_several_times_selects_each_match() -> None:
+    names = [w.name for w in select(WORKLOADS, ["softmax", "GPT-2 BLOCK"])]
+    assert names == ["softmax 4096x1024", "GPT-2 block"]
+    assert select(WORKLOADS, []) == WORKLOADS
