@@ -102,15 +102,16 @@ def _print_tables(rows: list[dict]) -> None:
 
 def _print_roofline(rows: list[dict]) -> None:
     """Per memory-bound row: the bytes it must move (arguments and result), a jitc copy of as
-    many bytes timed in the same rounds, and each time as a multiple of that copy. numpy's
-    multiple is the highest ratio to numpy any implementation can reach without moving fewer
-    bytes."""
+    many bytes (a read, marked r, for reductions) timed in the same rounds, and each time as a
+    multiple of it. numpy's multiple is the highest ratio to numpy any implementation can reach
+    without moving fewer bytes."""
     measured = [row for row in rows if "seconds" in row.get("roofline", {})]
     if not measured:
         return
     names = [n for n in measured[0]["results"] if n != "numpy"]
-    print("\nmemory roofline: a jitc copy moving the same bytes, in the same rounds; "
-          "time / copy time\n" + f"{'workload':20}{'bytes':>9}{'copy':>9}{'GB/s':>7}"
+    print("\nmemory roofline: a jitc copy (or a read, for reductions) moving the same bytes, "
+          "in the same rounds; time / its time\n"
+          + f"{'workload':20}{'bytes':>9}{'copy':>9}{'GB/s':>7}"
           + f"{'numpy (max ratio)':>19}" + "".join(f"{n:>15}" for n in names))
     for row in measured:
         copy = row["roofline"]
@@ -118,8 +119,9 @@ def _print_roofline(rows: list[dict]) -> None:
                  if "seconds" in row["results"][n] else "-" for n in names]
         numpy_time = row["results"]["numpy"].get("seconds")
         numpy_cell = f"{numpy_time / copy['seconds']:.1f}" if numpy_time else "-"
+        mark = "" if copy["kind"] == "copy" else "r"
         print(f"{row['workload'][:19]:20}{copy['bytes'] / 1e6:>7.1f}MB"
-              f"{_fmt_time(copy['seconds']):>9}{copy['bytes'] / copy['seconds'] / 1e9:>7.1f}"
+              f"{_fmt_time(copy['seconds']) + mark:>9}{copy['bytes'] / copy['seconds'] / 1e9:>7.1f}"
               f"{numpy_cell:>19}" + "".join(f"{c:>15}" for c in cells))
 
 

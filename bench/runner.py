@@ -223,20 +223,32 @@ COPY = "copy"
 
 
 def roofline_copy(args: tuple, reference: object) -> dict:
-    """The memory roofline of a workload on this machine, now: a jitc kernel reading and
-    writing as many bytes as the workload's arguments and result together (`x + 1` on float32,
-    half the bytes each way), timed in the same rounds as the implementations. "call" is the
-    (function, arguments) to time; the caller moves its rounds into "rounds"."""
+    """The memory roofline of a workload on this machine, now: a jitc kernel moving as many
+    bytes as the workload's arguments and result together, timed in the same rounds as the
+    implementations. A workload that writes about as much as it reads gets a copy (`x + 1` on
+    float32, half the bytes each way); one that writes less than a quarter of what it reads (a
+    reduction) gets a read of its input (`x.max()`), since writing fresh memory costs more
+    than reading. "call" is the (function, arguments) to time; the caller adds the rounds."""
     import jitc
-    moved = sum(np.asarray(a).nbytes for a in args) + np.asarray(reference).nbytes
-    source = np.ones(max(moved // 8, 1), np.float32)
-    copy = jitc.jit(_touch)
-    copy(source)
-    return {"bytes": int(moved), "rounds": [], "call": (copy, (source,))}
+    reads = sum(np.asarray(a).nbytes for a in args)
+    writes = np.asarray(reference).nbytes
+    if 4 * writes < reads:
+        kind, kernel, source = "read", _read, np.ones(max(reads // 4, 1), np.float32)
+    else:
+        kind, kernel = "copy", _touch
+        source = np.ones(max((reads + writes) // 8, 1), np.float32)
+    timed = jitc.jit(kernel)
+    timed(source)
+    return {"bytes": int(reads + writes), "kind": kind, "rounds": [],
+            "call": (timed, (source,))}
 
 
 def _touch(x: np.ndarray) -> np.ndarray:
     return x + 1
+
+
+def _read(x: np.ndarray) -> np.ndarray:
+    return x.max()
 
 
 def run(workloads: list[Workload], quick: bool, min_seconds: float) -> list[dict]:
