@@ -1,4 +1,5 @@
-"""`python -m bench`: jitc against numpy (and JAX and numba when installed), side by side.
+"""`python -m bench`: jitc against numpy (and JAX, numba and torch.compile when installed),
+side by side.
 
 Every figure is measured in one run on one machine; ratios are numpy time / implementation
 time (above 1 is faster than numpy). Results go to a printed table and a JSON file.
@@ -66,15 +67,17 @@ def _print_tables(rows: list[dict]) -> None:
         for n in peers:
             r = res[n]
             cell = (f"{_fmt_time(r['seconds'])} {r['ratio']:6.2f}x" if "ratio" in r
-                    else _fmt_time(r["seconds"]) if "seconds" in r else "skipped")
+                    else _fmt_time(r["seconds"]) if "seconds" in r else "n/a (see notes)")
             cells.append(f"{cell:>17}" + ("~" if _noisy(r) else " "))
         print(f"{row['workload'][:19]:20}" + "".join(cells))
+    widths = [max(11, len(n) + 2) for n in names]
     print(f"\nfirst call (compile included)\n{'workload':20}"
-          + "".join(f"{n:>11}" for n in names))
+          + "".join(f"{n:>{w}}" for n, w in zip(names, widths)))
     for row in rows:
         cells = [_fmt_time(r["first_call"]) if "first_call" in r else "-"
                  for r in row["results"].values()]
-        print(f"{row['workload'][:19]:20}" + "".join(f"{c:>11}" for c in cells))
+        print(f"{row['workload'][:19]:20}" + "".join(f"{c:>{w}}" for c, w in zip(cells, widths)))
+    _print_roofline(rows)
     worst = {n: max((row["results"][n].get("error", 0.0) for row in rows), default=0.0)
              for n in names}
     print("\nmax output error (max |diff| / max |numpy|): "
@@ -82,7 +85,7 @@ def _print_tables(rows: list[dict]) -> None:
     notes: dict[str, dict[str, list[str]]] = {}  # note -> workload -> implementations
     for row in rows:
         for n, r in row["results"].items():
-            whys = [f"skipped: {r['skipped']}"] if "skipped" in r else []
+            whys = [f"n/a: {r['skipped']}"] if "skipped" in r else []
             if r.get("error", 0.0) > ERROR_NOTE:
                 whys.append(f"output error {r['error']:.1e} > {ERROR_NOTE:.0e}")
             if "dtype" in r:
@@ -97,10 +100,41 @@ def _print_tables(rows: list[dict]) -> None:
         print(f"note: {where}\n      {why}")
 
 
+def _print_roofline(rows: list[dict]) -> None:
+    """Per memory-bound row: the bytes it must move (arguments and result), a jitc copy of as
+    many bytes (a read, marked r, for reductions) timed in the same rounds, and each time as a
+    multiple of it. numpy's multiple is the highest ratio to numpy any implementation can reach
+    without moving fewer bytes."""
+    measured = [row for row in rows if "seconds" in row.get("roofline", {})]
+    if not measured:
+        return
+    names = [n for n in measured[0]["results"] if n != "numpy"]
+    print("\nmemory roofline: a jitc copy (or a read, for reductions) moving the same bytes, "
+          "in the same rounds; time / its time\n"
+          + f"{'workload':20}{'bytes':>9}{'copy':>9}{'GB/s':>7}"
+          + f"{'numpy (max ratio)':>19}" + "".join(f"{n:>15}" for n in names))
+    for row in measured:
+        copy = row["roofline"]
+        cells = [f"{row['results'][n]['seconds'] / copy['seconds']:.2f}"
+                 if "seconds" in row["results"][n] else "-" for n in names]
+        numpy_time = row["results"]["numpy"].get("seconds")
+        numpy_cell = f"{numpy_time / copy['seconds']:.1f}" if numpy_time else "-"
+        mark = "" if copy["kind"] == "copy" else "r"
+        print(f"{row['workload'][:19]:20}{copy['bytes'] / 1e6:>7.1f}MB"
+              f"{_fmt_time(copy['seconds']) + mark:>9}{copy['bytes'] / copy['seconds'] / 1e9:>7.1f}"
+              f"{numpy_cell:>19}" + "".join(f"{c:>15}" for c in cells))
+
+
+def select(workloads: list, only: list[str]) -> list:
+    """The workloads whose name contains any of `only` (case-insensitive); all without one."""
+    return [w for w in workloads if not only or any(o.lower() in w.name.lower() for o in only)]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
     parser.add_argument("--quick", action="store_true", help="small sizes (a smoke test)")
-    parser.add_argument("--only", default="", help="run workloads whose name contains this")
+    parser.add_argument("--only", action="append", default=[],
+                        help="run workloads whose name contains this (repeat for several)")
     parser.add_argument("--json", default=str(RESULTS), help="where to write results")
     parser.add_argument("--min-seconds", type=float, default=0.5,
                         help="time spent measuring each workload and implementation")
@@ -120,9 +154,12 @@ def main(argv: list[str] | None = None) -> int:
     # run before is not loaded from the user's cache (bench/cache_speed.py times that).
     cache = tempfile.TemporaryDirectory(prefix="jitc-bench-cache-")
     os.environ["JITC_CACHE_DIR"] = cache.name
+    # The same for torch.compile: Inductor would otherwise load kernels compiled by an earlier
+    # run from its cache on disk.
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(cache.name, "torchinductor")
     from bench.runner import ROUNDS, run
     from bench.workloads import WORKLOADS
-    selected = [w for w in WORKLOADS if args.only.lower() in w.name.lower()]
+    selected = select(WORKLOADS, args.only)
     began, (busy, mine) = time.perf_counter(), _busy_seconds()
     rows = run(selected, args.quick, args.min_seconds)
     wall, (busy_end, mine_end) = time.perf_counter() - began, _busy_seconds()

@@ -167,7 +167,39 @@ def implementations() -> dict[str, Callable[[Workload], Callable] | str]:
         found["numba-par"] = lambda w: _no_form(w) or _cpu_row(w) or numba_compile(w.fn, True)
     except ImportError:
         found["numba"] = found["numba-par"] = "not installed (pip install -e '.[bench]')"
+    found[TORCH] = torch_compiler()
     return found
+
+
+TORCH = "torch.compile"
+
+
+def torch_compiler() -> Callable[[Workload], Callable] | str:
+    """torch.compile of the workload's own numpy code (TorchDynamo traces numpy calls into
+    torch, Inductor compiles them, results come back as numpy arrays), with `fullgraph=True`:
+    a function that would fall back to eager Python for part of its body is reported with
+    Dynamo's reason rather than timed half-compiled. Inductor's one-time start-up (imports,
+    probing the C++ compiler: some 10-30 s) is paid here, on a trivial function, so that a
+    workload's first call is its own trace and compile."""
+    try:
+        import torch
+    except ImportError:
+        return "not installed (pip install -e '.[bench]')"
+    warm = torch.compile(_warm_up, fullgraph=True)
+    warm(np.ones(4, np.float32))
+
+    def compile_workload(w: Workload) -> Callable:
+        _cpu_row(w)
+        if w.form is not None:
+            # Dynamo specializes on Python scalars by itself: static_argnames has no
+            # counterpart and is dropped.
+            return w.form(lambda fun, **options: torch.compile(fun, fullgraph=True), np)
+        return torch.compile(bind_numpy(w.fn), fullgraph=True)
+    return compile_workload
+
+
+def _warm_up(x: np.ndarray) -> np.ndarray:
+    return x + 1
 
 
 def _no_wrap(fun: Callable, **options: object) -> Callable:
@@ -185,10 +217,53 @@ def _no_form(w: Workload) -> None:
                         "positional arguments)")
 
 
+# Rows whose floor is memory traffic: each is timed beside a copy moving the same bytes.
+ROOFLINE_GROUPS = ("elementwise", "fusion", "reduction")
+COPY = "copy"
+
+
+def roofline_copy(args: tuple, reference: object) -> dict:
+    """The memory roofline of a workload on this machine, now: a jitc kernel moving as many
+    bytes as the workload's arguments and result together, timed in the same rounds as the
+    implementations. A workload that writes about as much as it reads gets a copy (`x + 1` on
+    float32, half the bytes each way); one that writes less than a quarter of what it reads (a
+    reduction) gets a read of its input (`x.sum(axis=1)`, one vector add per load), as writing
+    fresh memory costs more than reading. "call" is the (function, arguments) to time; the
+    caller adds the rounds."""
+    import jitc
+    reads = sum(np.asarray(a).nbytes for a in args)
+    writes = np.asarray(reference).nbytes
+    if 4 * writes < reads:
+        kind, kernel = "read", _read
+        source = np.ones((max(reads // (4 * READ_ROW), 1), READ_ROW), np.float32)
+    else:
+        kind, kernel = "copy", _touch
+        source = np.ones(max((reads + writes) // 8, 1), np.float32)
+    timed = jitc.jit(kernel)
+    timed(source)
+    return {"bytes": int(reads + writes), "kind": kind, "rounds": [],
+            "call": (timed, (source,))}
+
+
+def _touch(x: np.ndarray) -> np.ndarray:
+    return x + 1
+
+
+# The read roofline sums rows of this many float32: a sum over rows is split across threads,
+# a sum to one scalar runs on one (and read 16 GB/s where `x.sum(axis=1)` read 30). Not a max:
+# one that propagates NaN as numpy's does takes four vector instructions per load.
+READ_ROW = 4096
+
+
+def _read(x: np.ndarray) -> np.ndarray:
+    return x.sum(axis=1)
+
+
 def run(workloads: list[Workload], quick: bool, min_seconds: float) -> list[dict]:
     """Per workload: each implementation's first call (compile included) from a quiet process,
     then ROUNDS interleaved rounds sharing `min_seconds` per implementation; "seconds" is the
-    best round's median, "rounds" all of them."""
+    best round's median, "rounds" all of them. Rows of ROOFLINE_GROUPS also get "roofline":
+    the bytes the workload must move and a copy of as many bytes timed in the same rounds."""
     rng = np.random.default_rng(0)
     impls = implementations()
     rows = []
@@ -219,22 +294,28 @@ def run(workloads: list[Workload], quick: bool, min_seconds: float) -> list[dict
             except Exception as exc:  # a peer that cannot compile a workload is reported
                 row["results"][name] = {"skipped": _reason(exc)}
         max_repeats = -(-(10_000 if w.group == "dispatch" else 50) // ROUNDS)
-        order = list(live)
+        timed = {name: (live[name], args, row["results"][name]) for name in live}
+        if w.group in ROOFLINE_GROUPS and w.backend == "cpu":
+            row["roofline"] = roofline_copy(args, reference)
+            timed[COPY] = (*row["roofline"].pop("call"), row["roofline"])
+            warm[COPY] = 0.0
+        order = list(timed)
         for r in range(ROUNDS):
             shift = r % max(len(order), 1)  # rotate, so no one is always timed first
             for name in order[shift:] + order[:shift]:
-                result = row["results"][name]
+                fn, fn_args, result = timed[name]
                 if "skipped" in result:
                     continue
                 try:
                     _quiet()
                     if warm[name] < WARM_UP_BELOW:
-                        live[name](*args)  # warm caches after the idle wait
-                    result["rounds"].append(_time_round(live[name], args, min_seconds / ROUNDS,
+                        fn(*fn_args)  # warm caches after the idle wait
+                    result["rounds"].append(_time_round(fn, fn_args, min_seconds / ROUNDS,
                                                         max_repeats))
                 except Exception as exc:
-                    row["results"][name] = {"skipped": _reason(exc)}
-        for result in row["results"].values():
+                    result.clear()
+                    result["skipped"] = _reason(exc)
+        for result in [*row["results"].values(), row.get("roofline", {})]:
             if "rounds" in result:
                 # Other processes only ever add time: the best round is the one they disturbed
                 # least (each round is already a median, so one lucky sample cannot win).

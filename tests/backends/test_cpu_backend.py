@@ -71,6 +71,19 @@ def test_as_text_gives_optimized_llvm_ir_and_assembly() -> None:
     assert "jitc_entry:" in assembly
 
 
+def test_loops_use_512_bit_vectors_where_the_host_has_avx512() -> None:
+    """LLVM tunes Ice Lake to Emerald Rapids for 256-bit loops; jitc asks for the full width
+    (softmax 4096x1024 took 2.8 ms instead of 4.2 ms on one Emerald Rapids thread)."""
+    from jitc.backends.llvm import target
+    if not target.host_has("avx512f"):
+        pytest.skip("the host has no AVX-512: 256-bit loops are its widest")
+    x = RNG.standard_normal((64, 1024)).astype(np.float32)
+    assembly = jitc.jit(softmax).lower(x).compile().as_text(assembly=True)
+    exp_lines = [line for line in assembly.splitlines() if "vscalefps" in line]
+    assert exp_lines and all("%zmm" in line for line in exp_lines), exp_lines
+    np.testing.assert_allclose(jitc.jit(softmax)(x), softmax(x), rtol=2e-6, atol=1e-9)
+
+
 def test_a_kernel_called_once_is_compiled_once() -> None:
     # The kernel is internal: LLVM inlines it into the entry and drops it, instead of also
     # compiling an external copy that nothing calls.

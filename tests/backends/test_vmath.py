@@ -316,6 +316,16 @@ def test_unary_accuracy(name: str, dtype: type) -> None:
     assert_within(name, dtype, unary_inputs(name, dtype))
 
 
+def test_single_word_exp_f32_where_its_roundings_weigh_most() -> None:
+    """float32 exp rounds r and its small term in single words: its worst cases are results
+    just below 1 (r near -ln2/2) and |n| near 126, where r's low word is largest (an earlier
+    form that dropped it there was 1.96 ulp off at x = 86.99)."""
+    rng = np.random.default_rng(11)
+    x = np.concatenate([rng.uniform(lo, hi, 400_000) for lo, hi in
+                        [(-0.36, 0.0), (80.0, 88.7), (-103.9, -80.0)]]).astype(F32)
+    assert_within("exp", F32, x)
+
+
 @pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: d.__name__)
 @pytest.mark.parametrize("name", BINARY)
 def test_binary_accuracy(name: str, dtype: type) -> None:

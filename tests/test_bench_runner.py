@@ -1,0 +1,125 @@
+"""bench/runner.py's torch.compile column, with a stand-in `torch` module: the suite's tests
+run without torch installed (it is in the optional `bench` extra)."""
+
+from __future__ import annotations
+
+import sys
+import time
+import types
+
+import numpy as np
+import pytest
+
+from bench import runner
+from bench.__main__ import _fmt_time, _print_tables, select
+from bench.workloads import WORKLOADS, Workload, softmax
+
+COMPILE_SECONDS = 0.2
+
+
+class FakeTorch(types.ModuleType):
+    """torch.compile as Dynamo behaves to a caller: compiling happens at the first call of
+    each compiled function (here a sleep), later calls run the function."""
+
+    def __init__(self, refuse: str = "") -> None:
+        super().__init__("torch")
+        self.compiled: list[tuple[str, dict]] = []
+        self.refuse = refuse
+
+    def compile(self, fn, **options):
+        self.compiled.append((fn.__name__, options))
+        first = [True]
+
+        def compiled(*args):
+            if self.refuse and fn.__name__ != "_warm_up":
+                raise RuntimeError(f"Unsupported: {self.refuse}\n  (and a long explanation)")
+            if first[0]:
+                time.sleep(COMPILE_SECONDS)
+                first[0] = False
+            return fn(*args)
+        return compiled
+
+
+def _rows(rng, quick):
+    return (rng.standard_normal((8, 16)).astype(np.float32),)
+
+
+SOFTMAX = Workload("softmax 8x16", softmax, _rows, "fusion")
+
+
+def _run_with(monkeypatch, torch: types.ModuleType | None) -> dict:
+    monkeypatch.setitem(sys.modules, "torch", torch)
+    monkeypatch.setattr(runner, "implementations", lambda: {
+        "numpy": lambda w: (lambda *a: w.fn(np, *a)), runner.TORCH: runner.torch_compiler()})
+    monkeypatch.setattr(runner, "QUIET_MAX", 0.02)
+    (row,) = runner.run([SOFTMAX], quick=True, min_seconds=0.05)
+    return row
+
+
+def test_without_torch_the_column_says_how_to_install_it(monkeypatch) -> None:
+    results = _run_with(monkeypatch, None)["results"]  # `import torch` raises ImportError
+    assert results[runner.TORCH] == {"skipped": "not installed (pip install -e '.[bench]')"}
+    assert "ratio" not in results["numpy"] or results["numpy"]["ratio"] == 1.0
+
+
+def test_torch_compile_compiles_the_whole_numpy_function_outside_the_timed_calls(
+        monkeypatch) -> None:
+    torch = FakeTorch()
+    results = _run_with(monkeypatch, torch)["results"]
+    # The warm-up first (Inductor's start-up), then the workload, each as one graph.
+    assert [name for name, _ in torch.compiled] == ["_warm_up", "softmax"]
+    assert all(options == {"fullgraph": True} for _, options in torch.compiled)
+    cell = results[runner.TORCH]
+    assert cell["first_call"] >= COMPILE_SECONDS > 10 * cell["seconds"]
+    assert cell["error"] < 1e-6 and cell["ratio"] > 0
+
+
+def test_a_function_dynamo_cannot_compile_is_na_with_its_reason(monkeypatch, capsys) -> None:
+    results = _run_with(monkeypatch, FakeTorch(refuse="data-dependent branching"))["results"]
+    assert results[runner.TORCH] == {
+        "skipped": "RuntimeError: Unsupported: data-dependent branching"}
+    _print_tables([{"workload": SOFTMAX.name, "group": "fusion", "results": results}])
+    out = capsys.readouterr().out
+    assert "torch.compile" in out.splitlines()[0]
+    assert "n/a (see notes)" in out
+    assert ("note: torch.compile on softmax 8x16\n"
+            "      n/a: RuntimeError: Unsupported: data-dependent branching") in out
+
+
+def test_rows_of_other_jitc_backends_are_not_for_torch(monkeypatch) -> None:
+    monkeypatch.setitem(sys.modules, "torch", FakeTorch())
+    factory = runner.torch_compiler()
+    assert callable(factory)
+    with pytest.raises(TypeError, match="c backend"):
+        factory(Workload("softmax, c", softmax, _rows, "fusion", backend="c"))
+
+
+def test_memory_bound_rows_are_timed_beside_a_copy_of_their_bytes(monkeypatch, capsys) -> None:
+    row = _run_with(monkeypatch, None)
+    roofline = row["roofline"]
+    assert roofline["bytes"] == 2 * 8 * 16 * 4  # the argument and the result, float32
+    assert len(roofline["rounds"]) == runner.ROUNDS
+    assert roofline["seconds"] == min(roofline["rounds"]) > 0
+    _print_tables([row])
+    out = capsys.readouterr().out
+    line = next(ln for ln in out.splitlines() if ln.startswith("softmax 8x16") and "MB" in ln)
+    numpy_multiple = row["results"]["numpy"]["seconds"] / roofline["seconds"]
+    assert line.split()[2:4] == ["0.0MB", _fmt_time(roofline["seconds"])]
+    assert f"{numpy_multiple:.1f}" in line.split()
+
+
+
+def test_only_given_several_times_selects_each_match() -> None:
+    names = [w.name for w in select(WORKLOADS, ["softmax", "GPT-2 BLOCK"])]
+    assert names == ["softmax 4096x1024", "GPT-2 block"]
+    assert select(WORKLOADS, []) == WORKLOADS
+
+
+def test_a_reduction_s_roofline_is_a_read_of_its_input() -> None:
+    x = np.ones((64, 2 * runner.READ_ROW), np.float32)
+    sums = runner.roofline_copy((x,), x.sum(axis=1))
+    fn, (source,) = sums["call"]
+    assert sums["kind"] == "read" and sums["bytes"] == x.nbytes + 64 * 4
+    assert source.nbytes == x.nbytes and fn(source).sum() == x.size
+    copy = runner.roofline_copy((x,), x * 2)
+    assert copy["kind"] == "copy" and copy["call"][1][0].nbytes == x.nbytes
