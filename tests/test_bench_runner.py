@@ -110,8 +110,8 @@ def test_memory_bound_rows_are_timed_beside_a_copy_of_their_bytes(monkeypatch, c
 
 
 def test_only_given_several_times_selects_each_match() -> None:
-    names = [w.name for w in select(WORKLOADS, ["softmax", "GPT-2 BLOCK"])]
-    assert names == ["softmax 4096x1024", "GPT-2 block"]
+    names = [w.name for w in select(WORKLOADS, ["softmax", "mlp 784-512"])]
+    assert names == ["softmax 4096x1024", "MLP 784-512-512-10"]
     assert select(WORKLOADS, []) == WORKLOADS
 
 
