@@ -516,3 +516,22 @@ def test_arguments_named_like_the_entrys_own_variables() -> None:
     for n in (0, 4):
         args = [_floats(n, 3), _floats(3, 5), _floats(3)]
         _check(compiled(*args), named(*args))
+
+
+def test_calls_served_symbolically_take_the_c_fast_path() -> None:
+    """A symbolic c compilation gives jit a dispatcher: each new argument shape is bound once
+    into a C dispatcher; shapes its constraints refuse are a miss the general path compiles
+    exactly."""
+    weights = np.linspace(-1, 1, 16 * 8, dtype=np.float32).reshape(16, 8)
+
+    def layer(x):
+        return np.tanh(x @ weights)
+
+    jitted = jitc.jit(layer, backend="c", disk_cache=False)
+    for n in (3, 5, 7, 5, 1, 9, 0):
+        x = np.linspace(-2, 2, n * 16, dtype=np.float32).reshape(n, 16)
+        np.testing.assert_allclose(jitted(x), layer(x), rtol=1e-5, atol=1e-6)
+    (compiled,) = jitted._symbolic.values()
+    fast = [path for made, path in compiled.fast_paths.values() if made]
+    assert fast and all(path is not None for path in fast)
+    assert [s["symbolic"] for s in jitted.compile_stats()].count(True) == 1

@@ -101,6 +101,8 @@ class CExecutable:
         if self.symbols:
             self._workspace_size = _WORKSPACE_TYPE((WORKSPACE_BYTES, library))
             self._bound: dict[tuple, Callable] = {}  # argument shapes -> their call path
+            if self._runtime is not None:
+                self.dispatcher = self._symbolic_dispatcher
             return
         frame = Frame(self.arg_types, self.out_types, self.constants,
                       self.workspace_bytes)  # type: ignore[arg-type]
@@ -151,15 +153,48 @@ class CExecutable:
         self._entry((ctypes.c_void_p * len(pointers))(*pointers))
         return results
 
-    def _bind(self, arrays: Sequence[np.ndarray]) -> Callable:
-        """The call path for the shapes of `arrays`: binds the symbols and checks the
+    def _frame(self, arrays: Sequence[np.ndarray]) -> Frame:
+        """The frame of a call with the shapes of `arrays`: binds the symbols and checks the
         module's constraints (the interpreter's binding: ArgumentError when they fail)."""
         sizes = bind_symbols(self.module.entry, arrays, self.module.constraints)
         dims = np.array([sizes[s] for s in self.symbols], np.int64)
         workspace = int(self._workspace_size(dims.ctypes.data_as(ctypes.POINTER(ctypes.c_int64))))
-        frame = Frame([(a.shape, d) for a, (_, d) in zip(arrays, self.arg_types)],
-                      [(symbolic.substitute(s, sizes), d) for s, d in self.out_types],
-                      [*self.constants, dims], workspace)
+        return Frame([(a.shape, d) for a, (_, d) in zip(arrays, self.arg_types)],
+                     [(symbolic.substitute(s, sizes), d) for s, d in self.out_types],
+                     [*self.constants, dims], workspace)
+
+    def _symbolic_dispatcher(self, result_kind: int, writes: Sequence[int] | None = None,
+                             types: tuple[list, list] | None = None) -> Callable | None:
+        """`jitc.jit`'s fast path for a symbolic function: per argument shapes, the C
+        dispatcher of their frame (None, a miss, for arguments it cannot take as they are or
+        shapes its constraints refuse: the general path then converts or compiles exactly)."""
+        if types is not None:
+            return None
+        bound: dict[tuple, Callable] = {}
+
+        def dispatch(*call_args: object) -> object:
+            args = call_args[0] if len(call_args) == 1 and type(call_args[0]) is tuple \
+                else call_args
+            shapes = tuple(getattr(a, "shape", None) for a in args)
+            call = bound.get(shapes)
+            if call is None:
+                if len(args) != len(self.arg_types) or not all(
+                        type(a) is np.ndarray and a.dtype == d
+                        for a, (_, d) in zip(args, self.arg_types)):
+                    return None
+                try:
+                    frame = self._frame(args)  # type: ignore[arg-type]
+                except ArgumentError:
+                    return None
+                if len(bound) >= MAX_BINDINGS:
+                    bound.clear()
+                call = bound[shapes] = self._dispatcher(result_kind, writes, frame=frame)
+            return call(args)
+        return dispatch
+
+    def _bind(self, arrays: Sequence[np.ndarray]) -> Callable:
+        """The call path for the shapes of `arrays` (see `_frame`)."""
+        frame = self._frame(arrays)
         if self._runtime is not None:
             call = self._dispatcher(self._runtime.RESULT_LIST, frame=frame)  # type: ignore
         else:
