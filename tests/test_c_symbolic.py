@@ -21,9 +21,9 @@ from jitc.backends.c import build
 from jitc.backends.c.backend import C_PASSES, MAX_BINDINGS, CBackend
 from jitc.backends.c.cgen import extent
 from jitc.backends.c.codegen import lower_module
+from jitc.ir.dim_text import parse_dim
 from jitc.ir.interpreter import ArgumentError
 from jitc.ir.parser import parse_module
-from jitc.ir.symbolic import parse_dim
 from jitc.options import Options
 from jitc.passes.pipeline import Pipeline
 from jitc.tracing.errors import TraceError

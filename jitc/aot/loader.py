@@ -16,6 +16,7 @@ import numpy as np
 
 from jitc.aot.abi import default_name
 from jitc.ir import dtypes, symbolic
+from jitc.ir.dim_text import parse_dim
 from jitc.ir.symbolic import DimLike
 
 
@@ -42,7 +43,7 @@ class BufferType:
 def _visible(buffer: dict[str, Any]) -> BufferType:
     """The array Python passes for a buffer: a complex one for interleaved float pairs (the
     same bytes)."""
-    shape = tuple(d if isinstance(d, int) else symbolic.parse_dim(d) for d in buffer["shape"])
+    shape = tuple(d if isinstance(d, int) else parse_dim(d) for d in buffer["shape"])
     if buffer.get("complex_dtype"):
         return BufferType(shape[:-1], np.dtype(dtypes.by_name(buffer["complex_dtype"]).numpy))
     return BufferType(shape, np.dtype(dtypes.by_name(buffer["dtype"]).numpy))
@@ -59,7 +60,7 @@ class AotFunction:
         self.single_result: bool = manifest["single_result"]
         workspace = manifest["workspace_bytes"]
         self.workspace_bytes: DimLike = workspace if isinstance(workspace, int) else \
-            symbolic.parse_dim(workspace)
+            parse_dim(workspace)
         self.written: tuple[int, ...] = tuple(manifest.get("written", ()))
         self.symbols: tuple[str, ...] = tuple(manifest.get("symbols", ()))
         count = len(self.args) + len(self.results)

@@ -10,6 +10,7 @@ import numpy as np
 
 from jitc.ir import dtypes, symbolic
 from jitc.ir.core import Function, Instruction, Literal, Location, Module, Value
+from jitc.ir.dim_text import parse_constraint, parse_dim
 from jitc.ir.opdef import AttrKind, IRTypeError, OpDef, lookup
 from jitc.ir.types import TensorType
 
@@ -132,7 +133,7 @@ class _Parser:
         while self.peek().kind != "eof" and self.peek().line == keyword.line:
             tokens.append(self.next())
         try:
-            return symbolic.parse_constraint(" ".join(t.text for t in tokens))
+            return parse_constraint(" ".join(t.text for t in tokens))
         except ValueError as exc:
             raise self.error(str(exc), keyword) from None
 
@@ -194,7 +195,7 @@ class _Parser:
             if not tokens:
                 raise self.error("expected an integer")
             try:
-                values.append(symbolic.parse_dim(" ".join(t.text for t in tokens)))
+                values.append(parse_dim(" ".join(t.text for t in tokens)))
             except ValueError as exc:
                 raise self.error(str(exc), tokens[0]) from None
         return tuple(values)
@@ -331,7 +332,7 @@ class _Parser:
         if kind in (AttrKind.INTS, AttrKind.INT_PAIRS):
             return _tree(value, int)
         if kind is AttrKind.DIMS:
-            return _tree(value, symbolic.parse_dim)
+            return _tree(value, parse_dim)
         if kind is AttrKind.FUNCTIONS:
             if not isinstance(value, list) or not all(
                     isinstance(v, Token) and v.kind == "global" for v in value):

@@ -15,6 +15,7 @@ import pytest
 from jitc.backends.interpreter import InterpreterBackend
 from jitc.ir import dtypes, ops, symbolic
 from jitc.ir.core import Builder, Function, Module
+from jitc.ir.dim_text import parse_dim
 from jitc.ir.interpreter import ArgumentError, interpret
 from jitc.ir.opdef import OPS, AttrKind, IRTypeError, OpDef, Trait
 from jitc.ir.parser import ParseError, parse_module
@@ -29,7 +30,6 @@ from jitc.ir.symbolic import (
     exact_quotient,
     floor_divide,
     implied,
-    parse_dim,
     symbol,
 )
 from jitc.ir.types import TensorType
