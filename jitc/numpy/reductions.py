@@ -10,6 +10,7 @@ import numpy as np
 from jitc.ir import ops, symbolic
 from jitc.ir.symbolic import is_static
 from jitc.ir.types import TensorType
+from jitc.numpy import float16_order
 from jitc.numpy._core import (
     convert,
     implements,
@@ -88,6 +89,9 @@ def sum(a, axis=None, dtype=None, out=None, keepdims=False, initial=None, where=
     acc = _masked(convert(x, _accumulator_dtype(x, dtype, "sum")), where, 0)
     # With dtype=bool numpy stays in bool: adding bools is a logical or.
     kind = "or" if acc.dtype == np.bool_ else "sum"
+    if float16_order.applies(acc, kind):
+        return _keep(x, float16_order.reduce_in_numpys_order(acc, axes, kind, initial), axes,
+                     keepdims)
     result = reduce(acc, axes, kind, keepdims)
     return _with_initial(x, result, initial, np.add)
 
@@ -100,6 +104,9 @@ def prod(a, axis=None, dtype=None, out=None, keepdims=False, initial=None, where
     acc = _masked(convert(x, _accumulator_dtype(x, dtype, "prod")), where, 1)
     # With dtype=bool numpy stays in bool: multiplying bools is a logical and.
     kind = "and" if acc.dtype == np.bool_ else "prod"
+    if float16_order.applies(acc, kind):
+        return _keep(x, float16_order.reduce_in_numpys_order(acc, axes, kind, initial), axes,
+                     keepdims)
     result = reduce(acc, axes, kind, keepdims)
     return _with_initial(x, result, initial, np.multiply)
 
@@ -178,6 +185,8 @@ def var(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, where=True, 
     axes = normalize_axes(axis, x.ndim)
     ddof = correction if correction is not None else ddof
     result_dtype = _mean_dtype(x, dtype)
+    if x.dtype == result_dtype == np.float16 and float16_order.applies(x, "sum"):
+        return _float16_var(x, axes, ddof, keepdims)
     acc_dtype = np.dtype(np.float32) if result_dtype == np.float16 else result_dtype
     xc = convert(x, acc_dtype)
     centered = np.subtract(xc, _mean_keepdims(xc, axes))
@@ -190,6 +199,19 @@ def var(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, where=True, 
     total = reduce(squares, axes, "sum", keepdims)
     divisor = lift(np.asarray(_count(x, axes) - ddof, dtype=acc_dtype))
     return convert(emit(ops.DIV, [total, divisor]), result_dtype)
+
+
+def _float16_var(x: Tracer, axes: tuple[int, ...], ddof: int, keepdims: bool) -> Tracer:
+    """numpy's var of float16 values, computed in float16 as numpy does (unlike its mean, which
+    sums in float32): float16 sums in numpy's order, each divided by the count in float64 (an
+    intp count promotes numpy's true_divide) and rounded back."""
+    def divided(total: Tracer, count: int) -> Tracer:
+        return convert(np.true_divide(convert(total, np.float64), np.float64(count)), np.float16)
+    n = _count(x, axes)
+    mean = divided(sum(x, axis=axes, keepdims=True), n)
+    centered = np.subtract(x, mean)
+    return divided(sum(np.multiply(centered, centered), axis=axes, keepdims=keepdims),
+                   builtins.max(n - ddof, 0))
 
 
 def _mean_keepdims(x: Tracer, axes: tuple[int, ...]) -> Tracer:
