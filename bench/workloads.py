@@ -427,6 +427,11 @@ def median(xp, x):
     return xp.median(x)
 
 
+def histogram(xp, x):
+    # range= given: without it jitc refuses (the edges would come from the traced min and max)
+    return xp.histogram(x, bins=64, range=(-4.0, 4.0))[0]
+
+
 def _vector(n):
     def make(rng, quick):
         return (_normal(rng, n // 100 if quick else n),)
@@ -452,6 +457,7 @@ WORKLOADS = [
     Workload("sort 1e6", sort, _vector(1_000_000), "sorting"),
     Workload("argsort 1e6", argsort, _vector(1_000_000), "sorting"),
     Workload("median 1e6", median, _vector(1_000_000), "sorting"),
+    Workload("histogram 1e6 (64 bins)", histogram, _vector(1_000_000), "sorting"),
     Workload("cholesky 1000", cholesky, _positive_definite(1000, 128), "linalg"),
     Workload("solve 1000 (16 rhs)", solve, _positive_definite(1000, 128, rhs=16), "linalg"),
     Workload("eigvalsh 200", eigh, _positive_definite(200, 64), "linalg"),

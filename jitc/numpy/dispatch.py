@@ -63,8 +63,11 @@ WHY_NOT: dict[str, str] = _reasons([
      "Of numpy.fft, the one-dimensional fft, ifft, rfft and irfft are traced (docs/dtypes.md); "
      "apply them along each axis in turn."),
     ("linalg.eig linalg.eigvals",
-     "Not traced yet: the eigenvalues of a nonsymmetric matrix are complex in general. For a "
-     "symmetric matrix use np.linalg.eigh or np.linalg.eigvalsh, whose results are real."),
+     "Its result's dtype depends on the values: numpy gives float64 eigenvalues and vectors "
+     "when every eigenvalue is real and complex128 ones otherwise (the eigenvalues of a "
+     "nonsymmetric matrix are complex in general), which compiled code cannot know before it "
+     "runs. For a symmetric matrix use np.linalg.eigh or np.linalg.eigvalsh, whose results are "
+     "real; otherwise call np.linalg.eig on the jitted function's result."),
     ("roots",
      "Its roots, complex in general, are the eigenvalues of a companion matrix "
      "(np.linalg.eigvals), which jitc does not trace. Call np.roots on the jitted function's "

@@ -10,6 +10,7 @@ import numpy as np
 from jitc.ir import ops, symbolic
 from jitc.ir.symbolic import DimLike, is_static
 from jitc.ir.types import TensorType
+from jitc.numpy import float16_order
 from jitc.numpy._core import (
     convert,
     implements,
@@ -17,7 +18,6 @@ from jitc.numpy._core import (
     lift,
     normalize_axes,
     normalize_axis,
-    refuse_complex_order,
     unsupported,
 )
 from jitc.numpy.shapes import broadcast_to
@@ -88,6 +88,9 @@ def sum(a, axis=None, dtype=None, out=None, keepdims=False, initial=None, where=
     acc = _masked(convert(x, _accumulator_dtype(x, dtype, "sum")), where, 0)
     # With dtype=bool numpy stays in bool: adding bools is a logical or.
     kind = "or" if acc.dtype == np.bool_ else "sum"
+    if float16_order.applies(acc, kind):
+        return _keep(x, float16_order.reduce_in_numpys_order(acc, axes, kind, initial), axes,
+                     keepdims)
     result = reduce(acc, axes, kind, keepdims)
     return _with_initial(x, result, initial, np.add)
 
@@ -100,15 +103,59 @@ def prod(a, axis=None, dtype=None, out=None, keepdims=False, initial=None, where
     acc = _masked(convert(x, _accumulator_dtype(x, dtype, "prod")), where, 1)
     # With dtype=bool numpy stays in bool: multiplying bools is a logical and.
     kind = "and" if acc.dtype == np.bool_ else "prod"
+    if float16_order.applies(acc, kind):
+        return _keep(x, float16_order.reduce_in_numpys_order(acc, axes, kind, initial), axes,
+                     keepdims)
     result = reduce(acc, axes, kind, keepdims)
     return _with_initial(x, result, initial, np.multiply)
+
+
+def _complex_arg_extreme(x: Tracer, axis: int, largest: bool) -> Tracer:
+    """numpy's argmax/argmin of complex values along `axis`: the first value holding a nan,
+    else the first of the largest (smallest) in lexicographic order, real part first."""
+    from jitc.numpy.complexes import parts
+    re, im = parts(x)
+    has_nan = np.logical_or(np.isnan(re), np.isnan(im))
+    beyond = lift(-np.inf if largest else np.inf, re.dtype)
+
+    def best(values: Tracer, among: Tracer) -> Tracer:
+        candidates = select(among, values, broadcast_to(beyond, values.shape))
+        return reduce(candidates, (axis,), "max" if largest else "min", keepdims=True)
+
+    clean = np.logical_not(has_nan)
+    on_top = np.logical_and(clean, np.equal(re, best(re, clean)))
+    on_top = np.logical_and(on_top, np.equal(im, best(im, on_top)))
+    first = emit(ops.ARGMAX, [convert(on_top, np.int8)], {"axis": axis})
+    first_nan = emit(ops.ARGMAX, [convert(has_nan, np.int8)], {"axis": axis})
+    return select(reduce(has_nan, (axis,), "or"), first_nan, first)
+
+
+def _complex_extremum(name: str, x: Tracer, axes: tuple[int, ...], keepdims: bool,
+                      initial: object, where: object) -> Tracer:
+    """numpy's max/min of complex values (maximum.reduce): per output, the value at the
+    complex argmax/argmin of the reduced axes taken in C order."""
+    if initial is not None or where is not True:
+        raise unsupported(f"numpy.{name}(..., initial=/where=) of complex values",
+                          "Mask with np.where before reducing.")
+    if builtins.any(x.shape[ax] == 0 for ax in axes):
+        raise ShapeError(located(f"numpy.{name} of an empty axis of {x.aval.short()}: numpy "
+                                 "raises here (no identity)"))
+    kept = [d for d in range(x.ndim) if d not in axes]
+    from jitc.numpy.shapes import reshape, transpose
+    rows = reshape(transpose(x, kept + list(axes)), tuple(x.shape[d] for d in kept) + (-1,))
+    at = _complex_arg_extreme(rows, rows.ndim - 1, name == "max")
+    from jitc.numpy.indexing import take_along_axis
+    picked = take_along_axis(rows, reshape(at, at.shape + (1,)), rows.ndim - 1)
+    result = reshape(picked, at.shape)
+    return _keep(x, result, axes, keepdims)
 
 
 def _extremum(name: str, kind: str, a, axis, out, keepdims, initial, where):
     _check_unsupported(name, {"out": out})
     x = lift(a)
-    refuse_complex_order(x, name)
     axes = normalize_axes(axis, x.ndim)
+    if x.dtype.kind == "c":
+        return _complex_extremum(name, x, axes, keepdims, initial, where)
     if where is not True:
         if initial is None:
             raise ShapeError(located(
@@ -183,6 +230,8 @@ def var(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, where=True, 
     axes = normalize_axes(axis, x.ndim)
     ddof = correction if correction is not None else ddof
     result_dtype = _mean_dtype(x, dtype)
+    if x.dtype == result_dtype == np.float16 and float16_order.applies(x, "sum"):
+        return _float16_var(x, axes, ddof, keepdims)
     acc_dtype = np.dtype(np.float32) if result_dtype == np.float16 else result_dtype
     xc = convert(x, acc_dtype)
     centered = np.subtract(xc, _mean_keepdims(xc, axes))
@@ -205,6 +254,19 @@ def _divisor(count: DimLike, ddof: object, dtype: np.dtype) -> Tracer:
     return convert(np.maximum(np.subtract(lift(count), ddof), 0), dtype)
 
 
+def _float16_var(x: Tracer, axes: tuple[int, ...], ddof: int, keepdims: bool) -> Tracer:
+    """numpy's var of float16 values, computed in float16 as numpy does (unlike its mean, which
+    sums in float32): float16 sums in numpy's order, each divided by the count in float64 (an
+    intp count promotes numpy's true_divide) and rounded back."""
+    def divided(total: Tracer, count: int) -> Tracer:
+        return convert(np.true_divide(convert(total, np.float64), np.float64(count)), np.float16)
+    n = _count(x, axes)
+    mean = divided(sum(x, axis=axes, keepdims=True), n)
+    centered = np.subtract(x, mean)
+    return divided(sum(np.multiply(centered, centered), axis=axes, keepdims=keepdims),
+                   builtins.max(n - ddof, 0))
+
+
 def _mean_keepdims(x: Tracer, axes: tuple[int, ...]) -> Tracer:
     total = reduce(x, axes, "sum", keepdims=True)
     return emit(ops.DIV, [total, _number(_count(x, axes), x.dtype)])
@@ -220,7 +282,6 @@ def std(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, where=True, 
 def _arg(name: str, op, a, axis, out, keepdims):
     _check_unsupported(name, {"out": out})
     x = lift(a)
-    refuse_complex_order(x, name)
     if axis is not None:
         axis_ = normalize_axis(axis, x.ndim)
     if axis is None or x.ndim == 0:
@@ -231,7 +292,10 @@ def _arg(name: str, op, a, axis, out, keepdims):
         raise ShapeError(located(f"numpy.{name} of an empty sequence ({x.aval.short()})"))
     if x.dtype.kind == "b":
         x = convert(x, np.int8)
-    result = emit(op, [x], {"axis": axis_})
+    if x.dtype.kind == "c":
+        result = _complex_arg_extreme(x, axis_, op is ops.ARGMAX)
+    else:
+        result = emit(op, [x], {"axis": axis_})
     if keepdims:
         shape = tuple(1 if (axis is None or a == axis_) else d for a, d in
                       enumerate(lift(a).shape))

@@ -9,7 +9,7 @@ import warnings
 import numpy as np
 
 from jitc.ir.symbolic import is_static
-from jitc.numpy._core import implements, lift, normalize_axes, refuse_complex_order, unsupported
+from jitc.numpy._core import implements, lift, normalize_axes, unsupported
 from jitc.numpy.histograms import known, numpy_checks, sorted_position, stand_in
 from jitc.numpy.linalg import dot
 from jitc.numpy.matrices import diagonal
@@ -143,7 +143,6 @@ def ptp(a, axis=None, out=None, keepdims=False):
     if out is not None:
         raise unsupported("numpy.ptp(..., out=...)", "Use the returned value.")
     x = lift(a)
-    refuse_complex_order(x, "ptp")
     return np.subtract(np.max(x, axis=axis, keepdims=keepdims),
                        np.min(x, axis=axis, keepdims=keepdims))
 

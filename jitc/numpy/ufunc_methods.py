@@ -4,7 +4,9 @@ reductions `np.cumsum` and `np.cumprod`.
 A running reduction along an axis of length n is a Hillis-Steele scan: log2(n) steps, each
 combining every element with the one `shift` places before it (a pad shifts the array along the
 axis, a select keeps the first `shift` elements). It needs the ufunc to be associative, and a
-float result is rounded in another order than numpy's element-by-element loop (as a jitc sum is).
+float result is rounded in another order than numpy's element-by-element loop (as a jitc sum is),
+except float16 sums and products, which follow numpy's loop (float16_order.py): their rounding
+after every element is visible.
 A reduction the `reduce` op has no kind for (bitwise_or, fmax, ...) halves the axis each step.
 """
 
@@ -18,6 +20,7 @@ import numpy as np
 from jitc.ir import dtypes, ops
 from jitc.ir.symbolic import is_static
 from jitc.ir.types import TensorType
+from jitc.numpy import float16_order
 from jitc.numpy._core import (
     convert,
     dtype_key,
@@ -199,6 +202,9 @@ def accumulate(ufunc: np.ufunc, a: Any, axis: object = 0, dtype: object = None,
         raise ShapeError(located(f"{name}: cannot accumulate a 0-d array ({x.aval.short()})"))
     ax = normalize_axis(axis, x.ndim)
     x = convert(x, method_dtype(ufunc, x, dtype, name))
+    kind = {np.add: "sum", np.multiply: "prod"}.get(ufunc, "")
+    if float16_order.applies(x, kind):
+        return float16_order.accumulate_in_numpys_order(x, ax, kind)
     return scan(x, ax, _combine(ufunc)).copy_tracer()
 
 

@@ -156,8 +156,11 @@ def _floor_divide_parts(x: Tracer, y: Tracer) -> tuple[Tracer, Tracer]:
     modulo = select(adjust, emit(ops.ADD, [rem, y]), rem)
     if x.dtype.kind == "f":
         # numpy rounds the quotient to an integral value and gives zero remainders y's sign.
-        quotient = select(compare(y, zero, "eq"), emit(ops.DIV, [x, y]),
-                          emit(ops.ROUND, [quotient]))
+        # A zero quotient takes the sign of x / y (numpy's copysign(0, a / b)).
+        ratio = emit(ops.DIV, [x, y])
+        rounded = emit(ops.ROUND, [quotient])
+        rounded = select(compare(rounded, zero, "eq"), _copysign(zero, ratio), rounded)
+        quotient = select(compare(y, zero, "eq"), ratio, rounded)
         # Not 0 * y: that is nan for an infinite y, whose zero remainders are zeros too.
         signed_zero = select(compare(y, zero, "lt"), _const_like(x, -0.0), zero)
         modulo = select(compare(modulo, zero, "eq"), signed_zero, modulo)
@@ -290,7 +293,8 @@ def _sinh(x: Tracer) -> Tracer:
     magnitude = emit(ops.MUL, [half, emit(ops.ADD, [em1, emit(ops.DIV, [em1, emit(ops.ADD, [
         em1, one])])])])
     magnitude = select(_isposinf(em1), em1, magnitude)  # inf / inf would give nan
-    return emit(ops.MUL, [magnitude, emit(ops.SIGN, [x])])
+    signed = emit(ops.MUL, [magnitude, emit(ops.SIGN, [x])])
+    return select(compare(x, _const_like(x, 0), "eq"), x, signed)  # sinh(-0.0) is -0.0
 
 
 def _isposinf(x: Tracer) -> Tracer:
@@ -396,8 +400,15 @@ def _heaviside(x: Tracer, at_zero: Tracer) -> Tracer:
 
 @_register(np.cbrt)
 def _cbrt(x: Tracer) -> Tracer:
-    root = emit(ops.POW, [emit(ops.ABS, [x]), _const_like(x, 1 / 3)])
-    return select(compare(x, _const_like(x, 0), "lt"), emit(ops.NEG, [root]), root)
+    magnitude = emit(ops.ABS, [x])
+    root = emit(ops.POW, [magnitude, _const_like(x, 1 / 3)])
+    # 1/3 is not a float: one Newton step r - (r - |x|/r^2)/3 takes pow's few ulp to about one.
+    square = emit(ops.MUL, [root, root])
+    step = emit(ops.SUB, [root, emit(ops.DIV, [magnitude, square])])
+    refined = emit(ops.SUB, [root, emit(ops.MUL, [step, _const_like(x, 1 / 3)])])
+    root = select(emit(ops.IS_FINITE, [step]), refined, root)  # 0 and inf: 0/0, inf/inf
+    signed = select(compare(x, _const_like(x, 0), "lt"), emit(ops.NEG, [root]), root)
+    return select(compare(x, _const_like(x, 0), "eq"), x, signed)  # cbrt(-0.0) is -0.0
 
 
 @_register(np.logaddexp2)
@@ -447,6 +458,11 @@ _WIDEN_FLOAT16 = frozenset({
     np.sinh, np.cosh, np.tan, np.arcsin, np.arccos, np.arctanh, np.arcsinh, np.arccosh,
     np.hypot, np.logaddexp, np.logaddexp2, np.log2, np.log10, np.floor_divide, np.remainder,
     np.heaviside, np.cbrt, np.signbit})
+
+# Of those, numpy's float16 loop rounds a correctly rounded value: cbrt's to float16, hypot's
+# through float32 (libm's hypotf rounds a float64 hypotenuse). jitc's float64 evaluation rounded
+# the same way gives numpy's bits, where a float32 one misses some float16 midpoints.
+_FLOAT16_THROUGH_FLOAT64 = {np.cbrt: np.float16, np.hypot: np.float32}
 
 _UNSUPPORTED_KWARGS = ("out", "where", "casting", "order", "subok", "signature")
 
@@ -524,8 +540,11 @@ def call_ufunc(ufunc: np.ufunc, impl: UfuncImpl, inputs: tuple, dtype: object = 
             return convert(settled, loop[ufunc.nin])
         compute = comparison_dtypes(ufunc, inputs, loop)
     if ufunc in _WIDEN_FLOAT16 and loop[0] == np.float16:
-        compute = tuple(np.dtype(np.float32) if d == np.float16 else d for d in loop)
+        wide = np.float64 if ufunc in _FLOAT16_THROUGH_FLOAT64 else np.float32
+        compute = tuple(np.dtype(wide) if d == np.float16 else d for d in loop)
     operands = [lift(x, compute[i], state) for i, x in enumerate(inputs)]
+    if ufunc in _FLOAT16_THROUGH_FLOAT64 and loop[0] == np.float16:
+        return convert(convert(impl(*operands), _FLOAT16_THROUGH_FLOAT64[ufunc]), np.float16)
     if ufunc.nout > 1:  # frexp, modf: a tuple of results, as numpy gives
         return tuple(convert(r, d) for r, d in zip(impl(*operands), loop[ufunc.nin:],
                                                    strict=True))

@@ -1,6 +1,8 @@
 """Sorting complex values against numpy: lexicographic by real, then imaginary part, with the
 values that hold a nan after the others (re+nan*j, then nan+im*j, then nan+nan*j), stable,
-on every backend; sort, argsort, partition, ndarray.sort, sort_complex and median."""
+on every backend; sort, argsort, partition, ndarray.sort, sort_complex and median. And the
+extrema in that order (max, min, argmax, argmin, ptp), where the first value holding a nan
+wins, as in numpy's maximum.reduce."""
 
 from __future__ import annotations
 
@@ -73,7 +75,7 @@ def test_two_sorts_of_one_type_one_reading_a_gather():
 
 _ROW = 16
 _VALUES = st.builds(complex, st.sampled_from(_PARTS), st.sampled_from(_PARTS))
-_COMPILED: dict[tuple[str, type], jitc.Jitted] = {}
+_COMPILED: dict[tuple[object, object], jitc.Jitted] = {}
 
 
 def _compiled(backend: str, dtype: type):
@@ -98,3 +100,44 @@ def test_random_complex_rows_match_numpy_stable(backend, values, dtype):
     np.testing.assert_array_equal(got_values, want)
     np.testing.assert_array_equal(np.signbit(got_values.real), np.signbit(want.real))
     np.testing.assert_array_equal(np.signbit(got_values.imag), np.signbit(want.imag))
+
+
+def _same_values_and_zero_signs(got, want):
+    got, want = np.asarray(got), np.asarray(want)
+    assert got.dtype == want.dtype and got.shape == want.shape
+    np.testing.assert_array_equal(got, want)
+    if want.dtype.kind == "c":
+        for part in (np.real, np.imag):
+            np.testing.assert_array_equal(np.signbit(part(got)), np.signbit(part(want)))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("dtype", [np.complex64, np.complex128])
+def test_extrema_of_complex_along_every_axis(dtype, backend):
+    x = _complex_with_ties_and_nans((4, 5, 3), dtype, seed=3)
+    finite = np.nan_to_num(x, nan=0.5)
+
+    def f(x, finite):
+        return (np.max(x, axis=0), np.min(x, axis=2), np.argmax(x, axis=1), np.argmin(x),
+                x.max(axis=(0, 2), keepdims=True), np.max(finite), np.min(finite, axis=1),
+                np.argmax(finite, axis=0), np.argmin(finite[:, :, 0], axis=1),
+                np.ptp(finite[..., 0], axis=0))
+    with np.errstate(invalid="ignore"):  # inf - inf in ptp
+        want = f(x, finite)
+        got = jitc.jit(f, backend=backend)(x, finite)
+    for g, w in zip(got, want, strict=True):
+        _same_values_and_zero_signs(g, w)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(values=st.lists(_VALUES, min_size=_ROW, max_size=_ROW))
+def test_random_complex_extrema_match_numpy(backend, values):
+    x = np.array(values, np.complex128)
+    key = ("extrema", backend)
+    if key not in _COMPILED:
+        _COMPILED[key] = jitc.jit(lambda x: (np.max(x), np.min(x), np.argmax(x), np.argmin(x)),
+                                  backend=backend)
+    for g, w in zip(_COMPILED[key](x), (np.max(x), np.min(x), np.argmax(x), np.argmin(x)),
+                    strict=True):
+        _same_values_and_zero_signs(g, w)

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 from jitcheck import BACKENDS, check_jit, random
 
+import jitc
 from jitc.ir.dtypes import is_supported_numpy
 from jitc.numpy.ufuncs import UFUNCS
 
@@ -109,6 +110,21 @@ def test_special_values(ufunc, dtype, backend):
     args = (x[:, None], x[None, :]) if ufunc.nin == 2 else (x,)
     with np.errstate(all="ignore"):
         check_jit(ufunc, *args, backend=backend)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_special_values_keep_the_sign_of_zero(dtype):
+    """check_jit counts -0.0 equal to 0.0: the signs of zero results (sinh, cbrt, arcsinh of
+    -0.0, floor_divide's zero quotients) are compared here."""
+    x = SPECIAL.astype(dtype)
+    for ufunc in SPECIAL_UFUNCS:
+        args = (x[:, None], x[None, :]) if ufunc.nin == 2 else (x,)
+        with np.errstate(all="ignore"):
+            want = ufunc(*args)
+            got = jitc.jit(ufunc)(*args)
+        zeros = want == 0
+        np.testing.assert_array_equal(np.signbit(got[zeros]), np.signbit(want[zeros]),
+                                      err_msg=ufunc.__name__)
 
 
 @pytest.mark.parametrize("backend", BACKENDS)

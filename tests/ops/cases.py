@@ -670,7 +670,12 @@ def _reduction_cases() -> list[OpCase]:
         OpCase("np.sum_dtype_bool", ("reduce",), lambda x: x.sum(axis=0, dtype=bool),
                cube[:4], ALL),
         OpCase("np.prod_axis1", ("reduce",), lambda x: np.prod(x, axis=1), products,
-               ALL + COMPLEX),
+               tuple(d for d in ALL if d != "float16") + COMPLEX),
+        # numpy rounds a float16 product along an outer axis after every step
+        # (jitc/numpy/float16_order.py): float32 multiplies, each converted back (none for an
+        # empty axis).
+        OpCase("np.prod_axis1_float16", ("convert",), lambda x: np.prod(x, axis=1),
+               products, ("float16",)),
         OpCase("np.prod_dtype_float64", ("reduce",),
                lambda x: np.prod(x, axis=(0, 1), dtype=np.float64), products, ALL),
         OpCase("np.max_axis0", ("reduce",), lambda x: np.max(x, axis=0), extremes, ALL,

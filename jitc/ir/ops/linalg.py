@@ -89,9 +89,30 @@ def _dot_reference(args: Sequence[np.ndarray], attrs: Attrs, results):
     lhs_free = [s for s in lhs_sub if s not in batch and s not in contract]
     rhs_free = [s for s in rhs_sub if s not in batch and s not in contract]
     spec = f"{''.join(lhs_sub)},{''.join(rhs_sub)}->{''.join(batch + lhs_free + rhs_free)}"
+    if results[0].dtype == dtypes.float16:
+        contracted = [lhs_sub[a] for a in attrs["lhs_contract"]]
+        lhs = np.einsum(f"{''.join(lhs_sub)}->{''.join(batch + lhs_free + contracted)}", lhs)
+        rhs = np.einsum(f"{''.join(rhs_sub)}->{''.join(batch + contracted + rhs_free)}", rhs)
+        return [_float16_products(lhs, rhs, len(batch), len(lhs_free), len(rhs_free))]
     wide = _wide(results[0].dtype.numpy)
     out = np.einsum(spec, lhs.astype(wide), rhs.astype(wide))
     return [out.astype(results[0].dtype.numpy)]
+
+
+def _float16_products(lhs: np.ndarray, rhs: np.ndarray, batch: int, lhs_free: int,
+                      rhs_free: int) -> np.ndarray:
+    """numpy's float16 matmul: each product (exact in float32) added to a float32 sum in
+    order of the contracted index, rounded to float16 once. lhs is (batch, free, contracted)
+    and rhs (batch, contracted, free), each group of axes in order."""
+    batch_shape, m_shape = lhs.shape[:batch], lhs.shape[batch:batch + lhs_free]
+    n_shape = rhs.shape[rhs.ndim - rhs_free:]
+    b, m, n = (int(np.prod(s, dtype=np.int64)) for s in (batch_shape, m_shape, n_shape))
+    left = lhs.reshape(b, m, -1).astype(np.float32)
+    right = rhs.reshape(b, -1, n).astype(np.float32)
+    total = np.zeros((b, m, n), np.float32)
+    for k in range(left.shape[2]):
+        total += left[:, :, k, None] * right[:, None, k, :]
+    return total.astype(np.float16).reshape(batch_shape + m_shape + n_shape)
 
 
 DOT_GENERAL = register(OpDef(
