@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from symbolic_programs import layernorm, mlp, softmax
 
 import jitc
 from jitc.backends.base import get_backend
@@ -31,21 +32,6 @@ ROWS = RNG.standard_normal((6, 48)).astype(np.float32)
 
 def _floats(*shape: int) -> np.ndarray:
     return RNG.standard_normal(shape).astype(np.float32)
-
-
-def mlp(x, w1, b1, w2):
-    return np.tanh(x @ w1 + b1) @ w2
-
-
-def softmax(x):
-    e = np.exp(x - x.max(axis=-1, keepdims=True))
-    return e / e.sum(axis=-1, keepdims=True)
-
-
-def layernorm(x, gain):
-    centred = x - x.sum(axis=-1, keepdims=True) / x.shape[-1]
-    variance = (centred * centred).sum(axis=-1, keepdims=True) / x.shape[-1]
-    return centred / np.sqrt(variance + 1e-5) * gain + 1.0
 
 
 def attention(q, k, v):

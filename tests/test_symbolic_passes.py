@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from symbolic_programs import layernorm, mlp, softmax
 
 import jitc
 from jitc.backends.c.backend import C_PASSES
@@ -27,21 +28,6 @@ PIPELINES = {"interpreter": DEFAULT_PASSES, "cpu": KERNEL_PASSES, "c": C_PASSES}
 
 def _floats(*shape: int) -> np.ndarray:
     return RNG.standard_normal(shape).astype(np.float32)
-
-
-def mlp(x, w1, b1, w2):
-    return np.tanh(x @ w1 + b1) @ w2
-
-
-def softmax(x):
-    e = np.exp(x - x.max(axis=-1, keepdims=True))
-    return e / e.sum(axis=-1, keepdims=True)
-
-
-def layernorm(x, gain):
-    centred = x - x.sum(axis=-1, keepdims=True) / x.shape[-1]
-    variance = (centred * centred).sum(axis=-1, keepdims=True) / x.shape[-1]
-    return centred / np.sqrt(variance + 1e-5) * gain + 1.0
 
 
 # (program, the spec of its first argument, the first argument for a size, the other arguments)

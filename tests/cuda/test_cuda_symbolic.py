@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 from cudacheck import check_ptx, require_ptxas
 from fakedriver import FakeDriver, compile_on_fake
+from symbolic_programs import mlp, softmax
 
 import jitc
 from jitc.backends.cuda import launch as launches
@@ -27,15 +28,6 @@ ROWS = RNG.standard_normal((6, 48)).astype(np.float32)
 
 def _floats(*shape: int) -> np.ndarray:
     return RNG.standard_normal(shape).astype(np.float32)
-
-
-def mlp(x, w1, b1, w2):
-    return np.tanh(x @ w1 + b1) @ w2
-
-
-def softmax(x):
-    e = np.exp(x - x.max(axis=-1, keepdims=True))
-    return e / e.sum(axis=-1, keepdims=True)
 
 
 # name: (program, argument specs, the arguments for a size)

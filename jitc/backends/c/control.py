@@ -28,7 +28,6 @@ from jitc.ir.ops import CONDITIONAL, WHILE
 from jitc.ir.symbolic import DimLike
 
 from .cgen import Writer, extent, memory_type
-from .extents import symbolic_carry_layout
 from .kernels import Kernel
 
 if TYPE_CHECKING:
@@ -131,8 +130,7 @@ def _emit_while(program: Program, name: str, inst: Instruction,
     module = program.module
     body_fn = module.functions[inst.attrs["body"]]  # type: ignore[index]
     # As on the CPU; in a symbolic module the offsets are expressions.
-    layout = symbolic_carry_layout(inst, body_fn) if program.symbols else \
-        carry_layout(inst, body_fn)
+    layout = carry_layout(inst, body_fn)
     writes, moving = layout.writes, layout.moving
     offsets, block_offsets = layout.offsets, layout.block_offsets
     region_workspace = layout.carry_bytes

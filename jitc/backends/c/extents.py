@@ -15,7 +15,6 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from jitc.backends.cpu.control import CarryLayout, block_writes
 from jitc.backends.cpu.plan import ALIGNMENT, BufferPlan, plan_buffers
 from jitc.ir import ops, symbolic
 from jitc.ir.core import Function, Instruction, Module, Value
@@ -190,27 +189,6 @@ def plan_symbolic(fn: Function, program: Module,
         below.append(_distinct([(level_of[s], sizes[s]) for s in top]))
     ends = _distinct([(level_of[s], sizes[s]) for s in plan.temp_offsets])
     return plan, WorkspaceLayout(levels, level_of, below, ends)
-
-
-def symbolic_carry_layout(inst: Instruction, body: Function) -> CarryLayout:
-    """`jitc.backends.cpu.control.carry_layout` for carries of symbolic size: the same
-    choice of buffers, with the scratch offsets as expressions (that one adds static sizes).
-    """
-    writes = block_writes(body)
-    moving = [i for i, out in enumerate(body.outputs)
-              if out is not body.parameters[i] and i not in writes]
-    block_outputs = [v for j in writes for v in writes[j].operands[1:]]
-    offsets: dict[int, DimLike] = {}
-    size: DimLike = 0
-    for i in moving:
-        offsets[i] = size
-        size = size + _aligned(inst.results[i].type.nbytes, ALIGNMENT)
-    block_offsets: list[DimLike] = []
-    for v in block_outputs:
-        block_offsets.append(size)
-        size = size + _aligned(v.type.nbytes, ALIGNMENT)
-    return CarryLayout(writes, moving, block_outputs, offsets, block_offsets,  # type: ignore
-                       size)  # type: ignore[arg-type]
 
 
 def _distinct(ends: list[tuple[int, DimLike]]) -> list[tuple[int, DimLike]]:

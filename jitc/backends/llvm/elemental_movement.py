@@ -4,7 +4,7 @@ output element comes from; importing this module registers them in elemental.RUL
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from llvmlite import ir
 
@@ -113,14 +113,7 @@ def _pad(e: ElementalEmitter, inst: Instruction, index: Index) -> ir.Value:
         # The load uses a clamped index, so it stays in bounds whether or not it is selected.
         return b.select(inside, e.operand(inst, 0, mapped), fill)
     # An operand of symbolic size may be empty at the call: read it only inside.
-    before = b.block
-    with b.if_then(inside):
-        value = e.operand_in_branch(inst, 0, mapped)
-        read = b.block
-    result = b.phi(fill.type)
-    result.add_incoming(value, read)
-    result.add_incoming(fill, before)
-    return result
+    return _read_inside(e, inside, lambda: e.operand_in_branch(inst, 0, mapped), fill)
 
 
 # Up to this many operands, a concatenate's element is a chain of selects over every operand's
@@ -275,14 +268,22 @@ def _dynamic_update_slice(e: ElementalEmitter, inst: Instruction, index: Index) 
     if is_static(update.size):
         return b.select(inside, e.operand(inst, 1, local), e.operand(inst, 0, index))
     # An update of symbolic size may be empty at the call: read it only inside.
-    outside = e.operand(inst, 0, index)
+    return _read_inside(e, inside, lambda: e.operand_in_branch(inst, 1, local),
+                        e.operand(inst, 0, index))
+
+
+def _read_inside(e: ElementalEmitter, inside: ir.Value, read: Callable[[], ir.Value],
+                 otherwise: ir.Value) -> ir.Value:
+    """`read()` where `inside` holds, else `otherwise`, the read in a block of its own: no
+    load runs outside the operand (which may be empty at the call)."""
+    b = e.builder
     before = b.block
     with b.if_then(inside):
-        value = e.operand_in_branch(inst, 1, local)
-        read = b.block
-    result = b.phi(outside.type)
-    result.add_incoming(value, read)
-    result.add_incoming(outside, before)
+        value = read()
+        reading = b.block
+    result = b.phi(otherwise.type)
+    result.add_incoming(value, reading)
+    result.add_incoming(otherwise, before)
     return result
 
 
