@@ -150,3 +150,15 @@ def test_transcendental_functions_differ_only_at_float16_midpoints(ufunc):
     ulps = np.abs(got[differ].view(np.int16).astype(np.int32)
                   - want[differ].view(np.int16).astype(np.int32))
     assert (ulps == 1).all()
+
+
+@pytest.mark.parametrize("lhs,rhs", [((0, 3), (3, 4)), ((2, 3), (3, 0)), ((2, 0), (0, 4)),
+                                     ((0, 2, 3), (0, 3, 4))])
+def test_float16_products_with_an_empty_axis(lhs, rhs) -> None:
+    """The reference's float16 product writes its sizes out: reshape cannot infer -1 beside
+    a 0 (the fuzzer's empty float16 dot_general raised there)."""
+    a, b = np.ones(lhs, np.float16), np.ones(rhs, np.float16)
+    traced = jitc.jit(lambda a, b: a @ b).lower(a, b).module  # not optimized: the op itself
+    (got,) = jitc.interpret(traced, [a, b])
+    assert got.dtype == np.float16 and got.shape == (a @ b).shape
+    np.testing.assert_array_equal(got, a @ b)

@@ -106,9 +106,12 @@ def _float16_products(lhs: np.ndarray, rhs: np.ndarray, batch: int, lhs_free: in
     and rhs (batch, contracted, free), each group of axes in order."""
     batch_shape, m_shape = lhs.shape[:batch], lhs.shape[batch:batch + lhs_free]
     n_shape = rhs.shape[rhs.ndim - rhs_free:]
-    b, m, n = (int(np.prod(s, dtype=np.int64)) for s in (batch_shape, m_shape, n_shape))
-    left = lhs.reshape(b, m, -1).astype(np.float32)
-    right = rhs.reshape(b, -1, n).astype(np.float32)
+    k_shape = lhs.shape[batch + lhs_free:]
+    b, m, n, k = (int(np.prod(s, dtype=np.int64))
+                  for s in (batch_shape, m_shape, n_shape, k_shape))
+    # Sizes written out: -1 cannot be inferred beside a 0 (an empty batch or free axis).
+    left = lhs.reshape(b, m, k).astype(np.float32)
+    right = rhs.reshape(b, k, n).astype(np.float32)
     total = np.zeros((b, m, n), np.float32)
     for k in range(left.shape[2]):
         total += left[:, :, k, None] * right[:, None, k, :]
