@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from ops.cases import CASES, slow_param
+from ops.cases import CASES, OpCase, Variant, slow_param
 
 import jitc
 from jitc import lax
@@ -49,11 +49,15 @@ def check_ptx(compiled: jitc.Compiled, archs: Sequence[str] = ARCHS) -> None:
         future.result()
 
 
-def op_case_params() -> list[Any]:
+def op_case_params(further_variants_slow: bool = False) -> list[Any]:
     """Every op case with each of its variants and dtypes, as pytest params (control flow
-    included: the cuda backend lowers it to host-driven steps)."""
+    included: the cuda backend lowers it to host-driven steps). With `further_variants_slow`
+    only each case's first variant (on every dtype) runs by default."""
+    def slow(case: OpCase, variant: Variant, dtype: np.dtype) -> bool:
+        return slow_param(case, variant, dtype) or (further_variants_slow and
+                                                     variant is not case.variants[0])
     return [pytest.param(case, variant, dtype,
-                         marks=[pytest.mark.slow] if slow_param(case, variant, dtype) else [],
+                         marks=[pytest.mark.slow] if slow(case, variant, dtype) else [],
                          id=f"{case.name}-{variant.label}-{from_numpy(dtype).name}")
             for case in CASES for variant, dtype in case.params()]
 
