@@ -343,7 +343,7 @@ def kernels_timed(compiled: Compiled) -> Compiled:
     timed = compiled.__dict__.get("_kernels_timed")
     if timed is not None:
         return timed
-    from jitc.backends import get_backend
+    from jitc.backends import complex_pairs, get_backend
     from jitc.backends.cpu.runtime import register_runtime_symbols
     low = compiled.lowered
     backend = get_backend(low.options.backend)
@@ -359,6 +359,8 @@ def kernels_timed(compiled: Compiled) -> Compiled:
         with span(f"compile {low.name} (kernels timed)", "compile", backend=backend.name):
             executable = backend.compile(module, low.options, timing=number)
         _timed_kernels[number] = _kernel_descriptions(compiled, executable.entry.kernel_positions)
+        # Complex arguments and results cross as float pairs, as in `Lowered.compile`.
+        executable = complex_pairs.wrap(executable, low.complex_boundary)
         timed = type(compiled)(low, module, executable, compiled.stats)
         compiled.__dict__["_kernels_timed"] = timed
     return timed

@@ -274,3 +274,18 @@ def test_calls_from_threads_that_end_keep_their_kernels_on_their_own_tracks(tmp_
     for call in calls:
         assert [k["args"]["kernel"] for k in _kernel_spans(spans, call)] == \
             [k["kernel"] for k in kernels]
+
+
+def test_a_call_with_complex_arguments_is_profiled(tmp_path) -> None:
+    """The timed variant takes complex arguments and results as float pairs, as the compiled
+    function does (it raised 'compiled for (float64[8, 2]), called with (float64[8])')."""
+    rotate = jitc.jit(lambda z, w: z * w + 1j)
+    z = np.arange(8) * (1 + 2j)
+    w = np.exp(1j * np.linspace(0, 3, 8))
+    rotate(z, w)
+    with jitc.profile(tmp_path / "trace.json"):
+        got = rotate(z, w)
+    np.testing.assert_allclose(got, z * w + 1j, rtol=1e-14)
+    assert got.dtype == np.complex128
+    names = [s["name"] for s in _spans(json.loads((tmp_path / "trace.json").read_text()))]
+    assert any("kernels timed" in name for name in names), names
