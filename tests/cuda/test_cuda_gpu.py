@@ -14,11 +14,14 @@ from cudacheck import model_tests, nested, op_case_params
 from jitcheck import assert_trees_close
 from ops.cases import OpCase, Variant
 from ops.checks import assert_all_match, eager, leaves
+from symbolic_cases import B1, PROGRAMS, SIZES, W1, W2, floats
+from symbolic_programs import mlp
 
 import jitc
 from jitc import lax
 from jitc.backends.cuda.device import DeviceArray
 from jitc.tracing import pytree
+from jitc.tracing.function import AbstractArray
 
 pytestmark = pytest.mark.gpu
 
@@ -92,3 +95,36 @@ def _until_large(x):
 def test_control_flow_on_the_gpu(fn: Callable, args: tuple) -> None:
     want = jitc.jit(fn, backend="interpreter")(*args)
     assert_trees_close(_host(jitc.jit(fn, backend="cuda")(*args)), want, 1e-5, 1e-5)
+
+
+@pytest.mark.parametrize("program", sorted(PROGRAMS))
+def test_symbolic_program_on_the_gpu(program: str) -> None:
+    # One compilation with symbolic extents, called with every size (0 and 1 included):
+    # the kernels read the symbol values from the device, the host sizes grids per call.
+    fun, specs, arguments = PROGRAMS[program]
+    compiled = jitc.jit(fun, backend="cuda").lower(*(AbstractArray(s) for s in specs)).compile()
+    for size in SIZES:
+        args = arguments(size)
+        try:
+            expected = fun(*args)
+        except ValueError:  # numpy's max of an empty axis: the compiled call refuses it too
+            with pytest.raises(TypeError, match=r"constraint S >= 1"):
+                compiled(*args)
+            continue
+        got = np.asarray(compiled(*args))
+        assert got.shape == expected.shape and got.dtype == expected.dtype, (size, got.shape)
+        np.testing.assert_allclose(got, expected, rtol=2e-5, atol=2e-5, err_msg=f"size {size}")
+
+
+def test_a_batch_sweep_on_the_gpu_compiles_twice_and_keeps_results_on_the_device() -> None:
+    f = jitc.jit(mlp, backend="cuda", disk_cache=False)
+    weights = [jitc.device_put(w) for w in (W1, B1, W2)]
+    for batch in (*range(1, 41), 300, 0):
+        x = floats(batch, 48)
+        got = f(jitc.device_put(x), *weights)
+        assert isinstance(got, DeviceArray) and got.shape == (batch, 10)
+        np.testing.assert_allclose(np.asarray(got), mlp(x, W1, B1, W2), rtol=2e-5, atol=2e-5)
+    # Batch 0 is outside the symbolic compilation's guard (x_0 >= 2): compiled exactly.
+    stats = f.compile_stats()
+    assert [s["symbolic"] for s in stats] == [False, True, False]
+    assert stats[2]["reason"] == "constraint x_0 >= 2 failed (x_0=0): exact compilation"

@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 from cudacheck import check_ptx, require_ptxas
 from fakedriver import FakeDriver, compile_on_fake
-from symbolic_programs import mlp, softmax
+from symbolic_cases import B1, PROGRAMS, SIZES, W1, W2, floats
+from symbolic_programs import mlp
 
 import jitc
 from jitc.backends.cuda import launch as launches
@@ -17,63 +18,6 @@ from jitc.backends.llvm.extents import SymbolicExtentError
 from jitc.ir.interpreter import ArgumentError
 from jitc.ir.symbolic import symbol
 from jitc.tracing.function import AbstractArray
-
-RNG = np.random.default_rng(13)
-SIZES = (0, 1, 2, 7, 33)
-W1 = RNG.standard_normal((48, 32)).astype(np.float32)
-B1 = RNG.standard_normal(32).astype(np.float32)
-W2 = RNG.standard_normal((32, 10)).astype(np.float32)
-ROWS = RNG.standard_normal((6, 48)).astype(np.float32)
-
-
-def _floats(*shape: int) -> np.ndarray:
-    return RNG.standard_normal(shape).astype(np.float32)
-
-
-# name: (program, argument specs, the arguments for a size)
-PROGRAMS = {
-    "elementwise with broadcasting": (
-        lambda x, y, z: np.tanh(x * 2.0 + y) - z, ("f32[B,10]", "f32[10]", "f32[B,1]"),
-        lambda n: (_floats(n, 10), _floats(10), _floats(n, 1))),
-    "two symbols": (
-        lambda x, y: x.reshape(-1, 1) * y.reshape(1, -1) + 1.0, ("f32[n]", "f32[m]"),
-        lambda n: (_floats(n), _floats(n % 5 + 3))),
-    "transpose and flatten": (lambda x: (x.T * 3.0).reshape(-1), ("f32[B,16]",),
-                              lambda n: (_floats(n, 16),)),
-    "concatenate along the symbolic axis": (
-        lambda x: np.concatenate([x, x * 2.0]) + 1.0, ("f32[B,16]",),
-        lambda n: (_floats(n, 16),)),
-    "pad": (lambda x: np.pad(x, 1) * 2.0, ("f32[B,3]",), lambda n: (_floats(n, 3),)),
-    "sum over the symbolic axis": (lambda x: x.sum(axis=0) * 2.0, ("f32[B,16]",),
-                                   lambda n: (_floats(n, 16),)),
-    "sum over a static axis": (lambda x: x.sum(axis=1) + 1.0, ("f32[B,16]",),
-                               lambda n: (_floats(n, 16),)),
-    "sum over a long static axis": (lambda x: x.sum(axis=1) + 1.0, ("f32[B,100]",),
-                                    lambda n: (_floats(n, 100),)),
-    "long symbolic rows": (lambda x: x.sum(axis=-1) - x.min(axis=-1, initial=9.0),
-                           ("f32[3,S]",), lambda n: (_floats(3, 41 * n),)),
-    "symbolic rows of a symbolic length": (lambda x: x.max(axis=-1, initial=-9.0),
-                                           ("f32[n,m]",), lambda n: (_floats(n, n % 4 + 1),)),
-    "sum over a static major axis": (lambda x: x.sum(axis=0) - 1.0, ("f32[5,B]",),
-                                     lambda n: (_floats(5, n * 3),)),
-    "whole sum": (lambda x: x.sum() + 1.0, ("f32[B,16]",), lambda n: (_floats(n, 16),)),
-    "argmax over a static axis": (lambda x: np.argmax(x, axis=1), ("f32[B,5]",),
-                                  lambda n: (_floats(n, 5),)),
-    "softmax over a symbolic batch": (softmax, ("f32[B,10]",), lambda n: (_floats(n, 10),)),
-    "softmax along a symbolic axis": (softmax, ("f32[4,S]",), lambda n: (_floats(4, n),)),
-    "matmul, M symbolic": (lambda x, w: x @ w, ("f32[M,48]", "f32[48,32]"),
-                           lambda n: (_floats(n, 48), W1)),
-    "matmul, N symbolic": (lambda x, y: x @ y, ("f32[6,48]", "f32[48,N]"),
-                           lambda n: (ROWS, _floats(48, n))),
-    "matmul, K symbolic": (lambda x, y: x @ y, ("f32[6,K]", "f32[K,40]"),
-                           lambda n: (_floats(6, n), _floats(n, 40))),
-    "matmul, M, N and K symbolic": (lambda x, y: x @ y, ("f32[M,K]", "f32[K,N]"),
-                                    lambda n: (_floats(n, 2 * n + 1), _floats(2 * n + 1, 70))),
-    "batched matmul, batch symbolic": (lambda x, y: x @ y, ("f32[B,5,7]", "f32[B,7,3]"),
-                                       lambda n: (_floats(n, 5, 7), _floats(n, 7, 3))),
-    "mlp": (mlp, ("f32[B,48]", "f32[48,32]", "f32[32]", "f32[32,10]"),
-            lambda n: (_floats(n, 48), W1, B1, W2)),
-}
 
 
 def _lowered(program: str, backend: str = "cuda-sim") -> jitc.stages.Lowered:
@@ -108,7 +52,7 @@ def test_grids_are_sized_from_each_call(driver: FakeDriver) -> None:
     fun, specs, _ = PROGRAMS["elementwise with broadcasting"]
     compiled = compile_on_fake(driver, fun, *(AbstractArray(s) for s in specs))
     for n in (1, 300, 2000):
-        args = _floats(n, 10), _floats(10), _floats(n, 1)
+        args = floats(n, 10), floats(10), floats(n, 1)
         driver.launches.clear()
         got = np.asarray(compiled(*args))
         np.testing.assert_allclose(got, PROGRAMS["elementwise with broadcasting"][0](*args),
@@ -120,9 +64,9 @@ def test_grids_are_sized_from_each_call(driver: FakeDriver) -> None:
 def test_a_call_with_no_work_launches_no_kernel(driver: FakeDriver) -> None:
     compiled = compile_on_fake(driver, mlp, AbstractArray("f32[B,48]"), W1, B1, W2)
     driver.launches.clear()
-    got = np.asarray(compiled(_floats(0, 48), W1, B1, W2))
+    got = np.asarray(compiled(floats(0, 48), W1, B1, W2))
     assert got.shape == (0, 10) and driver.launches == []
-    x = _floats(3, 48)
+    x = floats(3, 48)
     np.testing.assert_allclose(np.asarray(compiled(x, W1, B1, W2)), mlp(x, W1, B1, W2),
                                rtol=2e-5, atol=2e-5)
     assert len(driver.launches) == 2  # two matrix products, their epilogues fused
@@ -171,14 +115,14 @@ def test_the_symbol_values_are_the_last_kernel_parameter_of_symbolic_programs_on
     assert spec.slots[-1] == lowering.plan.dims_slot and len(spec.slots) == 5
     assert symbolic.as_text().count(".param .u64") == 5
     static = jitc.jit(PROGRAMS["elementwise with broadcasting"][0], backend="cuda").lower(
-        _floats(5, 10), _floats(10), _floats(5, 1)).compile()
+        floats(5, 10), floats(10), floats(5, 1)).compile()
     assert static.as_text().count(".param .u64") == 4
 
 
 def test_the_default_policy_serves_batches_1_to_40_with_two_compilations() -> None:
     f = jitc.jit(mlp, backend="cuda-sim", dynamic=None, disk_cache=False)
     for batch in range(1, 41):
-        x = _floats(batch, 48)
+        x = floats(batch, 48)
         np.testing.assert_allclose(f(x, W1, B1, W2), mlp(x, W1, B1, W2), rtol=2e-5, atol=2e-5)
     assert [(s["signature"], s["symbolic"]) for s in f.compile_stats()] == [
         ("f32[1,48], f32[48,32], f32[32], f32[32,10]", False),
@@ -197,7 +141,7 @@ def test_an_unsupported_construct_is_refused_at_compile_time_and_compiled_exactl
         jitc.jit(sorted_rows, backend="cuda-sim").lower(AbstractArray("f32[B,8]")).compile()
     f = jitc.jit(sorted_rows, backend="cuda-sim", dynamic=True, disk_cache=False)
     for n in (3, 5):
-        x = _floats(n, 8)
+        x = floats(n, 8)
         np.testing.assert_array_equal(f(x), sorted_rows(x))
     stats = f.compile_stats()
     assert [s["symbolic"] for s in stats] == [False, False]
