@@ -9,18 +9,16 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import sys
 import threading
 import time
 import types
-import uuid
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import numpy as np
 
-from jitc import dispatch, profiling, progress
+from jitc import dispatch, jit_pickle, profiling, progress
 from jitc import dynamic as dynamic_policy
 from jitc.backends import get_backend
 from jitc.ir.core import Module, transform_module
@@ -481,50 +479,7 @@ class Jitted(_FastCall):
         return f"<jitc.jit {self.name} backend={self.options.backend}>"
 
     def __reduce__(self) -> str | tuple:
-        """Pickled by reference, never with compiled code: a receiving process compiles anew
-        (or loads the code from the persistent cache, docs/cache.md).
-
-        `@jit` on a module-level function pickles as that module attribute; otherwise the
-        function (by reference, as pickle does functions) travels with the static and donated
-        arguments and the options given to `jit` (those left to their defaults, such as the
-        thread count, take the receiving process's own). It travels with a token
-        too: a process that receives the same jitted function many times (a Dask worker gets
-        it with every task) makes one jitted function of it, which compiles once per signature.
-        """
-        owner: Any = sys.modules.get(getattr(self, "__module__", ""))
-        for part in getattr(self, "__qualname__", "<unnamed>").split("."):
-            owner = getattr(owner, part, None)
-        if owner is self:
-            return self.__qualname__
-        changes = {name: getattr(self.options, name) for name in sorted(self._explicit_options)}
-        token = self.__dict__.setdefault("_pickle_token", uuid.uuid4().hex)
-        return (_unpickle_jitted, (self.fun, changes, tuple(sorted(self.signature.static_names)),
-                                   tuple(sorted(self.donate_argnums)), token, self.dynamic))
-
-
-# Jitted functions this process unpickled, by the sender's token, most recently used last; the
-# bound keeps a process that receives ever new ones from holding all their machine code.
-UNPICKLED_LIMIT = 32
-_unpickled: OrderedDict[str, Jitted] = OrderedDict()
-_unpickled_lock = threading.Lock()
-
-
-def _unpickle_jitted(fun: Callable, option_changes: dict[str, Any],
-                     static_argnames: tuple[str, ...], donate_argnums: tuple[int, ...],
-                     token: str | None = None, dynamic: object = None) -> Jitted:
-    with _unpickled_lock:
-        known = _unpickled.get(token) if token is not None else None
-        if known is not None:
-            _unpickled.move_to_end(token)
-            return known
-        jitted = Jitted(fun, Options().with_(**option_changes), (), static_argnames,
-                        donate_argnums, explicit_options=option_changes, dynamic=dynamic)
-        if token is not None:
-            jitted._pickle_token = token  # passed on under the same token
-            _unpickled[token] = jitted
-            while len(_unpickled) > UNPICKLED_LIMIT:
-                _unpickled.popitem(last=False)
-        return jitted
+        return jit_pickle.reduce(self)
 
 
 class BoundJitted:
