@@ -152,11 +152,23 @@ def _concatenate_branched(e: ElementalEmitter, inst: Instruction, index: Index,
             switch.add_case(e.index_const(v), block)
         b.position_at_end(block)
         local = e.clamp_index(b.sub(position, e.index_const(begin)), 0, size - 1)
-        mapped = list(index)
-        mapped[axis] = local  # type: ignore[index]
-        incoming.append((e.operand_in_branch(inst, n, mapped), b.block))
+        incoming.append((_piece(e, inst, n, index, local), b.block))
         b.branch(merge)
     b.position_at_end(merge)
+    return _merged(b, incoming)
+
+
+def _piece(e: ElementalEmitter, inst: Instruction, n: int, index: Index,
+           local: ir.Value) -> ir.Value:
+    """Operand `n` of a concatenate at `index` with `local` on the joined axis, read in the
+    branch that only runs for its elements."""
+    mapped = list(index)
+    mapped[inst.attrs["dimension"]] = local  # type: ignore[index]
+    return e.operand_in_branch(inst, n, mapped)
+
+
+def _merged(b: ir.IRBuilder, incoming: list[tuple[ir.Value, ir.Block]]) -> ir.Value:
+    """The value of whichever branch ran, at the block they all branch to."""
     result = b.phi(incoming[0][0].type)
     for value, block in incoming:
         result.add_incoming(value, block)
@@ -201,17 +213,13 @@ def _concatenate_symbolic(e: ElementalEmitter, inst: Instruction, index: Index,
             inside = b.icmp_signed("<", position, e.index_const(begin + size))
             b.cbranch(inside, here, following)
         b.position_at_end(here)
-        mapped = list(index)
-        mapped[axis] = b.sub(position, e.index_const(begin))  # type: ignore[index]
-        incoming.append((e.operand_in_branch(inst, n, mapped), b.block))
+        local = b.sub(position, e.index_const(begin))
+        incoming.append((_piece(e, inst, n, index, local), b.block))
         b.branch(merge)
         if not last:
             b.position_at_end(following)
     b.position_at_end(merge)
-    result = b.phi(incoming[0][0].type)
-    for value, block in incoming:
-        result.add_incoming(value, block)
-    return result
+    return _merged(b, incoming)
 
 
 def _concatenate_selected(e: ElementalEmitter, inst: Instruction, index: Index,
@@ -281,10 +289,7 @@ def _read_inside(e: ElementalEmitter, inside: ir.Value, read: Callable[[], ir.Va
     with b.if_then(inside):
         value = read()
         reading = b.block
-    result = b.phi(otherwise.type)
-    result.add_incoming(value, reading)
-    result.add_incoming(otherwise, before)
-    return result
+    return _merged(b, [(value, reading), (otherwise, before)])
 
 
 @rule("gather")
