@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from symbolic_programs import layernorm, mlp, softmax
+from symbolic_programs import B1, PROGRAMS, W1, W2, floats, mlp, softmax
 
 import jitc
 from jitc.backends.base import get_backend
@@ -21,81 +21,7 @@ from jitc.passes import KERNEL_PASSES
 from jitc.passes.pipeline import Pipeline
 from jitc.tracing.function import AbstractArray
 
-RNG = np.random.default_rng(5)
 SIZES = (0, 1, 2, 7, 33, 100)
-W1 = RNG.standard_normal((48, 32)).astype(np.float32)
-B1 = RNG.standard_normal(32).astype(np.float32)
-W2 = RNG.standard_normal((32, 10)).astype(np.float32)
-GAIN = RNG.standard_normal(16).astype(np.float32)
-ROWS = RNG.standard_normal((6, 48)).astype(np.float32)
-
-
-def _floats(*shape: int) -> np.ndarray:
-    return RNG.standard_normal(shape).astype(np.float32)
-
-
-def attention(q, k, v):
-    scores = q @ k.T
-    e = np.exp(scores - scores.max(axis=-1, keepdims=True))
-    return (e / e.sum(axis=-1, keepdims=True)) @ v
-
-
-# name: (program, argument specs, the arguments for a size)
-PROGRAMS = {
-    "elementwise with broadcasting": (
-        lambda x, y: np.tanh(x * 2.0 + y) - x.sum(axis=1, keepdims=True), ("f32[B,10]", "f32[10]"),
-        lambda n: (_floats(n, 10), _floats(10))),
-    "two symbols": (
-        lambda x, y: x.reshape(-1, 1) * y.reshape(1, -1) + 1.0, ("f32[n]", "f32[m]"),
-        lambda n: (_floats(n), _floats(n % 5 + 3))),
-    "sum over the symbolic axis": (lambda x: x.sum(axis=0) * 2.0, ("f32[B,16]",),
-                                   lambda n: (_floats(n, 16),)),
-    "sum over a static axis": (lambda x: x.sum(axis=1) + 1.0, ("f32[B,16]",),
-                               lambda n: (_floats(n, 16),)),
-    "long symbolic rows": (lambda x: x.sum(axis=-1) - x.min(axis=-1, initial=9.0),
-                           ("f32[3,S]",), lambda n: (_floats(3, 41 * n),)),
-    "whole sum": (lambda x: x.sum() + 1.0, ("f32[B,16]",), lambda n: (_floats(n, 16),)),
-    "softmax over a symbolic batch": (softmax, ("f32[B,10]",), lambda n: (_floats(n, 10),)),
-    "softmax along a symbolic axis": (softmax, ("f32[4,S]",), lambda n: (_floats(4, n),)),
-    "layernorm": (layernorm, ("f32[B,16]", "f32[16]"), lambda n: (_floats(n, 16), GAIN)),
-    "matmul, M symbolic": (lambda x, w: x @ w, ("f32[M,48]", "f32[48,32]"),
-                           lambda n: (_floats(n, 48), W1)),
-    "matmul, N symbolic": (lambda x, y: x @ y, ("f32[6,48]", "f32[48,N]"),
-                           lambda n: (ROWS, _floats(48, n))),
-    "matmul, K symbolic": (lambda x, y: x @ y, ("f32[6,K]", "f32[K,40]"),
-                           lambda n: (_floats(6, n), _floats(n, 40))),
-    "attention": (attention, ("f32[S,64]", "f32[S,64]", "f32[S,64]"),
-                  lambda n: (_floats(n, 64), _floats(n, 64), _floats(n, 64))),
-    "mlp": (mlp, ("f32[B,48]", "f32[48,32]", "f32[32]", "f32[32,10]"),
-            lambda n: (_floats(n, 48), W1, B1, W2)),
-    "transpose and flatten": (lambda x: (x.T * 3.0).reshape(-1), ("f32[B,16]",),
-                              lambda n: (_floats(n, 16),)),
-    "concatenate along the symbolic axis": (
-        lambda x: np.concatenate([x, x * 2.0]) + 1.0, ("f32[B,16]",),
-        lambda n: (_floats(n, 16),)),
-    "pad (reads an operand that may be empty only inside it)": (
-        lambda x: np.pad(x, 1) * 2.0, ("f32[B,3]",), lambda n: (_floats(n, 3),)),
-    "sort and argsort rows": (
-        lambda x: np.sort(x, axis=-1) * 2.0 + np.argsort(x, axis=-1), ("f32[B,16]",),
-        lambda n: (_floats(n, 16),)),
-    "concatenate along a static axis": (
-        lambda x, y: np.concatenate([x, y], axis=1) * 2.0, ("f32[B,3]", "f32[B,5]"),
-        lambda n: (_floats(n, 3), _floats(n, 5))),
-}
-
-
-def _while(x):
-    return jitc.lax.while_loop(lambda c: c[1] < 3, lambda c: (c[0] * 2.0 + 1.0, c[1] + 1),
-                               (x, 0))[0]
-
-
-def _cond(x):
-    return jitc.lax.cond(x.sum() > 0, lambda a: a * 2.0,
-                         lambda a: a - a.sum(axis=1, keepdims=True), x)
-
-
-PROGRAMS["while loop"] = (_while, ("f32[B,3]",), lambda n: (_floats(n, 3),))
-PROGRAMS["conditional"] = (_cond, ("f32[B,3]",), lambda n: (_floats(n, 3) + 0.2 * (n % 2),))
 
 
 def _compiled(program: str) -> tuple[jitc.api.Compiled, object]:
@@ -132,7 +58,7 @@ def _stats(f) -> list[tuple[str, bool]]:
 def test_the_default_policy_serves_batches_1_to_512_with_two_compilations() -> None:
     f = jitc.jit(mlp)
     for batch in range(1, 513):
-        x = _floats(batch, 48)
+        x = floats(batch, 48)
         got = f(x, W1, B1, W2)
         if batch in (1, 2, 3, 64, 511):
             np.testing.assert_allclose(got, mlp(x, W1, B1, W2), rtol=2e-5, atol=2e-5)
@@ -143,7 +69,7 @@ def test_the_default_policy_serves_batches_1_to_512_with_two_compilations() -> N
 def test_dynamic_true_compiles_once_for_every_size_even_0_and_1() -> None:
     f = jitc.jit(softmax, dynamic=True)
     for batch, width in ((5, 10), (0, 3), (1, 7), (64, 33)):
-        x = _floats(batch, width)
+        x = floats(batch, width)
         np.testing.assert_allclose(f(x), softmax(x), rtol=2e-5, atol=2e-6)
     assert _stats(f) == [("f32[x_0,x_1]", True)]
 
@@ -163,7 +89,7 @@ def test_a_call_that_breaks_a_constraint_names_it() -> None:
 def test_a_donated_argument_holds_the_result_of_a_symbolic_call() -> None:
     f = jitc.jit(lambda x: x * 2.0 + 1.0, donate_argnums=(0,), dynamic=True)
     for n in (3, 9):
-        x = _floats(n, 4)
+        x = floats(n, 4)
         expected = x * 2.0 + 1.0
         got = f(x)
         np.testing.assert_array_equal(got, expected)
@@ -199,7 +125,7 @@ def _write_rows(x, rows, at):
 def test_dynamic_update_slice_of_an_update_of_symbolic_size() -> None:
     f = jitc.jit(_write_rows, dynamic=True)
     for n, r, at in ((3, 2, 1), (5, 0, 2), (9, 4, 7), (1, 1, 0)):
-        x, rows = _floats(n, 3), _floats(r, 3)
+        x, rows = floats(n, 3), floats(r, 3)
         start = min(max(at, 0), n - r)  # numpy's rule (lax.dynamic_update_slice clamps)
         expected = x.copy()
         expected[start:start + r] = rows
@@ -210,7 +136,7 @@ def test_dynamic_update_slice_of_an_update_of_symbolic_size() -> None:
 def test_the_static_code_of_a_module_is_unchanged_by_symbol_support() -> None:
     # A static module has no symbol slot and passes no symbol values: one buffer per argument,
     # result and constant, and the workspace pointer (docs/backend-porting.md).
-    lowered = jitc.jit(mlp).lower(_floats(4, 48), W1, B1, W2)
+    lowered = jitc.jit(mlp).lower(floats(4, 48), W1, B1, W2)
     ir_text = lowered.compile().executable.as_text()
     assert "sym." not in ir_text
     symbolic_text = jitc.jit(mlp).lower(AbstractArray("f32[B,48]"), W1, B1,
@@ -243,7 +169,7 @@ def test_slices_and_reshapes_of_symbolic_extents_from_ir_text() -> None:
     assert any(not is_static(offset) for _, offset in plan.views.values())  # x[n-2:] is a view
     executable = get_backend("cpu").compile(optimized, Options())
     for n in (4, 8, 12, 100):
-        x = _floats(n, 6)
+        x = floats(n, 6)
         got = executable([x])
         expected = [x[1:] * 2, x.reshape(n // 4, 24), x[:n - 1, 2:5], (x[1:] * 2)[1::2],
                     x[n - 2:] * x[n - 2:]]
@@ -251,7 +177,7 @@ def test_slices_and_reshapes_of_symbolic_extents_from_ir_text() -> None:
             np.testing.assert_array_equal(g, e)
             np.testing.assert_array_equal(r, e)
     with pytest.raises(ArgumentError, match=r"constraint n % 4 == 0 does not hold: n=6"):
-        executable([_floats(6, 6)])
+        executable([floats(6, 6)])
 
 
 def test_threads_share_one_symbolic_compilation_with_workspaces_of_their_own() -> None:
@@ -259,7 +185,7 @@ def test_threads_share_one_symbolic_compilation_with_workspaces_of_their_own() -
 
     compiled = _compiled("mlp")[0]
     assert not is_static(compiled.executable.workspace_bytes)  # sized per call
-    batches = [_floats(n % 7 * 9 + 1, 48) for n in range(40)]
+    batches = [floats(n % 7 * 9 + 1, 48) for n in range(40)]
     with ThreadPoolExecutor(4) as pool:
         results = list(pool.map(lambda x: compiled(x, W1, B1, W2), batches))
     for x, got in zip(batches, results):
@@ -279,12 +205,12 @@ def test_calls_served_symbolically_take_a_fast_path_that_misses_what_it_cannot_s
     monkeypatch.setattr(api.Jitted, "_call_once", counted)
     f = jitc.jit(mlp)
     for batch in (3, 5, 7, 9, 64):  # 3 exactly, 5 symbolically, then the symbolic fast path
-        x = _floats(batch, 48)
+        x = floats(batch, 48)
         np.testing.assert_allclose(f(x, W1, B1, W2), mlp(x, W1, B1, W2), rtol=2e-5, atol=2e-5)
     assert general[0] == 2
-    x = _floats(1, 48)  # fails the guard x_0 >= 2: the general path compiles it exactly
+    x = floats(1, 48)  # fails the guard x_0 >= 2: the general path compiles it exactly
     np.testing.assert_allclose(f(x, W1, B1, W2), mlp(x, W1, B1, W2), rtol=2e-5, atol=2e-5)
-    strided = _floats(12, 96)[:, ::2]  # not contiguous: the general path converts it
+    strided = floats(12, 96)[:, ::2]  # not contiguous: the general path converts it
     np.testing.assert_allclose(f(strided, W1, B1, W2), mlp(strided, W1, B1, W2), rtol=2e-5,
                                atol=2e-5)
     assert general[0] == 4
@@ -298,7 +224,7 @@ def test_a_profile_times_the_kernels_of_a_symbolic_compilation(tmp_path) -> None
     path = tmp_path / "profile.json"
     with jitc.profile(str(path)):
         for n in (6, 70):
-            x = _floats(n, 48)
+            x = floats(n, 48)
             np.testing.assert_allclose(f(x, W1, B1, W2), mlp(x, W1, B1, W2), rtol=2e-5,
                                        atol=2e-5)
     events = json.loads(path.read_text())["traceEvents"]
@@ -321,7 +247,7 @@ def test_a_write_to_captured_state_is_replayed_on_every_symbolic_call() -> None:
     f = jitc.jit(_accumulate, dynamic={"x": {0: "B"}})
     expected = np.zeros(4, np.float32)
     for n in (3, 5, 0, 2):  # the second call on takes the fast path
-        x = _floats(n, 4)
+        x = floats(n, 4)
         expected += x.sum(axis=0)
         np.testing.assert_array_equal(f(x), x * 2.0)
         np.testing.assert_allclose(STATE, expected, rtol=1e-6)

@@ -14,8 +14,8 @@ from cudacheck import model_tests, nested, op_case_params
 from jitcheck import assert_trees_close
 from ops.cases import OpCase, Variant
 from ops.checks import assert_all_match, eager, leaves
-from symbolic_cases import B1, PROGRAMS, SIZES, W1, W2, floats
-from symbolic_programs import mlp
+from symbolic_cases import PROGRAMS, SIZES
+from symbolic_programs import B1, W1, W2, floats, mlp
 
 import jitc
 from jitc import lax

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 from cudacheck import check_ptx, require_ptxas
 from fakedriver import FakeDriver, compile_on_fake
-from symbolic_cases import B1, PROGRAMS, SIZES, W1, W2, floats
-from symbolic_programs import mlp
+from symbolic_cases import PROGRAMS, SIZES
+from symbolic_programs import B1, W1, W2, floats, mlp
 
 import jitc
 from jitc.backends.cuda import launch as launches
@@ -49,13 +49,13 @@ def test_one_compilation_agrees_with_numpy_and_the_interpreter(program: str) -> 
 def test_grids_are_sized_from_each_call(driver: FakeDriver) -> None:
     # The GPU runtime (here on the fake driver, which runs the simulator's kernels): one
     # compilation, launched with as many 256-thread blocks as each call's size needs.
-    fun, specs, _ = PROGRAMS["elementwise with broadcasting"]
+    fun, specs, _ = PROGRAMS["elementwise with a broadcast column"]
     compiled = compile_on_fake(driver, fun, *(AbstractArray(s) for s in specs))
     for n in (1, 300, 2000):
         args = floats(n, 10), floats(10), floats(n, 1)
         driver.launches.clear()
         got = np.asarray(compiled(*args))
-        np.testing.assert_allclose(got, PROGRAMS["elementwise with broadcasting"][0](*args),
+        np.testing.assert_allclose(got, PROGRAMS["elementwise with a broadcast column"][0](*args),
                                    rtol=2e-5, atol=2e-5)
         assert [(grid, block) for _, grid, block, _ in driver.launches] == \
             [((-(-n * 10 // 256), 1), (256, 1, 1))]
@@ -94,7 +94,7 @@ def test_a_call_that_breaks_a_constraint_names_it() -> None:
         executable([np.ones((2, 2), np.float32), np.ones(3, np.float32)])
 
 
-PTX_PROGRAMS = ["elementwise with broadcasting", "softmax along a symbolic axis",
+PTX_PROGRAMS = ["elementwise with a broadcast column", "softmax along a symbolic axis",
                 "softmax over a symbolic batch", "sum over a static major axis",
                 "matmul, M, N and K symbolic", "mlp"]
 
@@ -106,7 +106,7 @@ def test_symbolic_ptx_assembles(program: str) -> None:
 
 
 def test_the_symbol_values_are_the_last_kernel_parameter_of_symbolic_programs_only() -> None:
-    symbolic = _lowered("elementwise with broadcasting", "cuda").compile()
+    symbolic = _lowered("elementwise with a broadcast column", "cuda").compile()
     lowering = symbolic.executable.lowering
     (spec,) = lowering.specs
     assert spec.launch.grid_extent is not None
@@ -114,7 +114,7 @@ def test_the_symbol_values_are_the_last_kernel_parameter_of_symbolic_programs_on
     # result, read through the non-coherent cache (read-only, no alias).
     assert spec.slots[-1] == lowering.plan.dims_slot and len(spec.slots) == 5
     assert symbolic.as_text().count(".param .u64") == 5
-    static = jitc.jit(PROGRAMS["elementwise with broadcasting"][0], backend="cuda").lower(
+    static = jitc.jit(PROGRAMS["elementwise with a broadcast column"][0], backend="cuda").lower(
         floats(5, 10), floats(10), floats(5, 1)).compile()
     assert static.as_text().count(".param .u64") == 4
 
