@@ -169,17 +169,14 @@ def test_symbolic_dimensions_inside_a_sequence_used_as_a_value_say_so() -> None:
         jitc.jit(lambda x: x + np.asarray(x.shape)).lower(AbstractArray("f32[B,3]"))
 
 
-@pytest.mark.parametrize("write", [
-    lambda x: x.__iadd__(1.0),
-    lambda x: x.T.__iadd__(1.0),
-])
-def test_in_place_writes_with_symbolic_dimensions_are_refused(write) -> None:
+def test_a_write_through_a_view_of_a_symbolic_array_is_refused() -> None:
+    # (A write into the array itself is exact: tests/test_symbolic_writes.py.)
     def fun(x):
-        write(x)
+        x.T.__iadd__(1.0)
         return x
 
-    with pytest.raises(TraceError, match=r"writing into an array of shape f32\[(B,3|3,B)\] that "
-                                         "has symbolic dimensions"):
+    with pytest.raises(TraceError, match=r"writing into an array of shape f32\[3,B\] that "
+                                         "has symbolic dimensions and is a view"):
         jitc.jit(fun).lower(AbstractArray("f32[B,3]"))
 
 

@@ -34,7 +34,6 @@ from jitc.numpy.indexing import (
 from jitc.numpy.reductions import reduce
 from jitc.numpy.shapes import broadcast_to, reshape
 from jitc.numpy.ufuncs import compare, select
-from jitc.tracing import effects
 from jitc.tracing.errors import IndexingError, ShapeError, TraceError, located
 from jitc.tracing.state import emit
 from jitc.tracing.tracer import Tracer
@@ -54,8 +53,9 @@ def setitem(x: Tracer, index: Any, update: Any) -> Tracer:
 
 
 def _write(x: Tracer, index: Any, update: Any, ufunc: np.ufunc | None) -> Tracer:
-    effects.refuse_symbolic_write(x, x)
     items = prepare(index, x.aval.short())
+    if not x.aval.is_static:
+        return _write_whole_symbolic(x, items, update, ufunc)
     if ufunc is None:
         _check_whole_mask_value(x, items, update)
     if any(is_traced_mask(it) for it in items):
@@ -74,6 +74,20 @@ def _write(x: Tracer, index: Any, update: Any, ufunc: np.ufunc | None) -> Tracer
     lead = _row_prefix(expanded, x.ndim)
     positions = _positions(x, items, expanded, lead, target)
     return _scatter(x, lead, positions, value, ufunc)
+
+
+def _write_whole_symbolic(x: Tracer, items: tuple[Item, ...], update: Any,
+                          ufunc: np.ufunc | None) -> Tracer:
+    """`x[...] = v` (and `x[:] = v`, `x[()] = v`) over symbolic dimensions: the update in x's
+    dtype, broadcast to x's shape. Other indexed writes are refused."""
+    whole = all(it is Ellipsis or (isinstance(it, slice) and it == slice(None)) for it in items)
+    if ufunc is not None or not whole:
+        raise TraceError(located(
+            f"an indexed write into {x.aval.short()}, which has symbolic dimensions: only "
+            "whole-array writes (x[...] = v, x += v) are supported with symbolic dimensions "
+            "yet. Compute the new array instead (np.where, np.concatenate), or trace with "
+            "static shapes."))
+    return broadcast_to(lift(update, x.dtype), x.shape)
 
 
 def _check_whole_mask_value(x: Tracer, items: tuple[Item, ...], update: Any) -> None:

@@ -22,6 +22,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from jitc.ir.opdef import IRTypeError
+from jitc.ir.ops.rules import require_equal
 from jitc.tracing.errors import TraceError, located
 from jitc.tracing.state import current_trace, trace_stack
 
@@ -148,7 +150,9 @@ def derive(parent: Tracer, child: Tracer, step: Step) -> Tracer:
         return _own(child, parent)
     if not (parent.aval.is_static and child.aval.is_static) or parent._symbolic_alias:
         # Whether numpy views or copies depends on strides that symbolic dimensions leave
-        # open; the result is computed as a copy, and writes through it are refused (assign).
+        # open; the result is computed as a copy, and writes through it, or into the array
+        # it was taken of, are refused (assign): either would leave the other stale.
+        parent._symbolic_views = True
         child = _own(child, parent)
         child._symbolic_alias = True
         if isinstance(step, Index) and _scalar_index(step.index, parent.ndim):
@@ -205,12 +209,20 @@ def refresh(x: Tracer) -> None:
 
 
 def refuse_symbolic_write(target: Tracer, owner: Tracer) -> None:
-    if target._symbolic_alias or not (target.aval.is_static and owner.aval.is_static):
-        raise TraceError(located(
-            f"writing into an array of shape {target.aval.short()} that has symbolic "
-            "dimensions (or is a view of one): in-place writes are not supported with symbolic "
-            "dimensions yet. Compute the new array instead (np.where, np.concatenate), or "
-            "trace with static shapes."))
+    """Writes that symbolic dimensions leave unsafe: into an array standing for a view of
+    one with symbolic dimensions, or into such an array after something was taken of it
+    (those copies stand for numpy's views, which would see the write). Writing into an array
+    that nothing aliases (`x += 1` on an argument) is exact."""
+    if target.aval.is_static and owner.aval.is_static and not target._symbolic_alias:
+        return
+    if target is owner and not (target._symbolic_alias or target._symbolic_views):
+        return
+    raise TraceError(located(
+        f"writing into an array of shape {target.aval.short()} that has symbolic dimensions "
+        "and is a view of another array, or has views taken of it (x.T, x[1:], "
+        "x.reshape(...)): jitc computes those views as copies, so the write could not reach "
+        "them. Write into the array before taking views of it, compute the new array "
+        "instead (np.where, np.concatenate), or trace with static shapes."))
 
 
 def assign(target: Tracer, new: Tracer) -> None:
@@ -247,6 +259,20 @@ def assign(target: Tracer, new: Tracer) -> None:
     view.version = root._version
 
 
+def _broadcasts_into(shape: tuple, target: tuple) -> bool:
+    """numpy's rule for an `out=` operand: `shape` broadcasts to `target` exactly. Two
+    extents of which one is symbolic are required equal (a constraint of the call)."""
+    if len(shape) > len(target):
+        return False
+    try:
+        for size, into in zip(reversed(shape), reversed(target)):
+            if size != 1 and size != into:
+                require_equal(size, into, f"writing {list(shape)} into {list(target)}")
+    except IRTypeError:
+        return False
+    return True
+
+
 def write_result(target: Tracer, result: Any, what: str) -> Tracer:
     """`target` <- `result` as numpy's `out=` does (casting="same_kind"), e.g. for `x += y`,
     `np.add(a, b, out=x)` and `np.copyto(x, y)`."""
@@ -259,11 +285,7 @@ def write_result(target: Tracer, result: Any, what: str) -> Tracer:
         raise TypeError(located(f"{what}: cannot cast the result from dtype('{value.dtype}') to "
                                 f"dtype('{target.dtype}') with casting rule 'same_kind' (as "
                                 "numpy). Convert explicitly with .astype(...) first."))
-    try:
-        shape = np.broadcast_shapes(value.shape, target.shape)
-    except ValueError:
-        shape = None
-    if shape != target.shape:
+    if not _broadcasts_into(value.shape, target.shape):
         raise ValueError(located(f"{what}: non-broadcastable output operand with shape "
                                  f"{target.shape} doesn't match the broadcast shape "
                                  f"{value.shape}"))

@@ -38,11 +38,12 @@ class Tracer:
     a numpy or Python scalar (0-d results of operations: `s += 1` rebinds `s`). `_view` links a
     view to the root array whose storage it shares (jitc.tracing.effects); `_version` counts
     the writes into a root. `_symbolic_alias`: taken of an array with symbolic dimensions,
-    whose views jitc does not track yet (writes into either are refused).
+    whose views jitc does not track yet (writes into it are refused); `_symbolic_views`: such
+    an array, something was taken of (writes into it are refused too).
     """
 
-    __slots__ = ("_array", "_known", "_shadow", "_symbolic_alias", "_value", "_version", "_view",
-                 "trace", "weak")
+    __slots__ = ("_array", "_known", "_shadow", "_symbolic_alias", "_symbolic_views", "_value",
+                 "_version", "_view", "trace", "weak")
     __array_priority__ = 1000
 
     def __init__(self, trace: TraceState, value: Value, weak: bool = False) -> None:
@@ -54,6 +55,7 @@ class Tracer:
         self._array = value.type.rank > 0
         self._shadow = None
         self._symbolic_alias = False
+        self._symbolic_views = False
         # The numpy value of an integer or boolean array made from constants and not written
         # since: indexing with it is static (bounds-checked, masks with known shapes).
         self._known: np.ndarray | None = None
