@@ -213,9 +213,8 @@ def refuse_symbolic_write(target: Tracer, owner: Tracer) -> None:
     one with symbolic dimensions, or into such an array after something was taken of it
     (those copies stand for numpy's views, which would see the write). Writing into an array
     that nothing aliases (`x += 1` on an argument) is exact."""
-    if target.aval.is_static and owner.aval.is_static and not target._symbolic_alias:
-        return
-    if target is owner and not (target._symbolic_alias or target._symbolic_views):
+    unsafe = target._symbolic_alias or owner._symbolic_views
+    if not unsafe and (target is owner or (target.aval.is_static and owner.aval.is_static)):
         return
     raise TraceError(located(
         f"writing into an array of shape {target.aval.short()} that has symbolic dimensions "
