@@ -128,3 +128,16 @@ def test_a_batch_sweep_on_the_gpu_compiles_twice_and_keeps_results_on_the_device
     stats = f.compile_stats()
     assert [s["symbolic"] for s in stats] == [False, True, False]
     assert stats[2]["reason"] == "constraint x_0 >= 2 failed (x_0=0): exact compilation"
+
+
+def test_whole_array_writes_under_symbolic_dimensions_on_the_gpu() -> None:
+    # One symbolic compilation writes back into the caller's arrays for every size.
+    from test_symbolic_writes import _arguments, normalize_in_place
+    f = jitc.jit(normalize_in_place, backend="cuda", dynamic=True, disk_cache=False)
+    for n in (3, 5, 1, 8):
+        want_args, got_args = _arguments(n), _arguments(n)
+        want = normalize_in_place(*want_args)
+        np.testing.assert_allclose(np.asarray(f(*got_args)), want, rtol=2e-5, atol=2e-5)
+        for g, w in zip(got_args, want_args, strict=True):
+            np.testing.assert_allclose(g, w, rtol=2e-5, atol=2e-5)
+    assert [s["symbolic"] for s in f.compile_stats()] == [True]
