@@ -32,8 +32,9 @@ def _is_leaf(x: object) -> bool:
 
 
 def assert_trees_close(got: Any, want: Any, rtol: float | None = None,
-                       atol: float | None = None) -> None:
-    """Same pytree structure; per leaf the same shape and dtype, and close (or equal) values."""
+                       atol: float | None = None, signed_zeros: bool = True) -> None:
+    """Same pytree structure; per leaf the same shape and dtype, and close (or equal) values;
+    zeros of the same sign, unless `signed_zeros` is False."""
     got_leaves, got_tree = pytree.flatten(got, _is_leaf)
     want_leaves, want_tree = pytree.flatten(want, _is_leaf)
     assert got_tree == want_tree, f"structure {got_tree} != {want_tree}"
@@ -54,18 +55,32 @@ def assert_trees_close(got: Any, want: Any, rtol: float | None = None,
             np.testing.assert_allclose(
                 g, w, rtol=default_rtol if rtol is None else rtol,
                 atol=default_atol if atol is None else atol, err_msg=f"output {i}")
+            if signed_zeros:
+                _assert_zero_signs(g, w, i)
         else:
             np.testing.assert_array_equal(g, w, err_msg=f"output {i}")
 
 
+def _assert_zero_signs(got: np.ndarray, want: np.ndarray, i: int) -> None:
+    """Where both are exactly zero, the same sign (`1 / x` tells -0.0 from 0.0)."""
+    parts = [(got.real, want.real), (got.imag, want.imag)] if want.dtype.kind == "c" else \
+        [(got, want)]
+    for g, w in parts:
+        differ = (g == 0) & (w == 0) & (np.signbit(g) != np.signbit(w))
+        assert not differ.any(), (
+            f"output {i}: zeros of the other sign at {np.argwhere(differ)[:5].tolist()} "
+            f"(got {g[differ][:5].tolist()}, want {w[differ][:5].tolist()})")
+
+
 def check_jit(fn: Callable, *args: Any, backend: str = "interpreter", rtol: float | None = None,
-              atol: float | None = None, **jit_options: Any) -> Any:
+              atol: float | None = None, signed_zeros: bool = True, **jit_options: Any) -> Any:
     """`fn(*args)` on numpy, then traced and compiled by jitc (verifying after every pass);
-    the two must agree. Returns the jitted result."""
+    the two must agree, down to the sign of zeros unless `signed_zeros` is False. Returns the
+    jitted result."""
     want = fn(*copy.deepcopy(args))
     jitted = jitc.jit(fn, backend=backend, verify=True, **jit_options)
     got = jitted(*copy.deepcopy(args))
-    assert_trees_close(got, want, rtol, atol)
+    assert_trees_close(got, want, rtol, atol, signed_zeros)
     return got
 
 

@@ -207,14 +207,20 @@ def _factored_diagonal(a: object) -> tuple[Tracer, Tracer]:
     return np.diagonal(eliminated, axis1=-2, axis2=-1), sign
 
 
+def _singular_as_zero(diagonal, value):
+    """numpy's det and slogdet sign of a singular matrix (a zero pivot) are +0.0, never the
+    -0.0 that a negative permutation sign times a zero pivot gives."""
+    return np.where(np.any(diagonal == 0, axis=-1), np.zeros_like(value), value)
+
+
 @implements(np.linalg.det)
 def det(a):
     diagonal, sign = _factored_diagonal(a)
-    return sign * np.prod(diagonal, axis=-1)
+    return _singular_as_zero(diagonal, sign * np.prod(diagonal, axis=-1))
 
 
 @implements(np.linalg.slogdet)
 def slogdet(a):
     diagonal, sign = _factored_diagonal(a)
-    sign = sign * np.prod(np.sign(diagonal), axis=-1)
+    sign = _singular_as_zero(diagonal, sign * np.prod(np.sign(diagonal), axis=-1))
     return SlogdetResult(sign, np.sum(np.log(np.abs(diagonal)), axis=-1))
