@@ -102,10 +102,11 @@ def _agreement(model: Callable, quantized: Callable, inputs: list[np.ndarray]
 
 def model_row(name: str, model: Callable, shape: tuple[int, ...], seconds: float,
               rng: np.random.Generator, min_channels: int | None = None,
-              observer: str = "minmax", activations: str = "static") -> dict:
+              observer: str = "minmax", activations: str = "static",
+              rounding: str = "compensated") -> dict:
     calibration = [(_normal(rng, *shape),) for _ in range(4)]
     start = time.perf_counter()
-    options: dict = {"observer": observer, "activations": activations}
+    options: dict = {"observer": observer, "activations": activations, "rounding": rounding}
     if min_channels is not None:
         options["min_channels"] = min_channels
     quantized = jitc.quant.quantize(model, calibration, **options)
@@ -153,18 +154,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rows", type=int, default=256, help="the MLP's batch")
     parser.add_argument("--observer", default="minmax", choices=["minmax", "percentile"])
     parser.add_argument("--activations", default="static", choices=["static", "dynamic"])
+    parser.add_argument("--rounding", default="compensated", choices=["compensated", "nearest"])
     args = parser.parse_args(argv)
+    quant = {"observer": args.observer, "activations": args.activations,
+             "rounding": args.rounding}
     rng = np.random.default_rng(0)
     mlp = mlp_model(rng)
     rows = [model_row(f"MLP 784-1024-1024-10, batch {args.rows}", mlp, (args.rows, 784),
-                      args.seconds, rng, observer=args.observer,
-                      activations=args.activations),
+                      args.seconds, rng, **quant),
             model_row("  the same, min_channels=1", mlp, (args.rows, 784), args.seconds, rng,
-                      min_channels=1, observer=args.observer,
-                      activations=args.activations),
+                      min_channels=1, **quant),
             model_row("GPT-2 block (d=768, 64 tokens)", block_model(rng), (64, 768),
-                      args.seconds, rng, observer=args.observer,
-                      activations=args.activations),
+                      args.seconds, rng, **quant),
             matmul_row(args.seconds, rng)]
     print(f"{'workload':36} {'numpy f32':>9} {'jitc f32':>9} {'jitc int8':>9} {'f32/int8':>8} "
           f"{'fastest':>15} {'f32/int8':>8}  accuracy")
@@ -182,11 +183,15 @@ def main(argv: list[str] | None = None) -> int:
               f"{f32 / int8:>7.2f}x {fastest:>15} {f32_fast / int8_fast:>7.2f}x  {accuracy}")
     print(f"(milliseconds per call: the best of {ROUNDS} interleaved rounds' medians, then the "
           "fastest calls of jitc f32 / int8)")
+    quantize_times = ", ".join(f"{row['name'].strip()} {row['quantize_seconds']:.2f} s"
+                               for row in rows if "quantize_seconds" in row)
+    print(f"jitc.quant.quantize ({args.rounding} rounding, calibration included): "
+          f"{quantize_times}")
     for row in rows:
         if "weights_only_top1" in row:
-            print("MLP with all three weights rounded to int8, activations float32 (numpy): "
-                  f"top-1 {100 * row['weights_only_top1']:.2f}%, the floor of 8-bit weights "
-                  "on this model")
+            print(f"MLP with all three weights int8 ({args.rounding} rounding), activations "
+                  f"float32 (numpy): top-1 {100 * row['weights_only_top1']:.2f}%, what 8-bit "
+                  "weights alone cost on this model")
     return 0
 
 

@@ -8,7 +8,14 @@ import numpy as np
 import pytest
 
 import jitc.quant
-from jitc.quant.rounding import BLOCK, InputStatistics, compensated_values, nearest_values
+from jitc.quant.rounding import (
+    BLOCK,
+    SMALL_INVERSE,
+    InputStatistics,
+    compensated_values,
+    inverse_factor,
+    nearest_values,
+)
 
 rng = np.random.default_rng(1)
 W1 = (rng.standard_normal((64, 256)) * 0.15).astype(np.float32)
@@ -101,6 +108,16 @@ def test_blocked_cholesky_form_equals_the_explicit_steps():
     got = compensated_values(weight, scales, hessian)
     np.testing.assert_array_equal(got, explicit_steps(weight, scales, hessian))
     assert not np.array_equal(got, nearest_values(weight, scales))
+
+
+def test_inverse_factor_is_the_upper_cholesky_factor_of_the_inverse():
+    width = 2 * SMALL_INVERSE + 37  # inverted by halves, twice
+    x = np.maximum(rng.standard_normal((2 * width, width)) + 0.3, 0)
+    hessian = x.T @ x / len(x) + 0.01 * np.eye(width)
+    factor = inverse_factor(hessian)
+    assert np.array_equal(factor, np.triu(factor)) and factor.flags.c_contiguous
+    np.testing.assert_allclose(factor, np.linalg.cholesky(np.linalg.inv(hessian)).T,
+                               rtol=1e-9, atol=1e-9)
 
 
 def test_running_statistics_equal_the_sample_estimates():

@@ -28,6 +28,8 @@ INT8_MAX = 127
 DAMPING = 0.01
 # Rows rounded between two updates of the remaining rows by one matrix product.
 BLOCK = 64
+# Triangular blocks at most this wide are inverted directly.
+SMALL_INVERSE = 128
 
 
 class InputStatistics:
@@ -91,6 +93,31 @@ class InputStatistics:
         return h
 
 
+def inverse_factor(hessian: np.ndarray) -> np.ndarray:
+    """The upper triangular U with H^-1 = U^T U, from one Cholesky factorisation and one
+    triangular inverse (a third of the work of inverting H and factorising the inverse):
+    with J the reversal of the rows, J H J = L L^T gives H = R R^T for the upper R = J L J,
+    so H^-1 = R^-T R^-1 and U = R^-1 = J L^-1 J."""
+    lower = np.linalg.cholesky(hessian[::-1, ::-1])
+    return np.ascontiguousarray(_inverse_lower(lower)[::-1, ::-1])
+
+
+def _inverse_lower(lower: np.ndarray) -> np.ndarray:
+    """The inverse of a lower triangular matrix, by halves: [[A, 0], [B, C]]^-1 is
+    [[A^-1, 0], [-C^-1 B A^-1, C^-1]]."""
+    size = lower.shape[0]
+    if size <= SMALL_INVERSE:
+        return np.tril(np.linalg.inv(lower))
+    half = size // 2
+    first = _inverse_lower(lower[:half, :half])
+    second = _inverse_lower(lower[half:, half:])
+    inverse = np.zeros_like(lower)
+    inverse[:half, :half] = first
+    inverse[half:, half:] = second
+    inverse[half:, :half] = -(second @ lower[half:, :half]) @ first
+    return inverse
+
+
 def nearest_values(weight: np.ndarray, scales: np.ndarray) -> np.ndarray:
     return np.clip(np.rint(weight / scales), -INT8_MAX, INT8_MAX)
 
@@ -108,7 +135,7 @@ def compensated_values(weight: np.ndarray, scales: np.ndarray, hessian: np.ndarr
     the corrections are applied row by row; the rows after the block get them at once."""
     width = weight.shape[0]
     remaining = np.array(weight, np.float64)
-    factor = np.linalg.cholesky(np.linalg.inv(hessian)).T
+    factor = inverse_factor(hessian)
     values = np.empty_like(remaining)
     for start in range(0, width, BLOCK):
         end = min(start + BLOCK, width)
