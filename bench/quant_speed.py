@@ -87,17 +87,22 @@ def _interleaved(calls: dict[str, Callable], args: tuple, seconds: float
 
 
 def _agreement(model: Callable, quantized: Callable, inputs: list[np.ndarray]
-               ) -> tuple[float, float]:
-    """(top-1 agreement over rows, max abs error / max abs float result)."""
+               ) -> tuple[float, float, float]:
+    """(top-1 agreement over rows, max abs error / max abs float result, RMS error / the
+    float results' standard deviation: less noisy than top-1, which counts rows)."""
     agree = rows = 0
     worst = peak = 0.0
+    wants, errors = [], []
     for x in inputs:
         want, got = model(x), quantized(x)
         agree += int(np.sum(np.argmax(want, -1) == np.argmax(got, -1)))
         rows += want.size // want.shape[-1]
         worst = max(worst, float(np.abs(want - got).max()))
         peak = max(peak, float(np.abs(want).max()))
-    return agree / rows, worst / peak
+        wants.append(np.asarray(want, np.float64).ravel())
+        errors.append(np.asarray(got, np.float64).ravel() - wants[-1])
+    rms = float(np.sqrt(np.mean(np.concatenate(errors) ** 2)) / np.std(np.concatenate(wants)))
+    return agree / rows, worst / peak, rms
 
 
 def model_row(name: str, model: Callable, shape: tuple[int, ...], seconds: float,
@@ -112,11 +117,11 @@ def model_row(name: str, model: Callable, shape: tuple[int, ...], seconds: float
     quantized = jitc.quant.quantize(model, calibration, **options)
     quantize_seconds = time.perf_counter() - start
     tests = [_normal(rng, *shape) for _ in range(8)]
-    top1, relative = _agreement(model, quantized, tests)
+    top1, relative, rms = _agreement(model, quantized, tests)
     times = _interleaved({"numpy float32": model, "jitc float32": jitc.jit(model),
                           "jitc.quant int8": quantized}, (tests[0],), seconds)
     row = {"name": name, "times": times, "top1": top1, "relative_error": relative,
-           "quantize_seconds": quantize_seconds}
+           "rms_error": rms, "quantize_seconds": quantize_seconds}
     if model.__name__ == "mlp" and min_channels == 1:
         # What 8-bit weights alone cost: the float model (numpy) with each weight replaced
         # by its int8 values times their scales, the activations left in float32.
@@ -175,7 +180,7 @@ def main(argv: list[str] | None = None) -> int:
         (f32, f32_fast), (int8, int8_fast) = t["jitc float32"], t["jitc.quant int8"]
         if "top1" in row:
             accuracy = (f"top-1 {100 * row['top1']:.2f}%, max rel. error "
-                        f"{row['relative_error']:.3g}")
+                        f"{row['relative_error']:.3g}, RMS/std {row['rms_error']:.4f}")
         else:
             accuracy = "exact" if row["exact"] else "NOT EXACT"
         fastest = f"{1e3 * f32_fast:.2f}/{1e3 * int8_fast:.2f}"
