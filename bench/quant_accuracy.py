@@ -100,6 +100,7 @@ def report(title: str, layers: list, calibration: np.ndarray, test: np.ndarray) 
     percentiles = [(float(np.percentile(np.abs(x), 99.99)), bool(x.min() >= 0)) for x in seen]
 
     spread = float(np.std(want))
+    print(f"{title}; top-1 agreement, RMS error / logits' std")
     roundings = {"nearest": [rounded(w) for w, _ in layers],
                  "shrunk": [compensated(w, x) for (w, _), x in zip(layers, seen)],
                  "sample": [compensated(w, x, shrink=False) for (w, _), x in zip(layers, seen)]}
@@ -110,8 +111,7 @@ def report(title: str, layers: list, calibration: np.ndarray, test: np.ndarray) 
                                    for rounding in roundings.values())
         static = static_activations(extremes, quantized)
         dynamic = dynamic_activations(extremes, quantized)
-        print(f"{title}, {label}: top-1 agreement with float32, RMS logit error / logits' "
-              "standard deviation")
+        print(f"{title}, {label}:")
         for case, got in (
                 ("weights int8, activations float32", forward(test, nearest)),
                 ("  weights compensated", forward(test, shrunk)),
@@ -195,8 +195,8 @@ def main() -> int:
     calibration, test = draw(rng, 4 * 256)[0], draw(rng, 8 * 256)
     correct = np.mean(np.argmax(forward(test[0], trained), 1) == test[1])
     print()
-    report(f"MLP 784-1024-1024-10 TRAINED on 10 Gaussian clusters ({100 * correct:.1f}% of "
-           "the test classes right), inputs from the task", trained, calibration, test[0])
+    print(f"MLP TRAINED on 10 Gaussian clusters: {100 * correct:.1f}% of the test classes right")
+    report("MLP 784-1024-1024-10 TRAINED, inputs from its task", trained, calibration, test[0])
     return 0
 
 

@@ -12,7 +12,7 @@ step, in the ordering and blocked form of GPTQ: Frantar et al. 2022).
 `H` is estimated from the calibration inputs, often hardly more rows than K (4 x 256 rows for a
 1024-wide layer). Its noise would then be fitted: on independent inputs (true H a multiple of the
 identity, where nearest rounding is optimal) compensation with the sample `H` made the error on
-other inputs 35% larger. `InputStatistics.hessian` therefore keeps the mean's part as measured
+other inputs a third larger. `InputStatistics.hessian` therefore keeps the mean's part as measured
 and shrinks the covariance towards a multiple of the identity by the Ledoit-Wolf amount, which
 the same samples estimate (about 1 for independent inputs, about 0.6 for the ReLU outputs of
 bench/quant_speed.py's MLP).
