@@ -149,3 +149,43 @@ def test_rounding_refusals_say_what_to_do():
         jitc.quant.quantize(mlp, CALIBRATION, rounding="stochastic")
     with pytest.raises(ValueError, match=r"pass calibration=.*or rounding='nearest'"):
         jitc.quant.quantize(mlp, rounding="compensated")
+
+
+V = (rng.standard_normal((48, 40)) * 0.3).astype(np.float32)
+SPELLINGS = {
+    "left": (lambda x: (V.T @ x.T).T, lambda values: values.T),
+    "einsum": (lambda x: np.einsum("ij,jk->ik", x, V), lambda values: values),
+    "two contracted dimensions": (
+        lambda x: np.einsum("iab,abk->ik", x.reshape(-1, 6, 8), V.reshape(6, 8, 40)),
+        lambda values: values.reshape(48, 40)),
+    "batched activation": (lambda x: x.reshape(2, -1, 48) @ V, lambda values: values[1]),
+}
+
+
+@pytest.mark.parametrize("spelling", sorted(SPELLINGS))
+def test_every_spelling_of_a_product_rounds_its_weight_alike(spelling):
+    """The rows (contracted dimensions) and channels are found whatever the spelling: the same
+    inputs in the same order give the same levels as `x @ V` (a 3-d activation times V makes
+    V a broadcast weight with a batch dimension, each entry rounded alike)."""
+    samples = [(np.maximum(rng.standard_normal((32, 48)) + 0.3, 0).astype(np.float32),)
+               for _ in range(3)]
+    plain = jitc.quant.quantize(lambda x: x @ V, samples).products[0]
+    function, layout = SPELLINGS[spelling]
+    product = jitc.quant.quantize(function, samples).products[0]
+    assert product.rounding == plain.rounding == "compensated"
+    np.testing.assert_array_equal(layout(product.quantized.values), plain.quantized.values)
+    if spelling == "batched activation":
+        np.testing.assert_array_equal(product.quantized.values[0], product.quantized.values[1])
+    assert not np.array_equal(plain.quantized.values,
+                              nearest_values(V, np.abs(V.astype(np.float64)).max(axis=0) / 127))
+
+
+def test_a_weight_different_in_each_batch_entry_is_rounded_to_nearest():
+    batched = (rng.standard_normal((2, 48, 40)) * 0.3).astype(np.float32)
+    samples = [(np.maximum(rng.standard_normal((2, 16, 48)) + 0.3, 0).astype(np.float32),)
+               for _ in range(3)]
+    product = jitc.quant.quantize(lambda x: x @ batched, samples).products[0]
+    scales = np.abs(batched.astype(np.float64)).max(axis=1, keepdims=True) / 127
+    assert product.rounding == "nearest"
+    np.testing.assert_array_equal(product.quantized.values,
+                                  nearest_values(batched, scales).astype(np.int8))

@@ -48,6 +48,7 @@ class QuantizedWeight:
     values: np.ndarray            # int8, the operand's shape
     scales: np.ndarray            # float32, the output channels (batch then free dimensions)
     output_scales: np.ndarray     # `scales` shaped to broadcast against the product
+    rounding: str = "nearest"     # or "compensated" (jitc/quant/rounding.py)
 
 
 @dataclass
@@ -70,14 +71,16 @@ class Product:
 
     @property
     def rounding(self) -> str:
-        return "nearest" if self.hessian is None else "compensated"
+        """How the weight was rounded: "compensated" or "nearest"."""
+        return "nearest" if self.quantized is None else self.quantized.rounding
 
     def observe_inputs(self, values: np.ndarray) -> None:
-        """Add a calibration activation's rows to `inputs` (when its product has no batch
-        dimensions: the weight's rows then meet the same inputs in every output channel)."""
+        """Add a calibration activation's rows to `inputs`: every index of its dimensions
+        other than the contracted ones, batch dimensions included (they serve a weight that
+        is the same in every batch entry, a broadcast one; see quantize_weight)."""
         assert self.activation_dims is not None
-        batch, contract = self.activation_dims
-        if batch or not contract:
+        _, contract = self.activation_dims
+        if not contract:
             return
         free = [d for d in range(values.ndim) if d not in contract]
         rows = np.transpose(values, free + list(contract))
@@ -186,16 +189,23 @@ def quantize_weight(array: np.ndarray, side: int, attrs: Mapping[str, object],
     and free dimensions); `other_free` counts the other operand's free dimensions. With the
     `hessian` of the product's inputs (over the contracted dimensions, flattened in the
     product's order) the rounding compensates errors (jitc/quant/rounding.py), else it is
-    to the nearest level."""
+    to the nearest level. A weight with batch dimensions is compensated only where it is the
+    same in every batch entry (a broadcast weight, as `x3d @ W` makes; the Hessian then pools
+    the batch entries' inputs): each entry of a truly batched weight meets other inputs."""
     batch, contract = _dims(attrs, side)
     wide = np.asarray(array, np.float64)
     peak = np.max(np.abs(wide), axis=tuple(contract), keepdims=True) if contract else \
         np.abs(wide)
     scales = np.where(peak > 0, peak / INT8_MAX, 1.0)
-    if hessian is not None and not batch and contract:
-        values = _compensated(wide, scales, contract, hessian).astype(np.int8)
+    first = tuple(slice(0, 1) if d in batch else slice(None) for d in range(wide.ndim))
+    if hessian is not None and contract and \
+            np.array_equal(wide, np.broadcast_to(wide[first], wide.shape)):
+        values = np.broadcast_to(_compensated(wide[first], scales[first], contract, hessian),
+                                 wide.shape).astype(np.int8)
+        rounding = "compensated"
     else:
         values = nearest_values(wide, scales).astype(np.int8)
+        rounding = "nearest"
     kept = [d for d in range(array.ndim) if d not in contract]
     free = _roles(array.ndim, batch, contract)
     channels = np.squeeze(scales, axis=tuple(contract)).transpose(
@@ -205,7 +215,7 @@ def quantize_weight(array: np.ndarray, side: int, attrs: Mapping[str, object],
     shape = sizes + ([1] * other_free + free_sizes if side == 1
                      else free_sizes + [1] * other_free)
     channels = channels.astype(np.float32)
-    return QuantizedWeight(values, channels, channels.reshape(shape))
+    return QuantizedWeight(values, channels, channels.reshape(shape), rounding)
 
 
 def _compensated(weight: np.ndarray, scales: np.ndarray, contract: Sequence[int],
