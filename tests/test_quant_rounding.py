@@ -189,3 +189,13 @@ def test_a_weight_different_in_each_batch_entry_is_rounded_to_nearest():
     assert product.rounding == "nearest"
     np.testing.assert_array_equal(product.quantized.values,
                                   nearest_values(batched, scales).astype(np.int8))
+
+
+def test_inputs_that_were_always_zero_leave_nearest_rounding():
+    def masked(x):
+        return (x * 0) @ V + x @ V.T.T
+
+    product = jitc.quant.quantize(masked, [(rng.standard_normal((8, 48)).astype(np.float32),)])
+    first, second = product.products
+    assert first.rounding == "nearest" and first.inputs.hessian() is None
+    assert second.rounding == "compensated"

@@ -76,8 +76,9 @@ class InputStatistics:
         return float(min(1.0, max(0.0, spread / distance)))
 
     def hessian(self) -> np.ndarray | None:
-        """`mu mu^T` plus the shrunk covariance, damped; None when every input was 0."""
-        if self.rows == 0:
+        """`mu mu^T` plus the shrunk covariance, damped; None when every input was 0 or one
+        was not finite (then the weight is rounded to nearest)."""
+        if self.rows == 0 or not np.all(np.isfinite(self.second)):
             return None
         n, width = self.rows, self.total.size
         mean = self.total / n
