@@ -17,6 +17,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from jitc.quant.observers import MeanSquared
 from jitc.quant.rounding import InputStatistics, compensated_values
 
 INT8_MAX, UINT8_MAX = 127, 255
@@ -92,12 +93,20 @@ def forward(x: np.ndarray, layers: list, activation: Callable | None = None) -> 
     return x
 
 
+def _mean_squared_bound(x: np.ndarray) -> float:
+    observer = MeanSquared()
+    for batch in np.array_split(x, 4):  # as calibration sees it: 4 batches
+        observer.update(batch)
+    return observer.bound()
+
+
 def report(title: str, layers: list, calibration: np.ndarray, test: np.ndarray) -> None:
     want = forward(test, layers)
     seen: list[np.ndarray] = []
     forward(calibration, layers, lambda i, x: seen.append(np.asarray(x, np.float64)) or x)
     extremes = [(float(np.abs(x).max()), bool(x.min() >= 0)) for x in seen]
     percentiles = [(float(np.percentile(np.abs(x), 99.99)), bool(x.min() >= 0)) for x in seen]
+    least_squares = [(_mean_squared_bound(x), bool(x.min() >= 0)) for x in seen]
 
     spread = float(np.std(want))
     print(f"{title}; top-1 agreement, RMS error / logits' std")
@@ -129,6 +138,11 @@ def report(title: str, layers: list, calibration: np.ndarray, test: np.ndarray) 
                                                                            quantized))),
                 ("  compensated", forward(test, shrunk,
                                           static_activations(percentiles, quantized))),
+                ("static, observer='mse'", forward(test, nearest,
+                                                    static_activations(least_squares,
+                                                                       quantized))),
+                ("  compensated", forward(test, shrunk,
+                                          static_activations(least_squares, quantized))),
                 ("dynamic per row (uint8 after a ReLU)", forward(test, nearest, dynamic)),
                 ("  compensated", forward(test, shrunk, dynamic))):
             agree = np.mean(np.argmax(got, 1) == np.argmax(want, 1))

@@ -157,7 +157,7 @@ def main(argv: list[str] | None = None) -> int:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seconds", type=float, default=2.0)
     parser.add_argument("--rows", type=int, default=256, help="the MLP's batch")
-    parser.add_argument("--observer", default="minmax", choices=["minmax", "percentile"])
+    parser.add_argument("--observer", default="minmax", choices=["minmax", "percentile", "mse"])
     parser.add_argument("--activations", default="static", choices=["static", "dynamic"])
     parser.add_argument("--rounding", default="compensated", choices=["compensated", "nearest"])
     args = parser.parse_args(argv)

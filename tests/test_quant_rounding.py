@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 import jitc.quant
+from jitc.quant.observers import make_observer
 from jitc.quant.rounding import (
     BLOCK,
     SMALL_INVERSE,
@@ -25,6 +26,7 @@ B2 = (rng.standard_normal(256) * 0.1).astype(np.float32)
 W3 = (rng.standard_normal((256, 10)) * 0.2).astype(np.float32)
 CALIBRATION = [(rng.standard_normal((128, 64)).astype(np.float32),) for _ in range(4)]
 TEST = rng.standard_normal((4096, 64)).astype(np.float32)
+SAMPLES_RELU = CALIBRATION
 
 
 def mlp(x):
@@ -199,3 +201,43 @@ def test_inputs_that_were_always_zero_leave_nearest_rounding():
     first, second = product.products
     assert first.rounding == "nearest" and first.inputs.hessian() is None
     assert second.rounding == "compensated"
+
+
+def quantization_error(values: np.ndarray, bound: float, levels: int) -> float:
+    step = bound / levels
+    rounded = np.clip(np.rint(values / step), -levels, levels) * step
+    return float(np.mean((rounded - values) ** 2))
+
+
+@pytest.mark.parametrize("signed", [True, False])
+def test_mean_squared_observer_loses_less_than_the_other_ranges(signed):
+    values = rng.standard_normal(200_000)
+    values = values if signed else np.maximum(values, 0)
+    values[7] = 12.0  # one outlier
+    observers = {kind: make_observer(kind, 99.99) for kind in ("minmax", "percentile", "mse")}
+    for observer in observers.values():
+        for part in np.array_split(values, 4):
+            observer.update(part)
+    levels = 127 if signed else 255
+    errors = {kind: quantization_error(values, observer.bound(), levels)
+              for kind, observer in observers.items()}
+    assert errors["mse"] < errors["minmax"] and errors["mse"] <= errors["percentile"], errors
+    if signed:  # 127 levels: clipping the outlier costs less than rounding to its range
+        assert 2.5 < observers["mse"].bound() < 7, observers["mse"].bound()
+
+
+def test_mean_squared_observer_keeps_the_range_of_uniform_values():
+    observer = make_observer("mse", 99.99)
+    observer.update(rng.uniform(-1, 1, 100_000))
+    assert observer.bound() > 0.97
+
+
+def test_quantize_with_the_mean_squared_observer():
+    x = SAMPLES_RELU[0][0]
+    minmax = jitc.quant.quantize(mlp, SAMPLES_RELU)
+    mse = jitc.quant.quantize(mlp, SAMPLES_RELU, observer="mse")
+    assert mse.products[0].activation_scale < minmax.products[0].activation_scale
+    want = mlp(TEST)
+    errors = [np.sqrt(np.mean((q(TEST) - want) ** 2)) for q in (minmax, mse)]
+    assert errors[1] < errors[0], errors
+    assert np.isfinite(mse(x)).all()

@@ -198,7 +198,8 @@ def quantize(fun: Callable, calibration: Iterable[Any] | None = None, *,
     - `activations`: "static" (the default with calibration: one scale per product from
       the calibration range, uint8 where every calibration value was >= 0) or "dynamic"
       (the default without: each row's scale is computed at run time).
-    - `observer`: "minmax" or "percentile" (the `percentile`-th percentile of magnitudes).
+    - `observer`: "minmax", "percentile" (the `percentile`-th percentile of magnitudes) or
+      "mse" (the range whose rounding and clipping of the calibration values lose the least).
     - `min_channels`: a product whose weight has fewer output channels stays float (by
       default under 32, the byte kernels' column panel: a classifier's logits layer, where
       int8 saves little time and costs the most top-1 agreement); 1 quantizes them all.
