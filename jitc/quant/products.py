@@ -198,7 +198,8 @@ def quantize_weight(array: np.ndarray, side: int, attrs: Mapping[str, object],
         np.abs(wide)
     scales = np.where(peak > 0, peak / INT8_MAX, 1.0)
     first = tuple(slice(0, 1) if d in batch else slice(None) for d in range(wide.ndim))
-    if hessian is not None and contract and \
+    depth = int(np.prod([wide.shape[d] for d in contract]))
+    if hessian is not None and contract and hessian.shape[0] == depth and \
             np.array_equal(wide, np.broadcast_to(wide[first], wide.shape)):
         values = np.broadcast_to(_compensated(wide[first], scales[first], contract, hessian),
                                  wide.shape).astype(np.int8)
