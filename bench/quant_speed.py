@@ -87,35 +87,41 @@ def _interleaved(calls: dict[str, Callable], args: tuple, seconds: float
 
 
 def _agreement(model: Callable, quantized: Callable, inputs: list[np.ndarray]
-               ) -> tuple[float, float]:
-    """(top-1 agreement over rows, max abs error / max abs float result)."""
+               ) -> tuple[float, float, float]:
+    """(top-1 agreement over rows, max abs error / max abs float result, RMS error / the
+    float results' standard deviation: less noisy than top-1, which counts rows)."""
     agree = rows = 0
     worst = peak = 0.0
+    wants, errors = [], []
     for x in inputs:
         want, got = model(x), quantized(x)
         agree += int(np.sum(np.argmax(want, -1) == np.argmax(got, -1)))
         rows += want.size // want.shape[-1]
         worst = max(worst, float(np.abs(want - got).max()))
         peak = max(peak, float(np.abs(want).max()))
-    return agree / rows, worst / peak
+        wants.append(np.asarray(want, np.float64).ravel())
+        errors.append(np.asarray(got, np.float64).ravel() - wants[-1])
+    rms = float(np.sqrt(np.mean(np.concatenate(errors) ** 2)) / np.std(np.concatenate(wants)))
+    return agree / rows, worst / peak, rms
 
 
 def model_row(name: str, model: Callable, shape: tuple[int, ...], seconds: float,
               rng: np.random.Generator, min_channels: int | None = None,
-              observer: str = "minmax", activations: str = "static") -> dict:
+              observer: str = "minmax", activations: str = "static",
+              rounding: str = "compensated") -> dict:
     calibration = [(_normal(rng, *shape),) for _ in range(4)]
     start = time.perf_counter()
-    options: dict = {"observer": observer, "activations": activations}
+    options: dict = {"observer": observer, "activations": activations, "rounding": rounding}
     if min_channels is not None:
         options["min_channels"] = min_channels
     quantized = jitc.quant.quantize(model, calibration, **options)
     quantize_seconds = time.perf_counter() - start
     tests = [_normal(rng, *shape) for _ in range(8)]
-    top1, relative = _agreement(model, quantized, tests)
+    top1, relative, rms = _agreement(model, quantized, tests)
     times = _interleaved({"numpy float32": model, "jitc float32": jitc.jit(model),
                           "jitc.quant int8": quantized}, (tests[0],), seconds)
     row = {"name": name, "times": times, "top1": top1, "relative_error": relative,
-           "quantize_seconds": quantize_seconds}
+           "rms_error": rms, "quantize_seconds": quantize_seconds}
     if model.__name__ == "mlp" and min_channels == 1:
         # What 8-bit weights alone cost: the float model (numpy) with each weight replaced
         # by its int8 values times their scales, the activations left in float32.
@@ -151,20 +157,20 @@ def main(argv: list[str] | None = None) -> int:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seconds", type=float, default=2.0)
     parser.add_argument("--rows", type=int, default=256, help="the MLP's batch")
-    parser.add_argument("--observer", default="minmax", choices=["minmax", "percentile"])
+    parser.add_argument("--observer", default="minmax", choices=["minmax", "percentile", "mse"])
     parser.add_argument("--activations", default="static", choices=["static", "dynamic"])
+    parser.add_argument("--rounding", default="compensated", choices=["compensated", "nearest"])
     args = parser.parse_args(argv)
+    quant = {"observer": args.observer, "activations": args.activations,
+             "rounding": args.rounding}
     rng = np.random.default_rng(0)
     mlp = mlp_model(rng)
     rows = [model_row(f"MLP 784-1024-1024-10, batch {args.rows}", mlp, (args.rows, 784),
-                      args.seconds, rng, observer=args.observer,
-                      activations=args.activations),
+                      args.seconds, rng, **quant),
             model_row("  the same, min_channels=1", mlp, (args.rows, 784), args.seconds, rng,
-                      min_channels=1, observer=args.observer,
-                      activations=args.activations),
+                      min_channels=1, **quant),
             model_row("GPT-2 block (d=768, 64 tokens)", block_model(rng), (64, 768),
-                      args.seconds, rng, observer=args.observer,
-                      activations=args.activations),
+                      args.seconds, rng, **quant),
             matmul_row(args.seconds, rng)]
     print(f"{'workload':36} {'numpy f32':>9} {'jitc f32':>9} {'jitc int8':>9} {'f32/int8':>8} "
           f"{'fastest':>15} {'f32/int8':>8}  accuracy")
@@ -174,7 +180,7 @@ def main(argv: list[str] | None = None) -> int:
         (f32, f32_fast), (int8, int8_fast) = t["jitc float32"], t["jitc.quant int8"]
         if "top1" in row:
             accuracy = (f"top-1 {100 * row['top1']:.2f}%, max rel. error "
-                        f"{row['relative_error']:.3g}")
+                        f"{row['relative_error']:.3g}, RMS/std {row['rms_error']:.4f}")
         else:
             accuracy = "exact" if row["exact"] else "NOT EXACT"
         fastest = f"{1e3 * f32_fast:.2f}/{1e3 * int8_fast:.2f}"
@@ -182,11 +188,15 @@ def main(argv: list[str] | None = None) -> int:
               f"{f32 / int8:>7.2f}x {fastest:>15} {f32_fast / int8_fast:>7.2f}x  {accuracy}")
     print(f"(milliseconds per call: the best of {ROUNDS} interleaved rounds' medians, then the "
           "fastest calls of jitc f32 / int8)")
+    quantize_times = ", ".join(f"{row['name'].strip()} {row['quantize_seconds']:.2f} s"
+                               for row in rows if "quantize_seconds" in row)
+    print(f"jitc.quant.quantize ({args.rounding} rounding, calibration included): "
+          f"{quantize_times}")
     for row in rows:
         if "weights_only_top1" in row:
-            print("MLP with all three weights rounded to int8, activations float32 (numpy): "
-                  f"top-1 {100 * row['weights_only_top1']:.2f}%, the floor of 8-bit weights "
-                  "on this model")
+            print(f"MLP with all three weights int8 ({args.rounding} rounding), activations "
+                  f"float32 (numpy): top-1 {100 * row['weights_only_top1']:.2f}%, what 8-bit "
+                  "weights alone cost on this model")
     return 0
 
 

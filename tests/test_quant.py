@@ -127,7 +127,7 @@ def test_refusals_say_what_to_do():
         jitc.quant.quantize(mlp, activations="static")
     with pytest.raises(ValueError, match="no product with a weight"):
         jitc.quant.quantize(lambda x: x * B1[:48], SAMPLES)
-    with pytest.raises(ValueError, match="'minmax' or 'percentile'"):
+    with pytest.raises(ValueError, match="'minmax', 'percentile' or 'mse'"):
         jitc.quant.quantize(mlp, SAMPLES, observer="entropy")
     with pytest.raises(ValueError, match="report\\(\\[\\(x1,\\), \\(x2,\\)\\]\\)"):
         jitc.quant.quantize(mlp, activations="dynamic").report()

@@ -28,6 +28,7 @@ from jitc.ir import ops
 from jitc.ir.core import Instruction, Value
 from jitc.ir.opdef import OpDef
 from jitc.quant.observers import Observer
+from jitc.quant.rounding import InputStatistics, compensated_values, nearest_values
 from jitc.tracing.state import current_trace, emit, trace_stack
 from jitc.tracing.tracer import Tracer
 
@@ -47,6 +48,7 @@ class QuantizedWeight:
     values: np.ndarray            # int8, the operand's shape
     scales: np.ndarray            # float32, the output channels (batch then free dimensions)
     output_scales: np.ndarray     # `scales` shaped to broadcast against the product
+    rounding: str = "nearest"     # or "compensated" (jitc/quant/rounding.py)
 
 
 @dataclass
@@ -62,6 +64,30 @@ class Product:
     activation_dtype: np.dtype = field(default_factory=lambda: np.dtype(np.int8))
     activation_scale: float | None = None  # static only
     quantized: QuantizedWeight | None = None
+    # The activation's batch and contracted dimensions (set by calibration's trace).
+    activation_dims: tuple[tuple[int, ...], tuple[int, ...]] | None = None
+    inputs: InputStatistics | None = None  # for compensated rounding
+    hessian: np.ndarray | None = None      # E[x x^T] as estimated from `inputs`
+
+    @property
+    def rounding(self) -> str:
+        """How the weight was rounded: "compensated" or "nearest"."""
+        return "nearest" if self.quantized is None else self.quantized.rounding
+
+    def observe_inputs(self, values: np.ndarray) -> None:
+        """Add a calibration activation's rows to `inputs`: every index of its dimensions
+        other than the contracted ones, batch dimensions included (they serve a weight that
+        is the same in every batch entry, a broadcast one; see quantize_weight)."""
+        assert self.activation_dims is not None
+        _, contract = self.activation_dims
+        if not contract:
+            return
+        free = [d for d in range(values.ndim) if d not in contract]
+        rows = np.transpose(values, free + list(contract))
+        rows = rows.reshape(-1, int(np.prod([values.shape[d] for d in contract])))
+        if self.inputs is None:
+            self.inputs = InputStatistics(rows.shape[1])
+        self.inputs.update(rows)
 
     @property
     def key(self) -> tuple[str, int]:
@@ -84,8 +110,8 @@ class Product:
         text = f"{self.weight}[{shape}] (use {self.occurrence}): activations {activation}"
         if self.quantized is not None:
             scales = self.quantized.scales
-            text += (f"; weight int8, {scales.size} per-channel scales in "
-                     f"[{scales.min():.3g}, {scales.max():.3g}], zero point 0")
+            text += (f"; weight int8 ({self.rounding} rounding), {scales.size} per-channel "
+                     f"scales in [{scales.min():.3g}, {scales.max():.3g}], zero point 0")
         return text
 
 
@@ -100,6 +126,8 @@ class Plan:
         self.left_float: dict[str, tuple[tuple[int, ...], int]] = {}
         self.products: dict[tuple[str, int], Product] = {}
         self._quantized: dict[tuple, QuantizedWeight] = {}
+        # How each product's weight was read (quantized_weight's arguments), to round it again
+        self._recipes: dict[tuple[str, int], tuple] = {}
 
     def product(self, name: str, occurrence: int, weight: np.ndarray) -> Product:
         key = (name, occurrence)
@@ -114,18 +142,36 @@ class Plan:
                 f"channels, under min_channels={self.min_channels})"
                 for name, (shape, channels) in self.left_float.items()]
 
-    def quantized_weight(self, weight_id: int, moves: Sequence[Instruction], side: int,
-                         attrs: Mapping[str, object], other_free: int) -> QuantizedWeight:
+    def quantized_weight(self, product: Product, weight_id: int, moves: Sequence[Instruction],
+                         side: int, attrs: Mapping[str, object], other_free: int
+                         ) -> QuantizedWeight:
+        """The weight as this product reads it; compensated rounding (after calibration)
+        depends on the product's inputs, nearest rounding only on the weight."""
+        self._recipes.setdefault(product.key, (weight_id, moves, side, attrs, other_free))
         key = (weight_id, tuple((m.op.name, m.attr_key(), m.results[0].type) for m in moves),
-               side, other_free, tuple(sorted((k, str(v)) for k, v in attrs.items())))
+               side, other_free, tuple(sorted((k, str(v)) for k, v in attrs.items())),
+               None if product.hessian is None else product.key)
         found = self._quantized.get(key)
         if found is None:
             _, array = self.weights[weight_id]
             for move in moves:  # the operand's value, from the op table's numpy reference
                 array = move.op.reference([array], move.attrs,
                                           [r.type for r in move.results])[0]
-            found = self._quantized[key] = quantize_weight(array, side, attrs, other_free)
+            found = self._quantized[key] = quantize_weight(array, side, attrs, other_free,
+                                                           product.hessian)
         return found
+
+    def calibrated(self) -> None:
+        """Estimate each product's input Hessian from its calibration statistics and round its
+        weight again, with compensation."""
+        for product in self.products.values():
+            if product.inputs is not None:
+                product.hessian = product.inputs.hessian()
+        recipes = dict(self._recipes)
+        self._quantized.clear()
+        for key, recipe in recipes.items():
+            product = self.products[key]
+            product.quantized = self.quantized_weight(product, *recipe)
 
 
 def _roles(rank: int, batch: Sequence[int], contract: Sequence[int]) -> list[int]:
@@ -138,15 +184,29 @@ def _dims(attrs: Mapping[str, object], side: int) -> tuple[list[int], list[int]]
 
 
 def quantize_weight(array: np.ndarray, side: int, attrs: Mapping[str, object],
-                    other_free: int) -> QuantizedWeight:
+                    other_free: int, hessian: np.ndarray | None = None) -> QuantizedWeight:
     """Symmetric int8 with one scale per output channel (each index of the operand's batch
-    and free dimensions); `other_free` counts the other operand's free dimensions."""
+    and free dimensions); `other_free` counts the other operand's free dimensions. With the
+    `hessian` of the product's inputs (over the contracted dimensions, flattened in the
+    product's order) the rounding compensates errors (jitc/quant/rounding.py), else it is
+    to the nearest level. A weight with batch dimensions is compensated only where it is the
+    same in every batch entry (a broadcast weight, as `x3d @ W` makes; the Hessian then pools
+    the batch entries' inputs): each entry of a truly batched weight meets other inputs."""
     batch, contract = _dims(attrs, side)
     wide = np.asarray(array, np.float64)
     peak = np.max(np.abs(wide), axis=tuple(contract), keepdims=True) if contract else \
         np.abs(wide)
     scales = np.where(peak > 0, peak / INT8_MAX, 1.0)
-    values = np.clip(np.rint(wide / scales), -INT8_MAX, INT8_MAX).astype(np.int8)
+    first = tuple(slice(0, 1) if d in batch else slice(None) for d in range(wide.ndim))
+    depth = int(np.prod([wide.shape[d] for d in contract]))
+    if hessian is not None and contract and hessian.shape[0] == depth and \
+            np.array_equal(wide, np.broadcast_to(wide[first], wide.shape)):
+        values = np.broadcast_to(_compensated(wide[first], scales[first], contract, hessian),
+                                 wide.shape).astype(np.int8)
+        rounding = "compensated"
+    else:
+        values = nearest_values(wide, scales).astype(np.int8)
+        rounding = "nearest"
     kept = [d for d in range(array.ndim) if d not in contract]
     free = _roles(array.ndim, batch, contract)
     channels = np.squeeze(scales, axis=tuple(contract)).transpose(
@@ -156,7 +216,21 @@ def quantize_weight(array: np.ndarray, side: int, attrs: Mapping[str, object],
     shape = sizes + ([1] * other_free + free_sizes if side == 1
                      else free_sizes + [1] * other_free)
     channels = channels.astype(np.float32)
-    return QuantizedWeight(values, channels, channels.reshape(shape))
+    return QuantizedWeight(values, channels, channels.reshape(shape), rounding)
+
+
+def _compensated(weight: np.ndarray, scales: np.ndarray, contract: Sequence[int],
+                 hessian: np.ndarray) -> np.ndarray:
+    """`compensated_values` of a weight laid out as rows (the contracted dimensions, in the
+    product's order) by output channels, put back in the weight's layout."""
+    free = [d for d in range(weight.ndim) if d not in contract]
+    order = list(contract) + free
+    moved = np.transpose(weight, order)
+    width = hessian.shape[0]
+    rows = moved.reshape(width, -1)
+    channel_scales = np.transpose(scales, order).reshape(1, -1)
+    values = compensated_values(rows, channel_scales[0], hessian).reshape(moved.shape)
+    return np.transpose(values, np.argsort(order))
 
 
 class Rewriter:
@@ -197,9 +271,10 @@ class Rewriter:
         activation = operands[1 - side]
         x_batch, x_contract = _dims(attrs, 1 - side)
         x_free = _roles(activation.ndim, x_batch, x_contract)
-        product.quantized = self.plan.quantized_weight(weight_id, moves, side, attrs,
+        product.quantized = self.plan.quantized_weight(product, weight_id, moves, side, attrs,
                                                        len(x_free))
         if self.observe:
+            product.activation_dims = (tuple(x_batch), tuple(x_contract))
             if current_trace() is self.trace:
                 self.observed.append((product.key, activation))
             return None

@@ -19,6 +19,7 @@ from jitc.tracing import capture
 from jitc.tracing.state import intercepting
 
 ACTIVATIONS = ("static", "dynamic")
+ROUNDINGS = ("nearest", "compensated")
 # Output channels below which a product stays float: the column panel of the byte kernels
 # (jitc/backends/cpu/gemm_bytes.py), which pad narrower weights.
 MIN_CHANNELS = 32
@@ -183,8 +184,8 @@ def _weights(fun: Callable, selection: Iterable[Any] | None, arguments: dict[str
 def quantize(fun: Callable, calibration: Iterable[Any] | None = None, *,
              weights: Iterable[Any] | None = None, observer: str = "minmax",
              percentile: float = DEFAULT_PERCENTILE, activations: str | None = None,
-             min_channels: int = MIN_CHANNELS, backend: str | None = None,
-             num_threads: int | None = None) -> Quantized:
+             min_channels: int = MIN_CHANNELS, rounding: str | None = None,
+             backend: str | None = None, num_threads: int | None = None) -> Quantized:
     """Quantize the products of `fun` (a float numpy function) with its weights to int8.
 
     - `calibration`: sample arguments, each a tuple (or one array for one argument). They
@@ -197,10 +198,16 @@ def quantize(fun: Callable, calibration: Iterable[Any] | None = None, *,
     - `activations`: "static" (the default with calibration: one scale per product from
       the calibration range, uint8 where every calibration value was >= 0) or "dynamic"
       (the default without: each row's scale is computed at run time).
-    - `observer`: "minmax" or "percentile" (the `percentile`-th percentile of magnitudes).
+    - `observer`: "minmax", "percentile" (the `percentile`-th percentile of magnitudes) or
+      "mse" (the range whose rounding and clipping of the calibration values lose the least).
     - `min_channels`: a product whose weight has fewer output channels stays float (by
       default under 32, the byte kernels' column panel: a classifier's logits layer, where
       int8 saves little time and costs the most top-1 agreement); 1 quantizes them all.
+    - `rounding`: how weights become int8 levels. "compensated" (the default with
+      calibration) rounds the rows of each weight in turn and moves each row's error onto
+      the rows not yet rounded, weighted by the product's calibration inputs, so that the
+      product's error rather than each weight's is small (jitc/quant/rounding.py);
+      "nearest" (the default without calibration) rounds each weight to its nearest level.
     - `backend`, `num_threads`: as for `jitc.jit`.
     """
     if isinstance(fun, Jitted):
@@ -215,6 +222,14 @@ def quantize(fun: Callable, calibration: Iterable[Any] | None = None, *,
     if mode == "static" and not samples:
         raise ValueError("quantize: static activation scales come from calibration inputs; "
                          "pass calibration=[(x1,), ...] or activations='dynamic'")
+    rounding = rounding or ("compensated" if samples else "nearest")
+    if rounding not in ROUNDINGS:
+        raise ValueError(f"quantize: rounding must be 'nearest' or 'compensated', got "
+                         f"{rounding!r}")
+    if rounding == "compensated" and not samples:
+        raise ValueError("quantize: compensated rounding weighs each weight's error by the "
+                         "calibration inputs; pass calibration=[(x1,), ...] or "
+                         "rounding='nearest'")
     make_observer(observer, percentile)  # a bad observer fails before any compile
     weights = None if weights is None else list(weights)
     parameters = set(inspect.signature(fun).parameters)
@@ -223,7 +238,8 @@ def quantize(fun: Callable, calibration: Iterable[Any] | None = None, *,
     plan = Plan(_weights(fun, weights, arguments), min_channels)
     options = {"backend": backend, "num_threads": num_threads}
     if samples:
-        _calibrate(fun, plan, samples, observer, percentile, options, arguments)
+        _calibrate(fun, plan, samples, observer, percentile, options, arguments,
+                   rounding == "compensated")
         if not plan.products:
             raise ValueError(f"quantize: {fun.__name__} has no product with a weight on the "
                              "calibration inputs; jitc.quant quantizes x @ W (matmul, dot, "
@@ -238,8 +254,8 @@ def quantize(fun: Callable, calibration: Iterable[Any] | None = None, *,
 
 
 def _calibrate(fun: Callable, plan: Plan, samples: Sequence[tuple], observer: str,
-               percentile: float, options: dict[str, Any], arguments: dict[str, np.ndarray]
-               ) -> None:
+               percentile: float, options: dict[str, Any], arguments: dict[str, np.ndarray],
+               compensate: bool) -> None:
     observed = jit(**{k: v for k, v in options.items() if v is not None},
                    disk_cache=False)(_observing(fun, plan, arguments))
     for args in samples:
@@ -250,6 +266,10 @@ def _calibrate(fun: Callable, plan: Plan, samples: Sequence[tuple], observer: st
             if product.observer is None:
                 product.observer = make_observer(observer, percentile)
             product.observer.update(values)
+            if compensate:
+                product.observe_inputs(values)
+    if compensate:
+        plan.calibrated()
 
 
 def _set_static_scale(product: Product) -> None:

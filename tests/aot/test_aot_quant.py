@@ -83,4 +83,5 @@ def test_header_documents_scales_and_zero_points(libraries):
     assert "W3[1024x10]: left in float (10 output channels, under min_channels=32)" in header
     assert "static int8 scale" in header and "static uint8 scale" in header
     assert header.count("zero point 0") >= 4
+    assert "compensated" in header  # the rounding of the weights, as the Python function
     assert "Quantized" not in libraries["float32"].with_suffix(".h").read_text()
