@@ -326,3 +326,30 @@ def test_a_write_to_captured_state_is_replayed_on_every_symbolic_call() -> None:
         np.testing.assert_array_equal(f(x), x * 2.0)
         np.testing.assert_allclose(STATE, expected, rtol=1e-6)
     assert [s["symbolic"] for s in f.compile_stats()] == [True]
+
+
+def _chunks(f, x: np.ndarray, w: np.ndarray, tmp_path) -> list[str]:
+    """The [begin:end] ranges the thread pool's chunks of the product kernel covered in a call
+    of `f` (a profile's chunk spans)."""
+    import json
+
+    path = tmp_path / "chunks.json"
+    with jitc.profile(str(path)):
+        np.testing.assert_allclose(f(x, w), x @ w, rtol=2e-5, atol=2e-4)
+    events = json.loads(path.read_text())["traceEvents"]
+    return sorted(e["name"].split(" ")[-1] for e in events if e.get("cat") == "chunk")
+
+
+def test_a_symbolic_row_count_splits_a_product_between_threads_as_the_exact_one_does(
+        tmp_path) -> None:
+    # 13 rows are two strips of 8 rows, split unevenly (8 + 5) between two threads: the
+    # exact compilation splits the 512 columns instead, and so must the symbolic one's
+    # variant for up to 128 rows (it used to split as for 16 rows, two even strips).
+    w = _floats(128, 512)
+    x = _floats(13, 128)
+    exact = jitc.jit(lambda a, b: a @ b, num_threads=2, dynamic=False)
+    symbolic = jitc.jit(lambda a, b: a @ b, num_threads=2, dynamic={"a": {0: "M"}})
+    expected = _chunks(exact, x, w, tmp_path)
+    assert len(expected) == 2 and expected != ["[0:1]", "[1:2]"]
+    assert _chunks(symbolic, x, w, tmp_path) == expected
+    assert [s["symbolic"] for s in symbolic.compile_stats()] == [True]

@@ -62,8 +62,6 @@ FMAS_PER_OPERATION = 8
 DIRECT_ROWS = 128
 # The value a symbol is taken to have where a heuristic needs a number (how threads split).
 SYMBOLIC_GUESS = 1024
-# The row count the in-place variant of a product with symbolic rows is split for.
-SMALL_ROWS_GUESS = 16
 
 
 # -- which dot_generals become a GEMM ------------------------------------------------------
@@ -155,11 +153,12 @@ def analyse(inst: Instruction, lhs: Value, rhs: Value) -> Form | None:
     return None
 
 
-def _split_rows(form: Form, t: Tiling, threads: int = 2, packs_rhs: bool = True) -> bool:
-    """Whether threads should divide row strips (else column panels), by the estimated
-    cycles of the busiest of `threads` threads: multiply-adds (`lanes` per half-cycle) plus
-    packing, about half a cycle per element read (the lhs once per column block, the rhs once;
-    both mostly come from L3 or memory). Symbolic extents are estimated as SYMBOLIC_GUESS."""
+def _split_costs(form: Form, t: Tiling, threads: int = 2, packs_rhs: bool = True
+                 ) -> tuple[float, float]:
+    """The estimated cycles of the busiest of `threads` threads when they divide row strips,
+    and when they divide column panels: multiply-adds (`lanes` per half-cycle) plus packing,
+    about half a cycle per element read (the lhs once per column block, the rhs once; both
+    mostly come from L3 or memory). Symbolic extents are estimated as SYMBOLIC_GUESS."""
     if not all(is_static(x) for x in (form.m, form.n, form.k, *form.batch)):
         guess = {name: SYMBOLIC_GUESS for name in symbolic.symbols_of(
             (form.m, form.n, form.k, *form.batch))}
@@ -171,15 +170,36 @@ def _split_rows(form: Form, t: Tiling, threads: int = 2, packs_rhs: bool = True)
         extent, unit = (form.m, t.mr) if split_rows else (form.n, t.nr)
         per_batch = _ceil(extent, unit)
         units = math.prod(form.batch) * per_batch
+        # Every unit is full but the last of each batch index, which is `short` smaller.
+        short = per_batch * unit - extent
         worst = 0.0
         for chunk in range(threads):
             lo, hi = units * chunk // threads, units * (chunk + 1) // threads
-            own = sum(min(unit, extent - u % per_batch * unit) for u in range(lo, hi))
+            own = (hi - lo) * unit - short * (hi // per_batch - lo // per_batch)
             m, n = (own, form.n) if split_rows else (form.m, own)
             packed = m * form.k * _ceil(n, t.nc) + (n * form.k if packs_rhs else 0)
             worst = max(worst, m * n * form.k / (2 * t.lanes) + packed / 2)
         return worst
-    return busiest(True) <= busiest(False)
+    return busiest(True), busiest(False)
+
+
+def _split_rows(form: Form, t: Tiling, threads: int = 2, packs_rhs: bool = True) -> bool:
+    """Whether threads should divide row strips (else column panels): whichever leaves the
+    busiest thread the fewest cycles (`_split_costs`)."""
+    rows, columns = _split_costs(form, t, threads, packs_rhs)
+    return rows <= columns
+
+
+def _split_rows_over(form: Form, t: Tiling, counts: range, packs_rhs: bool) -> bool:
+    """`_split_rows` for one variant serving every row count in `counts` (a symbolic row
+    count): the split with the fewer cycles summed over them. A single typical count would
+    not do: 16 rows split into two strips of 8 evenly, 13 rows unevenly (8 + 5), and most
+    counts are like 13."""
+    rows = columns = 0.0
+    for m in counts:
+        by_rows, by_columns = _split_costs(replace(form, m=m), t, packs_rhs=packs_rhs)
+        rows, columns = rows + by_rows, columns + by_columns
+    return rows <= columns
 
 
 # -- code ----------------------------------------------------------------------------------
@@ -216,16 +236,17 @@ class _Gemm:
             direct = in_place and form.m <= DIRECT_ROWS
             self.variants = [(None, direct, _split_rows(form, t, packs_rhs=not direct))]
         else:
-            # A symbolic row count: the call chooses the variant for its count, each split as
-            # an exact compilation of a typical count in its range would be: one row strip
-            # (threads split the columns), up to DIRECT_ROWS rows (in place when it can be),
-            # more (packed).
-            candidates = [(t.mr, in_place, t.mr), (DIRECT_ROWS, in_place, SMALL_ROWS_GUESS),
-                          (None, False, SYMBOLIC_GUESS)]
+            # A symbolic row count: the call chooses the variant for its count: one row strip,
+            # up to DIRECT_ROWS rows (in place when it can be), more (packed). Each is split
+            # the way that serves the counts of its range best, the last one as an exact
+            # compilation of SYMBOLIC_GUESS rows would be.
+            candidates = [(t.mr, in_place, range(1, t.mr + 1)),
+                          (DIRECT_ROWS, in_place, range(t.mr + 1, DIRECT_ROWS + 1)),
+                          (None, False, range(SYMBOLIC_GUESS, SYMBOLIC_GUESS + 1))]
             self.variants = []
-            for bound, direct, rows in candidates:
-                variant = (bound, direct, _split_rows(replace(form, m=rows), t,
-                                                      packs_rhs=not direct))
+            for bound, direct, counts in candidates:
+                variant = (bound, direct, _split_rows_over(form, t, counts,
+                                                           packs_rhs=not direct))
                 if self.variants and self.variants[-1][1:] == variant[1:]:
                     self.variants[-1] = variant  # the same code serves both ranges
                 else:
