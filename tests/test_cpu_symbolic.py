@@ -353,3 +353,78 @@ def test_a_symbolic_row_count_splits_a_product_between_threads_as_the_exact_one_
     assert len(expected) == 2 and expected != ["[0:1]", "[1:2]"]
     assert _chunks(symbolic, x, w, tmp_path) == expected
     assert [s["symbolic"] for s in symbolic.compile_stats()] == [True]
+
+
+# Products whose multiply-adds fall on either side of the GEMM's threshold (gemm.MIN_WORK,
+# 32K) at the sizes of CHOICE_SIZES: an exact compilation multiplies with the generic kernel
+# below it (and with one row or column), with the blocked GEMM above it.
+W_WIDE = _floats(256, 256)
+CHOICE_SIZES = (0, 1, 2, 7, 13, 33)
+# name: (program, its symbolic dimensions, the arguments for a size)
+PRODUCTS = {
+    "M symbolic (GEMM from 22 rows)": (
+        lambda x, w: x @ w, {"x": {0: "n"}}, lambda n: (_floats(n, 48), W1)),
+    "M symbolic, GEMM from 2 rows": (
+        lambda x, w: x @ w + 1.0, {"x": {0: "n"}}, lambda n: (_floats(n, 256), W_WIDE)),
+    "N symbolic (GEMM from 22 columns)": (
+        lambda x, y: x @ y, {"y": {1: "n"}}, lambda n: (_floats(6, 256), _floats(256, n))),
+    "K symbolic (GEMM from a depth of 32)": (
+        lambda x, y: x @ y, {"x": {1: "n"}, "y": {0: "n"}},
+        lambda n: (_floats(8, n), _floats(n, 128))),
+    "batched attention scores (GEMM from 7 rows)": (
+        lambda q, k: np.tanh(q @ k.transpose(0, 2, 1)), {"q": {1: "n"}, "k": {1: "n"}},
+        lambda n: (_floats(12, n, 64), _floats(12, n, 64))),
+}
+
+
+@pytest.mark.parametrize("product", sorted(PRODUCTS))
+def test_a_symbolic_product_runs_the_kernel_an_exact_compilation_would(product: str) -> None:
+    # The generic kernel and the GEMM round differently (the GEMM's blocks fuse each multiply
+    # and add): bits equal to an exact compilation's show that the same kernel ran.
+    fun, dims, arguments = PRODUCTS[product]
+    symbolic = jitc.jit(fun, dynamic=dims)
+    for size in CHOICE_SIZES:
+        args = arguments(size)
+        got = symbolic(*args)
+        np.testing.assert_allclose(got, fun(*args), rtol=2e-5, atol=2e-4)
+        np.testing.assert_array_equal(got, jitc.jit(fun, dynamic=False)(*args))
+    assert [s["symbolic"] for s in symbolic.compile_stats()] == [True]
+
+
+PRODUCTS_TEXT = """
+constraint B >= 2
+
+func @layers {
+  %x = parameter() index=0 : f32[B,784]{1,0}
+  %w1 = parameter() index=1 : f32[784,512]{1,0}
+  %w2 = parameter() index=2 : f32[512,10]{1,0}
+  %0 = dot_general(%x, %w1) lhs_contract=[1] rhs_contract=[0] : f32[B,512]{1,0}
+  %1 = dot_general(%0, %w2) lhs_contract=[1] rhs_contract=[0] : f32[B,10]{1,0}
+  return %1
+}
+"""
+
+
+def test_the_generic_kernel_is_emitted_only_for_sizes_the_constraints_allow() -> None:
+    from jitc.backends.cpu import gemm
+
+    module = parse_module(PRODUCTS_TEXT)
+    first, second = (inst for inst in module.entry.body if inst.op.name == "dot_general")
+    tests = {}
+    for known in ((), module.constraints):
+        for name, inst in (("first", first), ("second", second)):
+            form = gemm.analyse(inst, *inst.operands)
+            assert form is not None
+            tests[name, bool(known)] = [(str(e), b) for e, b in gemm.small_tests(form, known)]
+    # B >= 2 rules out one row, and B x 784 x 512 multiply-adds below the threshold; not
+    # B x 512 x 10 (under 32K up to 6 rows).
+    assert tests == {("first", False): [("B", 1), ("401408*B", gemm.MIN_WORK - 1)],
+                     ("second", False): [("B", 1), ("5120*B", gemm.MIN_WORK - 1)],
+                     ("first", True): [], ("second", True): [("5120*B", gemm.MIN_WORK - 1)]}
+    executable = get_backend("cpu").compile(Pipeline("cpu", list(KERNEL_PASSES)).run(module),
+                                            Options())
+    w1, w2 = _floats(784, 512) * 0.05, _floats(512, 10)
+    for n in (2, 6, 7, 40):
+        x = _floats(n, 784)
+        (got,) = executable([x, w1, w2])
+        np.testing.assert_allclose(got, x @ w1 @ w2, rtol=1e-4, atol=1e-3)

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 from llvmlite import ir
@@ -62,6 +62,10 @@ FMAS_PER_OPERATION = 8
 DIRECT_ROWS = 128
 # The value a symbol is taken to have where a heuristic needs a number (how threads split).
 SYMBOLIC_GUESS = 1024
+
+
+# Emits the generic kernel's code where the builder is; returns its split extent and cost.
+RowKernel = Callable[[], tuple[DimLike, DimLike]]
 
 
 # -- which dot_generals become a GEMM ------------------------------------------------------
@@ -267,7 +271,10 @@ class _Gemm:
         width *= t.nr
         self.nc = _ceil(_ceil(width, _ceil(width, t.nc)), t.nr) * t.nr
 
-    def emit(self) -> Kernel:
+    def emit(self, rows: RowKernel | None = None,
+             small: Sequence[tuple[DimLike, int]] = ()) -> Kernel:
+        """The kernel; with `small` tests (`extent <= bound`), the code of `rows` (the
+        generic kernel) runs instead when one of them holds at the call."""
         b, t, form = self.b, self.t, self.form
         packing = [v for v in self.variants if not v[1]]
         if packing:
@@ -281,11 +288,27 @@ class _Gemm:
                 slack = t.lanes + 1
                 self.packed_b = self._stack_buffer((self.kc + slack) * widest, "bpack")
         batches = math.prod(form.batch)
-        outer = self._emit_variants(self.variants)
-        self.ctx.finish()
         fmas = batches * form.m * form.n * form.k
-        cost = max(fmas // FMAS_PER_OPERATION, 1) if is_static(fmas) else \
-            fmas // FMAS_PER_OPERATION
+        cost: DimLike | extents.Choice = max(fmas // FMAS_PER_OPERATION, 1) \
+            if is_static(fmas) else fmas // FMAS_PER_OPERATION
+        if not small:
+            outer = self._emit_variants(self.variants)
+            self.ctx.finish()
+            return Kernel(self.ctx.name, outer, cost)
+        assert rows is not None
+        few = None
+        for extent, bound in small:
+            test = b.icmp_signed("<=", self._value(extent), const(bound))
+            few = test if few is None else b.or_(few, test)
+        with b.if_else(few) as (by_rows, blocked):
+            with by_rows:
+                row_outer, row_cost = rows()
+            with blocked:
+                outer = self._emit_variants(self.variants)
+        self.ctx.finish()
+        for extent, bound in reversed(small):
+            outer = extents.Choice(extent, bound, row_outer, outer)
+            cost = extents.Choice(extent, bound, row_cost, cost)
         return Kernel(self.ctx.name, outer, cost)
 
     def _emit_variants(self, variants: list[tuple[int | None, bool, bool]]
@@ -471,10 +494,23 @@ def _buffer_value(ctx: KernelContext, value: Value) -> Value | None:
     return value if id(value) in emitter.buffers else None
 
 
-def emit(ctx: KernelContext, inst: Instruction, epilogue: Value | None = None
-         ) -> Kernel | None:
+def small_tests(form: Form, known: Sequence[symbolic.Constraint]
+                ) -> list[tuple[DimLike, int]]:
+    """For a product with symbolic extents, the tests (`extent <= bound`) under any of which
+    `analyse`'s rule would take the generic kernel for the sizes of a call: those the
+    program's constraints (`known`) do not rule out. (A depth of 0 makes no multiply-adds.)"""
+    fmas = math.prod(form.batch) * form.m * form.n * form.k
+    tests = [(form.m, 1), (form.n, 1), (fmas, MIN_WORK - 1)]
+    return [(extent, bound) for extent, bound in tests if not is_static(extent) and
+            not symbolic.implied(symbolic.at_least(extent, bound + 1), known)]
+
+
+def emit(ctx: KernelContext, inst: Instruction, epilogue: Value | None = None,
+         rows: RowKernel | None = None) -> Kernel | None:
     """The GEMM kernel for dot_general `inst` in `ctx`, or None (nothing emitted) when the
-    generic kernel should compute it."""
+    generic kernel should compute it. `rows` emits the generic kernel's code (and returns its
+    split extent and cost): a product whose size is known only at the call runs it when an
+    exact compilation would (`small_tests`)."""
     lhs, rhs = (_buffer_value(ctx, v) for v in inst.operands)
     if lhs is None or rhs is None or id(inst.results[0]) not in ctx.emitter.buffers:
         return None
@@ -487,4 +523,6 @@ def emit(ctx: KernelContext, inst: Instruction, epilogue: Value | None = None
     if inst.attrs.get("result"):
         from jitc.backends.cpu import gemm_bytes
         return gemm_bytes.emit(ctx, inst, form, epilogue)
-    return _Gemm(ctx, inst, form, epilogue, tiling_for(inst.results[0].type.dtype)).emit()
+    blocked = _Gemm(ctx, inst, form, epilogue, tiling_for(inst.results[0].type.dtype))
+    small = small_tests(form, ctx.constraints) if rows is not None else []
+    return blocked.emit(rows, small)
