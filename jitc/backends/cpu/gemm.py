@@ -272,8 +272,8 @@ class _Gemm:
         self.nc = _ceil(_ceil(width, _ceil(width, t.nc)), t.nr) * t.nr
 
     def emit(self, rows: RowKernel | None = None,
-             small: Sequence[tuple[DimLike, int]] = ()) -> Kernel:
-        """The kernel; with `small` tests (`extent <= bound`), the code of `rows` (the
+             generic: Sequence[tuple[DimLike, int]] = ()) -> Kernel:
+        """The kernel; with `generic` tests (`extent <= bound`), the code of `rows` (the
         generic kernel) runs instead when one of them holds at the call."""
         b, t, form = self.b, self.t, self.form
         packing = [v for v in self.variants if not v[1]]
@@ -291,13 +291,13 @@ class _Gemm:
         fmas = batches * form.m * form.n * form.k
         cost: DimLike | extents.Choice = max(fmas // FMAS_PER_OPERATION, 1) \
             if is_static(fmas) else fmas // FMAS_PER_OPERATION
-        if not small:
+        if not generic:
             outer = self._emit_variants(self.variants)
             self.ctx.finish()
             return Kernel(self.ctx.name, outer, cost)
         assert rows is not None
         few = None
-        for extent, bound in small:
+        for extent, bound in generic:
             test = b.icmp_signed("<=", self._value(extent), const(bound))
             few = test if few is None else b.or_(few, test)
         with b.if_else(few) as (by_rows, blocked):
@@ -306,7 +306,7 @@ class _Gemm:
             with blocked:
                 outer = self._emit_variants(self.variants)
         self.ctx.finish()
-        for extent, bound in reversed(small):
+        for extent, bound in reversed(generic):
             outer = extents.Choice(extent, bound, row_outer, outer)
             cost = extents.Choice(extent, bound, row_cost, cost)
         return Kernel(self.ctx.name, outer, cost)
@@ -494,13 +494,17 @@ def _buffer_value(ctx: KernelContext, value: Value) -> Value | None:
     return value if id(value) in emitter.buffers else None
 
 
-def small_tests(form: Form, known: Sequence[symbolic.Constraint]
+def generic_tests(form: Form, known: Sequence[symbolic.Constraint]
                 ) -> list[tuple[DimLike, int]]:
-    """For a product with symbolic extents, the tests (`extent <= bound`) under any of which
-    `analyse`'s rule would take the generic kernel for the sizes of a call: those the
-    program's constraints (`known`) do not rule out. (A depth of 0 makes no multiply-adds.)"""
-    fmas = math.prod(form.batch) * form.m * form.n * form.k
-    tests = [(form.m, 1), (form.n, 1), (fmas, MIN_WORK - 1)]
+    """For a product with symbolic extents, the tests (`extent <= bound`) under which it runs
+    the generic kernel, as an exact compilation would: one row or one column (a matrix-vector
+    product, 38 us against the GEMM's 66 for 1x784x512), unless the program's constraints
+    (`known`) rule that out. A small product with more rows and columns keeps the GEMM,
+    although an exact compilation below MIN_WORK multiply-adds takes the generic kernel: that
+    saves compiling the GEMM routines, which a symbolic compilation compiles anyway, and the
+    GEMM is much faster there for narrow outputs (calls of 3x512x10: 7 us against 14; of 12
+    6x64x6 attention products: 8 against 36), within a microsecond for wide ones."""
+    tests = [(form.m, 1), (form.n, 1)]
     return [(extent, bound) for extent, bound in tests if not is_static(extent) and
             not symbolic.implied(symbolic.at_least(extent, bound + 1), known)]
 
@@ -509,8 +513,8 @@ def emit(ctx: KernelContext, inst: Instruction, epilogue: Value | None = None,
          rows: RowKernel | None = None) -> Kernel | None:
     """The GEMM kernel for dot_general `inst` in `ctx`, or None (nothing emitted) when the
     generic kernel should compute it. `rows` emits the generic kernel's code (and returns its
-    split extent and cost): a product whose size is known only at the call runs it when an
-    exact compilation would (`small_tests`)."""
+    split extent and cost): a product whose size is known only at the call runs it for one
+    row or column (`generic_tests`)."""
     lhs, rhs = (_buffer_value(ctx, v) for v in inst.operands)
     if lhs is None or rhs is None or id(inst.results[0]) not in ctx.emitter.buffers:
         return None
@@ -524,5 +528,5 @@ def emit(ctx: KernelContext, inst: Instruction, epilogue: Value | None = None,
         from jitc.backends.cpu import gemm_bytes
         return gemm_bytes.emit(ctx, inst, form, epilogue)
     blocked = _Gemm(ctx, inst, form, epilogue, tiling_for(inst.results[0].type.dtype))
-    small = small_tests(form, ctx.constraints) if rows is not None else []
-    return blocked.emit(rows, small)
+    generic = generic_tests(form, ctx.constraints) if rows is not None else []
+    return blocked.emit(rows, generic)

@@ -411,9 +411,8 @@ def dot_into(ctx: KernelContext, inst: Instruction, epilogue: Value | None = Non
     contracting index adds lhs * rhs-row into it: the innermost loop runs over the rhs free
     dimensions, contiguous in row-major operands, so it vectorizes into FMAs. float16 uses a
     float32 accumulator per element instead. Float GEMM-shaped products large enough to
-    amortize packing go to the blocked kernel in gemm.py instead; where that depends on
-    symbolic extents, the kernel holds both and each call takes the one an exact compilation
-    of its sizes would.
+    amortize packing go to the blocked kernel in gemm.py instead; one with a symbolic row or
+    column count holds both and runs this one for a single row or column (gemm.generic_tests).
     """
     from jitc.backends.cpu import gemm
     blocked = gemm.emit(ctx, inst, epilogue, lambda: _dot_rows(ctx, inst, epilogue))
