@@ -358,7 +358,8 @@ def test_a_symbolic_row_count_splits_a_product_between_threads_as_the_exact_one_
 # Products with a symbolic extent. An exact compilation multiplies one row or column with the
 # generic kernel, and so does the symbolic one; from CHOICE_SIZES[-1] on both take the GEMM.
 # (In between, an exact compilation under 32K multiply-adds takes the generic kernel, the
-# symbolic one the GEMM, which is faster there: see gemm.generic_tests.)
+# symbolic one the GEMM, which is faster there: see gemm.generic_tests. A depth of 0 or 1, as
+# "K symbolic" has at those sizes, rounds the same in either kernel.)
 W_WIDE = _floats(256, 256)
 CHOICE_SIZES = (0, 1, 2, 7, 13, 33)
 # name: (program, its symbolic dimensions, the arguments for a size)
