@@ -3,7 +3,9 @@
 Run: ``python -m bench.dynamic_shapes`` (``--backends cpu c interpreter``; ``--gpt2-max N``:
 the GPT-2 block over sequence lengths 1..N, default 64; ``--quick``: fewer sizes;
 ``--threads N``: the thread count of the per-call rows; with 1 they measure the calling
-thread's CPU time, which other processes on a shared machine do not disturb). One fresh
+thread's CPU time, which other processes on a shared machine do not disturb; ``--rounds N``:
+the best of N batches of about 3 ms instead of 9 of 20 ms, for a loaded machine, where a
+short batch is likelier to find both cores free). One fresh
 jitted function per workload and backend, the persistent cache off, each size called once:
 the total includes every trace and compile. Rows: compilations (of them symbolic), the jitted
 total, numpy's total for the same calls, and the reason the second compilation gives (why the
@@ -85,10 +87,12 @@ def _flat(executable: Callable) -> Callable:
 
 
 def _per_call(fn: Callable, make: Callable[[int], tuple], sizes: Sequence[int],
-              backend: str, threads: int | None) -> list[tuple[int, list[float]]]:
+              backend: str, threads: int | None, rounds: int | None = None
+              ) -> list[tuple[int, list[float]]]:
     """Per size: seconds per call of the symbolic and the exact compilation through `jit`,
     then of their executables alone (the machine code, with the symbolic one's binding), on
     `threads` threads (None: the default); empty when no symbolic compilation serves them.
+    `rounds`: the best of that many short batches (None: 9 of 20 ms).
     The symbolic executable is the first argument's dimension 0 made symbolic."""
     options = {} if threads is None else {"num_threads": threads}
     symbolic = jitc.jit(fn, backend=backend, disk_cache=False, **options)
@@ -106,8 +110,9 @@ def _per_call(fn: Callable, make: Callable[[int], tuple], sizes: Sequence[int],
         exact = jitc.jit(fn, backend=backend, disk_cache=False, dynamic=False, **options)
         exact_code = exact.lower(*args).compile().executable
         clock = time.thread_time if threads == 1 else time.perf_counter
+        batches = {} if rounds is None else {"rounds": rounds, "seconds": 0.003}
         rows.append((n, _best_per_call([symbolic, exact, _flat(symbolic_code),
-                                        _flat(exact_code)], args, clock=clock)))
+                                        _flat(exact_code)], args, clock=clock, **batches)))
     assert sum(s["symbolic"] for s in symbolic.compile_stats()) == 1
     return rows
 
@@ -137,6 +142,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--threads", type=int, default=None,
                         help="threads of the per-call rows (default: jit's)")
+    parser.add_argument("--rounds", type=int, default=None,
+                        help="per-call rows: the best of N batches of ~3 ms (default 9 of 20)")
     args = parser.parse_args(argv)
     mlp_sizes = MLP_BATCHES[::3] if args.quick else MLP_BATCHES
     gpt2_sizes = range(1, (8 if args.quick else args.gpt2_max) + 1)
@@ -158,7 +165,8 @@ def main(argv: Sequence[str] | None = None) -> None:
           f"{'exact':>9} {'ratio':>6} {'code: symbolic':>15} {'exact':>9} {'ratio':>6}")
     for name, backend, fn, make in per_call:
         for n, (sym, exact, sym_code, exact_code) in _per_call(fn, make, PER_CALL_SIZES,
-                                                               backend, args.threads):
+                                                               backend, args.threads,
+                                                               args.rounds):
             print(f"{name:<16} {backend:<8} {n:>5} {sym * 1e6:>14.1f} {exact * 1e6:>9.1f} "
                   f"{sym / exact:>6.2f} {sym_code * 1e6:>15.1f} {exact_code * 1e6:>9.1f} "
                   f"{sym_code / exact_code:>6.2f}")

@@ -252,3 +252,119 @@ def test_a_write_to_captured_state_is_replayed_on_every_symbolic_call() -> None:
         np.testing.assert_array_equal(f(x), x * 2.0)
         np.testing.assert_allclose(STATE, expected, rtol=1e-6)
     assert [s["symbolic"] for s in f.compile_stats()] == [True]
+
+
+def _chunks(f, x: np.ndarray, w: np.ndarray, tmp_path) -> list[str]:
+    """The [begin:end] ranges the thread pool's chunks of the product kernel covered in a call
+    of `f` (a profile's chunk spans)."""
+    import json
+
+    path = tmp_path / "chunks.json"
+    with jitc.profile(str(path)):
+        np.testing.assert_allclose(f(x, w), x @ w, rtol=2e-5, atol=2e-4)
+    events = json.loads(path.read_text())["traceEvents"]
+    return sorted(e["name"].split(" ")[-1] for e in events if e.get("cat") == "chunk")
+
+
+def test_a_symbolic_row_count_splits_a_product_between_threads_as_the_exact_one_does(
+        tmp_path) -> None:
+    # 13 rows are two strips of 8 rows, split unevenly (8 + 5) between two threads: the
+    # exact compilation splits the 512 columns instead, and so must the symbolic one's
+    # variant for up to 128 rows (it used to split as for 16 rows, two even strips).
+    w = _floats(128, 512)
+    x = _floats(13, 128)
+    exact = jitc.jit(lambda a, b: a @ b, num_threads=2, dynamic=False)
+    symbolic = jitc.jit(lambda a, b: a @ b, num_threads=2, dynamic={"a": {0: "M"}})
+    expected = _chunks(exact, x, w, tmp_path)
+    assert len(expected) == 2 and expected != ["[0:1]", "[1:2]"]
+    assert _chunks(symbolic, x, w, tmp_path) == expected
+    assert [s["symbolic"] for s in symbolic.compile_stats()] == [True]
+
+
+# Products with a symbolic extent. An exact compilation multiplies one row or column with the
+# generic kernel, and so does the symbolic one; from CHOICE_SIZES[-1] on both take the GEMM.
+# (In between, an exact compilation under 32K multiply-adds takes the generic kernel, the
+# symbolic one the GEMM, which is faster there: see gemm.generic_tests. A depth of 0 or 1, as
+# "K symbolic" has at those sizes, rounds the same in either kernel.)
+W_WIDE = _floats(256, 256)
+CHOICE_SIZES = (0, 1, 2, 7, 13, 33)
+# name: (program, its symbolic dimensions, the arguments for a size)
+PRODUCTS = {
+    "M symbolic": (lambda x, w: x @ w, {"x": {0: "n"}}, lambda n: (_floats(n, 48), W1)),
+    "M symbolic, with an epilogue": (
+        lambda x, w: x @ w + 1.0, {"x": {0: "n"}}, lambda n: (_floats(n, 256), W_WIDE)),
+    "N symbolic": (
+        lambda x, y: x @ y, {"y": {1: "n"}}, lambda n: (_floats(6, 256), _floats(256, n))),
+    "K symbolic": (
+        lambda x, y: x @ y, {"x": {1: "n"}, "y": {0: "n"}},
+        lambda n: (_floats(8, n), _floats(n, 128))),
+    "batched attention scores": (
+        lambda q, k: np.tanh(q @ k.transpose(0, 2, 1)), {"q": {1: "n"}, "k": {1: "n"}},
+        lambda n: (_floats(12, n, 64), _floats(12, n, 64))),
+}
+
+
+@pytest.mark.parametrize("product", sorted(PRODUCTS))
+def test_a_symbolic_product_of_one_row_or_column_runs_the_generic_kernel(product: str) -> None:
+    # The generic kernel and the GEMM round differently (the GEMM fuses each multiply and
+    # add): bits equal to an exact compilation's show that the same kernel ran.
+    fun, dims, arguments = PRODUCTS[product]
+    symbolic = jitc.jit(fun, dynamic=dims)
+    for size in CHOICE_SIZES:
+        args = arguments(size)
+        got = symbolic(*args)
+        np.testing.assert_allclose(got, fun(*args), rtol=2e-5, atol=2e-4)
+        if size in (0, 1, CHOICE_SIZES[-1]):
+            np.testing.assert_array_equal(got, jitc.jit(fun, dynamic=False)(*args))
+    assert [s["symbolic"] for s in symbolic.compile_stats()] == [True]
+
+
+PRODUCTS_TEXT = """
+constraint B >= 2
+
+func @layers {
+  %x = parameter() index=0 : f32[B,784]{1,0}
+  %w1 = parameter() index=1 : f32[784,512]{1,0}
+  %w2 = parameter() index=2 : f32[512,10]{1,0}
+  %0 = dot_general(%x, %w1) lhs_contract=[1] rhs_contract=[0] : f32[B,512]{1,0}
+  %1 = dot_general(%0, %w2) lhs_contract=[1] rhs_contract=[0] : f32[B,10]{1,0}
+  return %1
+}
+"""
+
+
+def test_the_generic_kernel_is_emitted_only_for_sizes_the_constraints_allow() -> None:
+    from jitc.backends.cpu import gemm
+
+    module = parse_module(PRODUCTS_TEXT)
+    first, second = (inst for inst in module.entry.body if inst.op.name == "dot_general")
+    for inst in (first, second):
+        form = gemm.analyse(inst, *inst.operands)
+        assert form is not None
+        assert [(str(e), b) for e, b in gemm.generic_tests(form, ())] == [("B", 1)]
+        # B >= 2 rules out one row: the GEMM alone, even where B x 512 x 10 is under 32K.
+        assert gemm.generic_tests(form, module.constraints) == []
+    executable = get_backend("cpu").compile(Pipeline("cpu", list(KERNEL_PASSES)).run(module),
+                                            Options())
+    w1, w2 = _floats(784, 512) * 0.05, _floats(512, 10)
+    for n in (2, 6, 7, 40):
+        x = _floats(n, 784)
+        (got,) = executable([x, w1, w2])
+        np.testing.assert_allclose(got, x @ w1 @ w2, rtol=1e-4, atol=1e-3)
+
+
+def test_a_softmax_row_of_symbolic_length_keeps_its_exp_when_the_row_fits() -> None:
+    # The exp that the sum reduces and the division reads again is kept in a row buffer of
+    # ROW_BUFFER_LIMIT elements for the rows that fit it (decided per call), recomputed for
+    # longer ones; before, a row of symbolic length always recomputed it (1.8x the time of the
+    # exact kernel for GPT-2's 256-long attention rows).
+    from jitc.backends.cpu.codegen import lower_module
+    from jitc.backends.cpu.fusions import ROW_BUFFER_LIMIT
+
+    lowered = jitc.jit(softmax).lower(AbstractArray("f32[2,S]"))
+    text = str(lower_module(lowered.optimize()).llvm_ir)
+    assert f"alloca float, i64 {ROW_BUFFER_LIMIT}" in text
+    compiled = lowered.compile()
+    for n in (3, ROW_BUFFER_LIMIT, ROW_BUFFER_LIMIT + 1, 3 * ROW_BUFFER_LIMIT):
+        x = _floats(2, n) * 4.0
+        np.testing.assert_allclose(compiled(x), softmax(x), rtol=2e-5, atol=1e-9)

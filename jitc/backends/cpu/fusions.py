@@ -22,7 +22,7 @@ from jitc.backends.llvm.types import I32, I64, PTR, declare, memory_type
 from jitc.ir import ops
 from jitc.ir.core import Function, Instruction, Module, Value
 from jitc.ir.opdef import Trait
-from jitc.ir.symbolic import DimLike, at_most
+from jitc.ir.symbolic import DimLike, is_static
 from jitc.ir.types import TensorType
 
 # A row buffer on the stack: 64 KiB of float32.
@@ -81,14 +81,17 @@ def _row_kernel(ctx: KernelContext, body: Function, inst: Instruction) -> Kernel
     count = lane_count([t for types in acc_types.values() for t in types])
     row_shape = tuple(full.shape[d] for d in inner)
     flushes = flush_count(full, inner, count)
-    stash: dict[int, tuple[ir.Value, TensorType]] = {}
-    for v in _worth_keeping(body, reduces, math.prod(row_shape)):
+    row_size = math.prod(row_shape)
+    kept: dict[int, tuple[ir.Value, TensorType]] = {}
+    for v in _worth_keeping(body, reduces, row_size):
         row_type = TensorType(v.type.dtype, row_shape)
+        # A row of symbolic length gets a buffer for the longest row it keeps values of.
+        elements = row_type.size if is_static(row_size) else ROW_BUFFER_LIMIT
         with b.goto_entry_block():
-            buffer = b.alloca(memory_type(v.type.dtype), size=ir.Constant(I64, row_type.size))
-        stash[id(v)] = (buffer, row_type)
+            buffer = b.alloca(memory_type(v.type.dtype), size=ir.Constant(I64, elements))
+        kept[id(v)] = (buffer, row_type)
 
-    def row(counters: list[ir.Value]) -> None:
+    def row(counters: list[ir.Value], stash: dict[int, tuple[ir.Value, TensorType]]) -> None:
         outer_index = list(counters)
         for r in reduces:
             accumulators = [Lanes(b, r.attrs["kind"], dt, count, flushes)  # type: ignore
@@ -139,12 +142,26 @@ def _row_kernel(ctx: KernelContext, body: Function, inst: Instruction) -> Kernel
 
     outer_bounds: list[tuple[ir.Value | int, ir.Value | int]] = \
         [(0, full.shape[d]) for d in range(outer_rank)]
-    if outer_bounds:
-        outer_bounds[0] = (ctx.begin, ctx.end)
-        loop_nest(b, outer_bounds, row, name="row")
+
+    def rows(stash: dict[int, tuple[ir.Value, TensorType]]) -> None:
+        if outer_bounds:
+            outer_bounds[0] = (ctx.begin, ctx.end)
+            loop_nest(b, outer_bounds, lambda counters: row(counters, stash), name="row")
+        else:
+            with b.if_then(b.icmp_signed("<", ctx.begin, ctx.end)):
+                row([], stash)
+
+    if not kept or is_static(row_size):
+        rows(kept)
     else:
-        with b.if_then(b.icmp_signed("<", ctx.begin, ctx.end)):
-            row([])
+        # Whether a row of symbolic length fits its buffers is known per call; the rows that
+        # do not recompute the kept values instead.
+        fits = b.icmp_signed("<=", extents.value(b, row_size), ir.Constant(I64, ROW_BUFFER_LIMIT))
+        with b.if_else(fits) as (short, long):
+            with short:
+                rows(kept)
+            with long:
+                rows({})
     ctx.finish()
     extent = full.shape[0] if outer_rank else 1
     return Kernel(ctx.name, extent,
@@ -179,8 +196,9 @@ def _worth_keeping(body: Function, reduces: list[Instruction], row_size: DimLike
     """Reduced values that the row kernel should keep in a row buffer for their other users
     instead of computing them twice: those with a transcendental op in their expression (the
     exp of softmax is reduced, then divided by the sum). Rows above ROW_BUFFER_LIMIT elements
-    recompute instead of growing the stack."""
-    if not at_most(row_size, ROW_BUFFER_LIMIT):  # a symbolic row length counts as large
+    recompute instead of growing the stack (for a row of symbolic length the kernel decides
+    per call)."""
+    if is_static(row_size) and row_size > ROW_BUFFER_LIMIT:
         return []
     users: dict[int, int] = {}
     for i in body.body:

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 from llvmlite import ir
@@ -62,8 +62,10 @@ FMAS_PER_OPERATION = 8
 DIRECT_ROWS = 128
 # The value a symbol is taken to have where a heuristic needs a number (how threads split).
 SYMBOLIC_GUESS = 1024
-# The row count the in-place variant of a product with symbolic rows is split for.
-SMALL_ROWS_GUESS = 16
+
+
+# Emits the generic kernel's code where the builder is; returns its split extent and cost.
+RowKernel = Callable[[], tuple[DimLike, DimLike]]
 
 
 # -- which dot_generals become a GEMM ------------------------------------------------------
@@ -155,11 +157,12 @@ def analyse(inst: Instruction, lhs: Value, rhs: Value) -> Form | None:
     return None
 
 
-def _split_rows(form: Form, t: Tiling, threads: int = 2, packs_rhs: bool = True) -> bool:
-    """Whether threads should divide row strips (else column panels), by the estimated
-    cycles of the busiest of `threads` threads: multiply-adds (`lanes` per half-cycle) plus
-    packing, about half a cycle per element read (the lhs once per column block, the rhs once;
-    both mostly come from L3 or memory). Symbolic extents are estimated as SYMBOLIC_GUESS."""
+def _split_costs(form: Form, t: Tiling, threads: int = 2, packs_rhs: bool = True
+                 ) -> tuple[float, float]:
+    """The estimated cycles of the busiest of `threads` threads when they divide row strips,
+    and when they divide column panels: multiply-adds (`lanes` per half-cycle) plus packing,
+    about half a cycle per element read (the lhs once per column block, the rhs once; both
+    mostly come from L3 or memory). Symbolic extents are estimated as SYMBOLIC_GUESS."""
     if not all(is_static(x) for x in (form.m, form.n, form.k, *form.batch)):
         guess = {name: SYMBOLIC_GUESS for name in symbolic.symbols_of(
             (form.m, form.n, form.k, *form.batch))}
@@ -171,15 +174,36 @@ def _split_rows(form: Form, t: Tiling, threads: int = 2, packs_rhs: bool = True)
         extent, unit = (form.m, t.mr) if split_rows else (form.n, t.nr)
         per_batch = _ceil(extent, unit)
         units = math.prod(form.batch) * per_batch
+        # Every unit is full but the last of each batch index, which is `short` smaller.
+        short = per_batch * unit - extent
         worst = 0.0
         for chunk in range(threads):
             lo, hi = units * chunk // threads, units * (chunk + 1) // threads
-            own = sum(min(unit, extent - u % per_batch * unit) for u in range(lo, hi))
+            own = (hi - lo) * unit - short * (hi // per_batch - lo // per_batch)
             m, n = (own, form.n) if split_rows else (form.m, own)
             packed = m * form.k * _ceil(n, t.nc) + (n * form.k if packs_rhs else 0)
             worst = max(worst, m * n * form.k / (2 * t.lanes) + packed / 2)
         return worst
-    return busiest(True) <= busiest(False)
+    return busiest(True), busiest(False)
+
+
+def _split_rows(form: Form, t: Tiling, threads: int = 2, packs_rhs: bool = True) -> bool:
+    """Whether threads should divide row strips (else column panels): whichever leaves the
+    busiest thread the fewest cycles (`_split_costs`)."""
+    rows, columns = _split_costs(form, t, threads, packs_rhs)
+    return rows <= columns
+
+
+def _split_rows_over(form: Form, t: Tiling, counts: range, packs_rhs: bool) -> bool:
+    """`_split_rows` for one variant serving every row count in `counts` (a symbolic row
+    count): the split with the fewer cycles summed over them. A single typical count would
+    not do: 16 rows split into two strips of 8 evenly, 13 rows unevenly (8 + 5), and most
+    counts are like 13."""
+    rows = columns = 0.0
+    for m in counts:
+        by_rows, by_columns = _split_costs(replace(form, m=m), t, packs_rhs=packs_rhs)
+        rows, columns = rows + by_rows, columns + by_columns
+    return rows <= columns
 
 
 # -- code ----------------------------------------------------------------------------------
@@ -216,16 +240,17 @@ class _Gemm:
             direct = in_place and form.m <= DIRECT_ROWS
             self.variants = [(None, direct, _split_rows(form, t, packs_rhs=not direct))]
         else:
-            # A symbolic row count: the call chooses the variant for its count, each split as
-            # an exact compilation of a typical count in its range would be: one row strip
-            # (threads split the columns), up to DIRECT_ROWS rows (in place when it can be),
-            # more (packed).
-            candidates = [(t.mr, in_place, t.mr), (DIRECT_ROWS, in_place, SMALL_ROWS_GUESS),
-                          (None, False, SYMBOLIC_GUESS)]
+            # A symbolic row count: the call chooses the variant for its count: one row strip,
+            # up to DIRECT_ROWS rows (in place when it can be), more (packed). Each is split
+            # the way that serves the counts of its range best, the last one as an exact
+            # compilation of SYMBOLIC_GUESS rows would be.
+            candidates = [(t.mr, in_place, range(1, t.mr + 1)),
+                          (DIRECT_ROWS, in_place, range(t.mr + 1, DIRECT_ROWS + 1)),
+                          (None, False, range(SYMBOLIC_GUESS, SYMBOLIC_GUESS + 1))]
             self.variants = []
-            for bound, direct, rows in candidates:
-                variant = (bound, direct, _split_rows(replace(form, m=rows), t,
-                                                      packs_rhs=not direct))
+            for bound, direct, counts in candidates:
+                variant = (bound, direct, _split_rows_over(form, t, counts,
+                                                           packs_rhs=not direct))
                 if self.variants and self.variants[-1][1:] == variant[1:]:
                     self.variants[-1] = variant  # the same code serves both ranges
                 else:
@@ -246,7 +271,10 @@ class _Gemm:
         width *= t.nr
         self.nc = _ceil(_ceil(width, _ceil(width, t.nc)), t.nr) * t.nr
 
-    def emit(self) -> Kernel:
+    def emit(self, rows: RowKernel | None = None,
+             generic: Sequence[tuple[DimLike, int]] = ()) -> Kernel:
+        """The kernel; with `generic` tests (`extent <= bound`), the code of `rows` (the
+        generic kernel) runs instead when one of them holds at the call."""
         b, t, form = self.b, self.t, self.form
         packing = [v for v in self.variants if not v[1]]
         if packing:
@@ -260,11 +288,27 @@ class _Gemm:
                 slack = t.lanes + 1
                 self.packed_b = self._stack_buffer((self.kc + slack) * widest, "bpack")
         batches = math.prod(form.batch)
-        outer = self._emit_variants(self.variants)
-        self.ctx.finish()
         fmas = batches * form.m * form.n * form.k
-        cost = max(fmas // FMAS_PER_OPERATION, 1) if is_static(fmas) else \
-            fmas // FMAS_PER_OPERATION
+        cost: DimLike | extents.Choice = max(fmas // FMAS_PER_OPERATION, 1) \
+            if is_static(fmas) else fmas // FMAS_PER_OPERATION
+        if not generic:
+            outer = self._emit_variants(self.variants)
+            self.ctx.finish()
+            return Kernel(self.ctx.name, outer, cost)
+        assert rows is not None
+        few = None
+        for extent, bound in generic:
+            test = b.icmp_signed("<=", self._value(extent), const(bound))
+            few = test if few is None else b.or_(few, test)
+        with b.if_else(few) as (by_rows, blocked):
+            with by_rows:
+                row_outer, row_cost = rows()
+            with blocked:
+                outer = self._emit_variants(self.variants)
+        self.ctx.finish()
+        for extent, bound in reversed(generic):
+            outer = extents.Choice(extent, bound, row_outer, outer)
+            cost = extents.Choice(extent, bound, row_cost, cost)
         return Kernel(self.ctx.name, outer, cost)
 
     def _emit_variants(self, variants: list[tuple[int | None, bool, bool]]
@@ -450,10 +494,27 @@ def _buffer_value(ctx: KernelContext, value: Value) -> Value | None:
     return value if id(value) in emitter.buffers else None
 
 
-def emit(ctx: KernelContext, inst: Instruction, epilogue: Value | None = None
-         ) -> Kernel | None:
+def generic_tests(form: Form, known: Sequence[symbolic.Constraint]
+                ) -> list[tuple[DimLike, int]]:
+    """For a product with symbolic extents, the tests (`extent <= bound`) under which it runs
+    the generic kernel, as an exact compilation would: one row or one column (a matrix-vector
+    product, 38 us against the GEMM's 66 for 1x784x512), unless the program's constraints
+    (`known`) rule that out. A small product with more rows and columns keeps the GEMM,
+    although an exact compilation below MIN_WORK multiply-adds takes the generic kernel: that
+    saves compiling the GEMM routines, which a symbolic compilation compiles anyway, and the
+    GEMM is much faster there for narrow outputs (calls of 3x512x10: 7 us against 14; of 12
+    6x64x6 attention products: 8 against 36), within a microsecond for wide ones."""
+    tests = [(form.m, 1), (form.n, 1)]
+    return [(extent, bound) for extent, bound in tests if not is_static(extent) and
+            not symbolic.implied(symbolic.at_least(extent, bound + 1), known)]
+
+
+def emit(ctx: KernelContext, inst: Instruction, epilogue: Value | None = None,
+         rows: RowKernel | None = None) -> Kernel | None:
     """The GEMM kernel for dot_general `inst` in `ctx`, or None (nothing emitted) when the
-    generic kernel should compute it."""
+    generic kernel should compute it. `rows` emits the generic kernel's code (and returns its
+    split extent and cost): a product whose size is known only at the call runs it for one
+    row or column (`generic_tests`)."""
     lhs, rhs = (_buffer_value(ctx, v) for v in inst.operands)
     if lhs is None or rhs is None or id(inst.results[0]) not in ctx.emitter.buffers:
         return None
@@ -466,4 +527,6 @@ def emit(ctx: KernelContext, inst: Instruction, epilogue: Value | None = None
     if inst.attrs.get("result"):
         from jitc.backends.cpu import gemm_bytes
         return gemm_bytes.emit(ctx, inst, form, epilogue)
-    return _Gemm(ctx, inst, form, epilogue, tiling_for(inst.results[0].type.dtype)).emit()
+    blocked = _Gemm(ctx, inst, form, epilogue, tiling_for(inst.results[0].type.dtype))
+    generic = generic_tests(form, ctx.constraints) if rows is not None else []
+    return blocked.emit(rows, generic)

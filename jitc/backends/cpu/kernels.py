@@ -37,7 +37,7 @@ COLUMN_ROWS = 4
 class Kernel:
     name: str
     outer: DimLike | extents.Choice  # the extent of the split dimension (1: no split)
-    cost: DimLike       # rough element operations, for the parallelism decision
+    cost: DimLike | extents.Choice  # rough element operations, for the parallelism decision
 
 
 def physical_order(t: TensorType) -> list[int]:
@@ -52,6 +52,7 @@ class KernelContext:
                  values: Sequence[Value], extra_slots: Sequence[int] = ()) -> None:
         self.module = module
         self.name = name
+        self.constraints = plan.constraints
         self.values = list(values)
         self.slots = [plan.slot(v) for v in self.values] + list(extra_slots)
         # A symbolic function's kernels also get the pointer to the symbol values, last.
@@ -410,12 +411,22 @@ def dot_into(ctx: KernelContext, inst: Instruction, epilogue: Value | None = Non
     contracting index adds lhs * rhs-row into it: the innermost loop runs over the rhs free
     dimensions, contiguous in row-major operands, so it vectorizes into FMAs. float16 uses a
     float32 accumulator per element instead. Float GEMM-shaped products large enough to
-    amortize packing go to the blocked kernel in gemm.py instead.
+    amortize packing go to the blocked kernel in gemm.py instead; one with a symbolic row or
+    column count holds both and runs this one for a single row or column (gemm.generic_tests).
     """
     from jitc.backends.cpu import gemm
-    blocked = gemm.emit(ctx, inst, epilogue)
+    blocked = gemm.emit(ctx, inst, epilogue, lambda: _dot_rows(ctx, inst, epilogue))
     if blocked is not None:
         return blocked
+    outer, cost = _dot_rows(ctx, inst, epilogue)
+    ctx.finish()
+    return Kernel(ctx.name, outer, cost)
+
+
+def _dot_rows(ctx: KernelContext, inst: Instruction, epilogue: Value | None
+              ) -> tuple[DimLike, DimLike]:
+    """The code of dot_into's own kernel at the builder's position (without returning);
+    returns its split extent and cost."""
     attrs = inst.attrs
     lhs, rhs = inst.operands
     out = inst.results[0]
@@ -522,10 +533,8 @@ def dot_into(ctx: KernelContext, inst: Instruction, epilogue: Value | None = Non
         else:
             with b.if_then(b.icmp_signed("<", ctx.begin, ctx.end)):
                 row([])
-    ctx.finish()
     outer = out.type.shape[0] if row_dims else 1
-    cost = extents.positive(out.type.size) * extents.positive(_product(contract_sizes))
-    return Kernel(ctx.name, outer, cost)
+    return outer, extents.positive(out.type.size) * extents.positive(_product(contract_sizes))
 
 
 def _apply_epilogue(ctx: KernelContext, epilogue: Value | None, target: ir.Value,

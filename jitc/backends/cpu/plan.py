@@ -21,7 +21,7 @@ import numpy as np
 
 from jitc.ir.core import Function, Instruction, Module, Value
 from jitc.ir.opdef import Trait
-from jitc.ir.symbolic import Dim, DimLike, is_static
+from jitc.ir.symbolic import Constraint, Dim, DimLike, is_static
 from jitc.ir.views import slice_view_offset
 
 ALIGNMENT = 64
@@ -53,6 +53,9 @@ class BufferPlan:
     # slot holding the pointer to those values (None for a static function).
     symbols: tuple[str, ...] = ()
     dims_slot: int | None = None
+    # What the program's constraints say about the symbols' values (a kernel need not emit
+    # code for sizes they rule out).
+    constraints: tuple[Constraint, ...] = ()
 
     @property
     def num_slots(self) -> int:
@@ -235,6 +238,7 @@ def plan_buffers(fn: Function, donated: frozenset[int] = frozenset(),
     if symbols:
         plan.symbols = symbols
         plan.dims_slot = plan.num_slots
+        plan.constraints = program.constraints if program is not None else ()
     return plan
 
 
