@@ -271,8 +271,8 @@ def test_a_symbolic_row_count_splits_a_product_between_threads_as_the_exact_one_
     # 13 rows are two strips of 8 rows, split unevenly (8 + 5) between two threads: the
     # exact compilation splits the 512 columns instead, and so must the symbolic one's
     # variant for up to 128 rows (it used to split as for 16 rows, two even strips).
-    w = _floats(128, 512)
-    x = _floats(13, 128)
+    w = floats(128, 512)
+    x = floats(13, 128)
     exact = jitc.jit(lambda a, b: a @ b, num_threads=2, dynamic=False)
     symbolic = jitc.jit(lambda a, b: a @ b, num_threads=2, dynamic={"a": {0: "M"}})
     expected = _chunks(exact, x, w, tmp_path)
@@ -286,21 +286,21 @@ def test_a_symbolic_row_count_splits_a_product_between_threads_as_the_exact_one_
 # (In between, an exact compilation under 32K multiply-adds takes the generic kernel, the
 # symbolic one the GEMM, which is faster there: see gemm.generic_tests. A depth of 0 or 1, as
 # "K symbolic" has at those sizes, rounds the same in either kernel.)
-W_WIDE = _floats(256, 256)
+W_WIDE = floats(256, 256)
 CHOICE_SIZES = (0, 1, 2, 7, 13, 33)
 # name: (program, its symbolic dimensions, the arguments for a size)
 PRODUCTS = {
-    "M symbolic": (lambda x, w: x @ w, {"x": {0: "n"}}, lambda n: (_floats(n, 48), W1)),
+    "M symbolic": (lambda x, w: x @ w, {"x": {0: "n"}}, lambda n: (floats(n, 48), W1)),
     "M symbolic, with an epilogue": (
-        lambda x, w: x @ w + 1.0, {"x": {0: "n"}}, lambda n: (_floats(n, 256), W_WIDE)),
+        lambda x, w: x @ w + 1.0, {"x": {0: "n"}}, lambda n: (floats(n, 256), W_WIDE)),
     "N symbolic": (
-        lambda x, y: x @ y, {"y": {1: "n"}}, lambda n: (_floats(6, 256), _floats(256, n))),
+        lambda x, y: x @ y, {"y": {1: "n"}}, lambda n: (floats(6, 256), floats(256, n))),
     "K symbolic": (
         lambda x, y: x @ y, {"x": {1: "n"}, "y": {0: "n"}},
-        lambda n: (_floats(8, n), _floats(n, 128))),
+        lambda n: (floats(8, n), floats(n, 128))),
     "batched attention scores": (
         lambda q, k: np.tanh(q @ k.transpose(0, 2, 1)), {"q": {1: "n"}, "k": {1: "n"}},
-        lambda n: (_floats(12, n, 64), _floats(12, n, 64))),
+        lambda n: (floats(12, n, 64), floats(12, n, 64))),
 }
 
 
@@ -346,9 +346,9 @@ def test_the_generic_kernel_is_emitted_only_for_sizes_the_constraints_allow() ->
         assert gemm.generic_tests(form, module.constraints) == []
     executable = get_backend("cpu").compile(Pipeline("cpu", list(KERNEL_PASSES)).run(module),
                                             Options())
-    w1, w2 = _floats(784, 512) * 0.05, _floats(512, 10)
+    w1, w2 = floats(784, 512) * 0.05, floats(512, 10)
     for n in (2, 6, 7, 40):
-        x = _floats(n, 784)
+        x = floats(n, 784)
         (got,) = executable([x, w1, w2])
         np.testing.assert_allclose(got, x @ w1 @ w2, rtol=1e-4, atol=1e-3)
 
@@ -366,5 +366,5 @@ def test_a_softmax_row_of_symbolic_length_keeps_its_exp_when_the_row_fits() -> N
     assert f"alloca float, i64 {ROW_BUFFER_LIMIT}" in text
     compiled = lowered.compile()
     for n in (3, ROW_BUFFER_LIMIT, ROW_BUFFER_LIMIT + 1, 3 * ROW_BUFFER_LIMIT):
-        x = _floats(2, n) * 4.0
+        x = floats(2, n) * 4.0
         np.testing.assert_allclose(compiled(x), softmax(x), rtol=2e-5, atol=1e-9)
