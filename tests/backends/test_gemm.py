@@ -203,3 +203,17 @@ def test_collapse_merges_only_dense_runs() -> None:
     assert gemm._collapse([1, 4, 3], ([99, 1, 4], [99, 3, 1]), [0, 1, 2]) is None
     assert gemm._collapse([1, 1], ([5, 5], [7, 7]), [0, 1]) == (1, (0, 0), ())
     assert gemm._collapse([4, 3], ([1, 4], [1, 4]), [0, 1]) == (12, (1, 1), ((1, 3), (0, 4)))
+
+
+@pytest.mark.parametrize("m,k,n,packed", [
+    (64, 784, 512, False),   # 1.6 MB of rhs: read in place
+    (64, 768, 2304, True),   # 7 MB: streamed from L3 per row strip in place, packed instead
+    (128, 768, 768, True),   # 2.4 MB, just over a core's L2
+    (8, 768, 2304, False),   # one row strip reads each rhs element once: never packed
+])
+def test_a_short_product_reads_its_rhs_in_place_only_when_it_fits_in_l2(m, k, n, packed):
+    x = RNG.standard_normal((m, k)).astype(np.float32)
+    w = RNG.standard_normal((k, n)).astype(np.float32)
+    compiled = jitc.jit(lambda x, w: x @ w).lower(x, w).compile()
+    assert (".pack_rows(" in compiled.as_text()) == packed
+    np.testing.assert_allclose(compiled(x, w), x @ w, rtol=1e-4, atol=1e-3)
