@@ -79,6 +79,38 @@ def test_a_later_process_loads_the_compiled_function(tmp_path) -> None:
     assert second.stdout.split() == ["[true]"]  # the same results, from the stored code
 
 
+SWEEP = '''
+import json, sys
+import numpy as np
+sys.path.insert(0, sys.argv[1])
+from cached_model import attention_like, step
+rng = np.random.default_rng(0)
+w = rng.standard_normal((24, 20)).astype(np.float32)
+for rows in (16, 17, 30, 21):
+    x = rng.standard_normal((rows, 24)).astype(np.float32)
+    out = np.zeros((rows, 20), np.float32)
+    got = step(x, w, out.copy())
+    want = attention_like(x, w, out.copy())
+    for g, e in zip(got, want):
+        np.testing.assert_allclose(g, e, rtol=1e-5, atol=1e-5)
+print(json.dumps([[s["symbolic"], s["cached"]] for s in step.compile_stats()]))
+'''
+
+
+def test_a_later_process_loads_a_symbolic_compilation_too(tmp_path) -> None:
+    # A sweep over sizes compiles the first exactly and the rest once, symbolically; a later
+    # process loads both from the cache (a server restarting skips both compilations).
+    _write_model(tmp_path)
+    cache = tmp_path / "cache"
+    first = _run(SWEEP, tmp_path, cache)
+    assert first.returncode == 0, first.stderr
+    assert first.stdout.split("\n")[0] == "[[false, false], [true, false]]"
+    assert len(_entries(cache)) == 2
+    second = _run(SWEEP, tmp_path, cache)
+    assert second.returncode == 0, second.stderr
+    assert second.stdout.split("\n")[0] == "[[false, true], [true, true]]"
+
+
 def test_two_processes_compiling_at_once_both_succeed_and_leave_one_good_entry(
         tmp_path) -> None:
     _write_model(tmp_path)

@@ -16,11 +16,13 @@ from jitc.backends.cpu.codegen import ENTRY, Lowering, lower_module
 from jitc.backends.cpu.gemm_routines import declared_routines
 from jitc.backends.cpu.plan import contiguous_argument
 from jitc.backends.cpu.runtime import register_runtime_symbols
-from jitc.backends.cpu.symbolic_call import SymbolicEntry
+from jitc.backends.cpu.symbolic_call import Signature, SymbolicEntry
 from jitc.backends.llvm import target
 from jitc.backends.llvm.extents import SymbolicExtentError
-from jitc.ir.core import Function, Module
-from jitc.ir.symbolic import Constraint, UnknownDimensionError
+from jitc.ir.core import Module
+from jitc.ir.dim_text import parse_constraint, parse_dim
+from jitc.ir.parser import parse_type
+from jitc.ir.symbolic import Constraint, DimLike, UnknownDimensionError
 from jitc.options import Options, compile_threads
 from jitc.passes import KERNEL_PASSES
 from jitc.passes.pipeline import Pass
@@ -48,7 +50,7 @@ class EntryPoint:
     # A symbolic entry (docs/dynamic-shapes.md): the function its calls bind symbols with,
     # the constraints they check and the order of the symbol values; shapes and the
     # workspace size above are then expressions.
-    symbolic: tuple[Function, tuple[Constraint, ...], tuple[str, ...]] | None = None
+    symbolic: tuple[Signature, tuple[Constraint, ...], tuple[str, ...]] | None = None
 
     @classmethod
     def of(cls, module: Module, lowering: Lowering) -> EntryPoint:
@@ -59,7 +61,8 @@ class EntryPoint:
                     [np.ascontiguousarray(c) for c in plan.constants], plan.workspace_bytes,
                     dict(plan.donations), len(lowering.kernels))
         if plan.dims_slot is not None:
-            entry.symbolic = (fn, tuple(module.constraints), plan.symbols)
+            entry.symbolic = (Signature(fn.name, tuple(fn.parameter_types)),
+                              tuple(module.constraints), plan.symbols)
         return entry
 
 
@@ -203,8 +206,7 @@ class CpuBackend:
         if timing is not None:
             entry.kernel_positions = lowering.positions
         progress.stage(f"codegen: LLVM compiling {len(lowering.parts)} module(s)")
-        # A symbolic entry is not stored in the persistent cache (its metadata holds shapes).
-        keep = compile_cache.wanted(options) and timing is None and entry.symbolic is None
+        keep = compile_cache.wanted(options) and timing is None
         routines = {r for part in lowering.parts for r in declared_routines(part)}
         if len(lowering.parts) == 1 and not routines:
             return self._compile_whole(entry, lowering, keep)
@@ -251,11 +253,17 @@ class CpuBackend:
             return None
         executable.objects = None  # only the cache wanted them
         meta = {"entry": entry.name, "kernels": entry.kernel_count,
-                "workspace": entry.workspace_bytes, "objects": len(data),
-                "args": [[list(s), d.str] for s, d in entry.arg_types],
-                "outs": [[list(s), d.str] for s, d in entry.out_types],
+                "workspace": _dim_json(entry.workspace_bytes), "objects": len(data),
+                "args": [[[_dim_json(n) for n in s], d.str] for s, d in entry.arg_types],
+                "outs": [[[_dim_json(n) for n in s], d.str] for s, d in entry.out_types],
                 "constants": [[list(c.shape), c.dtype.str] for c in entry.constants],
                 "donations": sorted(entry.donations.items())}
+        if entry.symbolic is not None:  # extents as the IR writes them
+            fn, constraints, symbols = entry.symbolic
+            meta["symbolic"] = {"name": fn.name,
+                                "parameters": [str(t) for t in fn.parameter_types],
+                                "constraints": [str(c) for c in constraints],
+                                "symbols": list(symbols)}
         return meta, [*data, *(c.tobytes() for c in entry.constants)]
 
     def load(self, meta: dict, blobs: list[bytes],
@@ -265,11 +273,28 @@ class CpuBackend:
         count = int(meta["objects"])
         constants = [np.frombuffer(blob, np.dtype(d)).reshape(s).copy()
                      for blob, (s, d) in zip(blobs[count:], meta["constants"], strict=True)]
-        entry = EntryPoint(meta["entry"], [(tuple(s), np.dtype(d)) for s, d in meta["args"]],
-                           [(tuple(s), np.dtype(d)) for s, d in meta["outs"]], constants,
-                           int(meta["workspace"]), {int(r): int(a) for r, a in meta["donations"]},
-                           int(meta["kernels"]))
+        def types(listed: list) -> list[tuple[tuple[DimLike, ...], np.dtype]]:
+            return [(tuple(_dim_of_json(n) for n in s), np.dtype(d)) for s, d in listed]
+        entry = EntryPoint(meta["entry"], types(meta["args"]), types(meta["outs"]), constants,
+                           _dim_of_json(meta["workspace"]),
+                           {int(r): int(a) for r, a in meta["donations"]}, int(meta["kernels"]))
+        symbolic = meta.get("symbolic")
+        if symbolic is not None:
+            signature = Signature(symbolic["name"],
+                                  tuple(parse_type(t) for t in symbolic["parameters"]))
+            entry.symbolic = (signature, tuple(parse_constraint(c)
+                                               for c in symbolic["constraints"]),
+                              tuple(symbolic["symbols"]))
         return CpuExecutable(entry, _link(blobs[:count]), [], None, rebuild)
+
+
+def _dim_json(extent: DimLike) -> int | str:
+    """An extent for the cache's metadata: a number, or a symbolic one as the IR writes it."""
+    return extent if isinstance(extent, int) else str(extent)
+
+
+def _dim_of_json(extent: int | str) -> DimLike:
+    return parse_dim(extent) if isinstance(extent, str) else int(extent)
 
 
 def _link(data: Sequence[bytes]) -> llvm.ExecutionEngine:

@@ -20,14 +20,13 @@ import numpy as np
 from jitc._runtime import call_entry
 from jitc.backends.cpu.plan import ALIGNMENT, contiguous_argument
 from jitc.ir import symbolic
-from jitc.ir.core import Function
 from jitc.ir.interpreter import bind_symbols
 from jitc.ir.symbolic import Constraint, DimLike
 from jitc.ir.types import TensorType
 
 
 @dataclass(frozen=True)
-class _Signature:
+class Signature:
     """What `bind_symbols` reads of a function (its name and parameter types), computed once
     rather than on every call."""
 
@@ -46,14 +45,14 @@ def _address(array: np.ndarray) -> int:
 class SymbolicEntry:
     """The call path of one symbolic entry; `engine` keeps its machine code alive."""
 
-    def __init__(self, address: int, engine: object, fn: Function,
+    def __init__(self, address: int, engine: object, fn: Signature,
                  constraints: Sequence[Constraint], symbols: Sequence[str],
                  out_types: Sequence[tuple[tuple[DimLike, ...], np.dtype]],
                  constants: Sequence[np.ndarray], workspace_bytes: DimLike,
                  donations: dict[int, int]) -> None:
         self._engine = engine
         self._address = address
-        self.fn = _Signature(fn.name, tuple(fn.parameter_types))
+        self.fn = fn
         self.constraints = tuple(constraints)
         self.symbols = tuple(symbols)
         self.out_types = list(out_types)
