@@ -5,9 +5,11 @@ the GPT-2 block over sequence lengths 1..N, default 64; ``--quick``: fewer sizes
 ``--threads N``: the thread count of the per-call rows; with 1 they measure the calling
 thread's CPU time, which other processes on a shared machine do not disturb; ``--rounds N``:
 the best of N batches of about 3 ms instead of 9 of 20 ms, for a loaded machine, where a
-short batch is likelier to find both cores free). One fresh
-jitted function per workload and backend, the persistent cache off, each size called once:
-the total includes every trace and compile. Rows: compilations (of them symbolic), the jitted
+short batch is likelier to find both cores free; ``--persistent-cache``: the sweeps use the
+persistent cache, so that a second run of the command measures a restarted process, whose
+compilations load from it). One fresh jitted function per workload and backend, the
+persistent cache off unless asked for, each size called once: the total includes every trace
+and compile. Rows: compilations (of them symbolic), the jitted
 total, numpy's total for the same calls, and the reason the second compilation gives (why the
 sweep did or did not become one symbolic compilation).
 
@@ -35,8 +37,8 @@ MLP_BATCHES = (1, 2, 3, 5, 8, 13, 21, 32, 50, 64, 100, 128, 256, 384, 512)
 
 
 def _sweep(fn: Callable, make: Callable[[int], tuple], sizes: Sequence[int],
-           backend: str) -> dict:
-    jitted = jitc.jit(fn, backend=backend, disk_cache=False)
+           backend: str, persistent_cache: bool = False) -> dict:
+    jitted = jitc.jit(fn, backend=backend, disk_cache=persistent_cache)
     calls = [make(n) for n in sizes]
     start = time.perf_counter()
     for args in calls:
@@ -144,6 +146,8 @@ def main(argv: Sequence[str] | None = None) -> None:
                         help="threads of the per-call rows (default: jit's)")
     parser.add_argument("--rounds", type=int, default=None,
                         help="per-call rows: the best of N batches of ~3 ms (default 9 of 20)")
+    parser.add_argument("--persistent-cache", action="store_true",
+                        help="sweeps use the persistent cache (run twice: a restarted process)")
     args = parser.parse_args(argv)
     mlp_sizes = MLP_BATCHES[::3] if args.quick else MLP_BATCHES
     gpt2_sizes = range(1, (8 if args.quick else args.gpt2_max) + 1)
@@ -155,7 +159,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             (f"GPT-2 block, seq 1..{max(gpt2_sizes)}", _gpt2_calls, gpt2_sizes)):
         fn, make = calls()
         for backend in args.backends:
-            row = _sweep(fn, make, list(sizes), backend)
+            row = _sweep(fn, make, list(sizes), backend, args.persistent_cache)
             print(f"{name:<28} {backend:<12} {row['compiles']:>8} {row['symbolic']:>8} "
                   f"{row['seconds']:>8.2f} {row['numpy_seconds']:>8.3f}  "
                   f"{row['second_reason'][:110]}")
