@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from jitc.quant.rounding import INT8_MAX, UINT8_MAX
+
 # Values a percentile observer keeps per product, drawn evenly from each batch it sees.
 PERCENTILE_SAMPLES = 1 << 20
 DEFAULT_PERCENTILE = 99.99
@@ -93,7 +95,7 @@ class MeanSquared(Sampling):
             return peak
         magnitudes = np.concatenate(self._samples)
         magnitudes = magnitudes[::-(-magnitudes.size // MSE_SAMPLES)]
-        levels = 255 if self.non_negative else 127
+        levels = UINT8_MAX if self.non_negative else INT8_MAX
 
         def error(bound: float) -> float:
             step = bound / levels

@@ -28,14 +28,18 @@ from jitc.ir import ops
 from jitc.ir.core import Instruction, Value
 from jitc.ir.opdef import OpDef
 from jitc.quant.observers import Observer
-from jitc.quant.rounding import InputStatistics, compensated_values, nearest_values
+from jitc.quant.rounding import (
+    INT8_MAX,
+    UINT8_MAX,
+    InputStatistics,
+    compensated_values,
+    nearest_values,
+)
 from jitc.tracing.state import current_trace, emit, trace_stack
 from jitc.tracing.tracer import Tracer
 
 # Ops that only move a weight's elements (or widen it): the weight is quantized after them.
 MOVES = frozenset({ops.RESHAPE, ops.TRANSPOSE, ops.BROADCAST_IN_DIM, ops.CONVERT})
-INT8_MAX = 127
-UINT8_MAX = 255
 ROUNDING_SHIFT = 1.5 * 2**23                 # see _to_bytes
 ROUNDING_SHIFT_BITS = 0x4B400000             # its float32 bits
 SMALLEST_PEAK = 1e-30                        # an all-zero row: any scale will do

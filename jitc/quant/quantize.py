@@ -13,8 +13,9 @@ import numpy as np
 from jitc.api import Jitted, jit
 from jitc.options import Options
 from jitc.quant.observers import DEFAULT_PERCENTILE, make_observer
-from jitc.quant.products import INT8_MAX, UINT8_MAX, Plan, Product, Rewriter
+from jitc.quant.products import Plan, Product, Rewriter
 from jitc.quant.report import Report, compare
+from jitc.quant.rounding import INT8_MAX, UINT8_MAX
 from jitc.tracing import capture
 from jitc.tracing.state import intercepting
 

@@ -22,7 +22,10 @@ from __future__ import annotations
 
 import numpy as np
 
+# The largest int8 level of the symmetric quantizer (-127..127) and uint8's (0..255), for
+# weights here and activations everywhere in jitc.quant.
 INT8_MAX = 127
+UINT8_MAX = 255
 # Added to H's diagonal, as a fraction of its mean: keeps H invertible when some input never
 # varied (a ReLU unit that calibration never woke).
 DAMPING = 0.01
