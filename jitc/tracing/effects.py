@@ -152,7 +152,7 @@ def derive(parent: Tracer, child: Tracer, step: Step) -> Tracer:
         # Whether numpy views or copies depends on strides that symbolic dimensions leave
         # open; the result is computed as a copy, and writes through it, or into the array
         # it was taken of, are refused (assign): either would leave the other stale.
-        parent._symbolic_views = True
+        (parent if parent._view is None else parent._view.root)._symbolic_views = True
         child = _own(child, parent)
         child._symbolic_alias = True
         if isinstance(step, Index) and _scalar_index(step.index, parent.ndim):
