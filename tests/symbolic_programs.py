@@ -1,11 +1,14 @@
 """Programs the symbolic-dimension tests of every backend compile once and call with many
-sizes (tests/test_symbolic_passes.py, tests/test_cpu_symbolic.py,
-tests/cuda/test_cuda_symbolic.py): one copy, so that the backends are held to the same
-programs."""
+sizes (tests/test_symbolic_passes.py, tests/test_cpu_symbolic.py, tests/test_symbolic_writes.py,
+tests/cuda/test_cuda_symbolic.py, tests/cuda/test_cuda_gpu.py): one copy, so that the backends
+are held to the same programs."""
 
 from __future__ import annotations
 
+import contextlib
+
 import numpy as np
+import pytest
 
 import jitc
 
@@ -23,6 +26,40 @@ def layernorm(x, gain):
     centred = x - x.sum(axis=-1, keepdims=True) / x.shape[-1]
     variance = (centred * centred).sum(axis=-1, keepdims=True) / x.shape[-1]
     return centred / np.sqrt(variance + 1e-5) * gain + 1.0
+
+
+# A program that writes into its arguments and a local array, whole-array writes only
+# (tests/test_symbolic_writes.py, and on a GPU tests/cuda/test_cuda_gpu.py).
+def normalize_in_place(x, gain, out):
+    x -= x.mean(axis=0)
+    x *= gain
+    np.copyto(out, x * 2.0)
+    np.add(out, 1.0, out=out)
+    scratch = np.zeros_like(x)
+    scratch[...] = x
+    scratch += 0.5
+    return scratch.sum(axis=1)
+
+
+def normalize_arguments(n: int) -> tuple[np.ndarray, ...]:
+    rng = np.random.default_rng(n)
+    return (rng.standard_normal((n, 4)).astype(np.float32),
+            rng.standard_normal(4).astype(np.float32), np.zeros((n, 4), np.float32))
+
+
+def agree_in_place(f, n: int) -> None:
+    """`f` (normalize_in_place compiled) called with fresh arguments of `n` rows gives numpy's
+    result and leaves every argument as numpy leaves it."""
+    want_args, got_args = normalize_arguments(n), normalize_arguments(n)
+    # numpy's mean over 0 rows warns (the mean of nothing); the compiled code does not.
+    with np.errstate(invalid="ignore"), \
+            pytest.warns(RuntimeWarning) if n == 0 else contextlib.nullcontext():
+        want = normalize_in_place(*want_args)
+    with np.errstate(invalid="ignore"):
+        got = np.asarray(f(*got_args))
+    np.testing.assert_allclose(got, want, rtol=2e-5, atol=2e-5)
+    for g, w in zip(got_args, want_args, strict=True):  # the side effects on every argument
+        np.testing.assert_allclose(g, w, rtol=2e-5, atol=2e-5)
 
 
 RNG = np.random.default_rng(5)

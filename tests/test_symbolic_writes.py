@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from jitcheck import BACKENDS
+from symbolic_programs import agree_in_place, normalize_in_place
 
 import jitc
 from jitc.tracing.errors import TraceError
@@ -17,54 +18,18 @@ from jitc.tracing.function import AbstractArray
 SIZES = (3, 5, 0, 1, 8)
 
 
-def normalize_in_place(x, gain, out):
-    x -= x.mean(axis=0)
-    x *= gain
-    np.copyto(out, x * 2.0)
-    np.add(out, 1.0, out=out)
-    scratch = np.zeros_like(x)
-    scratch[...] = x
-    scratch += 0.5
-    return scratch.sum(axis=1)
-
-
-def _arguments(n: int) -> tuple[np.ndarray, ...]:
-    rng = np.random.default_rng(n)
-    return (rng.standard_normal((n, 4)).astype(np.float32),
-            rng.standard_normal(4).astype(np.float32), np.zeros((n, 4), np.float32))
-
-
-def _agree(f, n: int) -> None:
-    want_args, got_args = _arguments(n), _arguments(n)
-    with np.errstate(invalid="ignore"), pytest.warns() if n == 0 else _nothing():
-        want = normalize_in_place(*want_args)
-    with np.errstate(invalid="ignore"):
-        got = f(*got_args)
-    np.testing.assert_allclose(got, want, rtol=2e-5, atol=2e-5)
-    for g, w in zip(got_args, want_args, strict=True):  # the side effects on every argument
-        np.testing.assert_allclose(g, w, rtol=2e-5, atol=2e-5)
-
-
-class _nothing:
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *exc: object) -> None:
-        return None
-
-
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_whole_array_writes_compile_once_for_every_size(backend: str) -> None:
     f = jitc.jit(normalize_in_place, backend=backend, dynamic=True, disk_cache=False)
     for n in SIZES:
-        _agree(f, n)
+        agree_in_place(f, n)
     assert [s["symbolic"] for s in f.compile_stats()] == [True]
 
 
 def test_the_default_policy_serves_a_mutating_sweep_with_two_compilations() -> None:
     f = jitc.jit(normalize_in_place, disk_cache=False)
     for n in range(1, 12):
-        _agree(f, n)
+        agree_in_place(f, n)
     assert [s["symbolic"] for s in f.compile_stats()] == [False, True]
 
 

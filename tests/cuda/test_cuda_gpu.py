@@ -15,7 +15,7 @@ from jitcheck import assert_trees_close
 from ops.cases import OpCase, Variant
 from ops.checks import assert_all_match, eager, leaves
 from symbolic_cases import PROGRAMS, SIZES
-from symbolic_programs import B1, W1, W2, floats, mlp
+from symbolic_programs import B1, W1, W2, agree_in_place, floats, mlp, normalize_in_place
 
 import jitc
 from jitc import lax
@@ -132,12 +132,7 @@ def test_a_batch_sweep_on_the_gpu_compiles_twice_and_keeps_results_on_the_device
 
 def test_whole_array_writes_under_symbolic_dimensions_on_the_gpu() -> None:
     # One symbolic compilation writes back into the caller's arrays for every size.
-    from test_symbolic_writes import _arguments, normalize_in_place
     f = jitc.jit(normalize_in_place, backend="cuda", dynamic=True, disk_cache=False)
     for n in (3, 5, 1, 8):
-        want_args, got_args = _arguments(n), _arguments(n)
-        want = normalize_in_place(*want_args)
-        np.testing.assert_allclose(np.asarray(f(*got_args)), want, rtol=2e-5, atol=2e-5)
-        for g, w in zip(got_args, want_args, strict=True):
-            np.testing.assert_allclose(g, w, rtol=2e-5, atol=2e-5)
+        agree_in_place(f, n)
     assert [s["symbolic"] for s in f.compile_stats()] == [True]
