@@ -78,6 +78,7 @@ def _print_tables(rows: list[dict]) -> None:
                  for r in row["results"].values()]
         print(f"{row['workload'][:19]:20}" + "".join(f"{c:>{w}}" for c, w in zip(cells, widths)))
     _print_roofline(rows)
+    _print_compute_roofline(rows)
     worst = {n: max((row["results"][n].get("error", 0.0) for row in rows), default=0.0)
              for n in names}
     print("\nmax output error (max |diff| / max |numpy|): "
@@ -123,6 +124,41 @@ def _print_roofline(rows: list[dict]) -> None:
         print(f"{row['workload'][:19]:20}{copy['bytes'] / 1e6:>7.1f}MB"
               f"{_fmt_time(copy['seconds']) + mark:>9}{copy['bytes'] / copy['seconds'] / 1e9:>7.1f}"
               f"{numpy_cell:>19}" + "".join(f"{c:>15}" for c in cells))
+
+
+def _print_compute_roofline(rows: list[dict]) -> None:
+    """Per float row of the matmul and model groups: its flops (jitc's cost model), the peak
+    (the faster of jitc's and numpy's float32 512^3 product, timed in the same rounds), the
+    highest ratio to numpy any implementation can reach at that peak, and each implementation's
+    GFLOP/s with its share of the peak. A target above the highest ratio asks for more
+    arithmetic than the machine does."""
+    measured = [row for row in rows if "peak_seconds" in row.get("compute", {})]
+    if not measured:
+        return
+    names = [n for n in measured[0]["results"] if n != "numpy"]
+    print("\ncompute roofline: flops by jitc's cost model; peak = the faster float32 512^3 "
+          "product (jitc's or numpy's) in the same rounds; GFLOP/s (% of peak)\n"
+          + f"{'workload':20}{'GFLOP':>8}{'peak GFLOP/s':>16}{'numpy (max ratio)':>19}"
+          + "".join(f"{n:>15}" for n in names))
+    for row in measured:
+        compute = row["compute"]
+        peak = compute["peak_flops"] / compute["peak_seconds"]
+        flops = compute["flops"]
+        cells = [_gflops(row["results"][n], flops, peak) for n in names]
+        numpy_time = row["results"]["numpy"].get("seconds")
+        numpy_cell = (f"{_gflops(row['results']['numpy'], flops, peak)}, "
+                      f"{numpy_time * peak / flops:.1f}x") if numpy_time and flops else "-"
+        peak_cell = f"{peak / 1e9:.0f} ({compute['peak_by']})"
+        print(f"{row['workload'][:19]:20}{flops / 1e9:>8.2f}{peak_cell:>16}{numpy_cell:>19}"
+              + "".join(f"{c:>15}" for c in cells))
+
+
+def _gflops(result: dict, flops: int, peak: float) -> str:
+    """GFLOP/s of a timed result and its share of `peak` (flops per second)."""
+    if "seconds" not in result or not flops:
+        return "-"
+    rate = flops / result["seconds"]
+    return f"{rate / 1e9:.0f} ({rate / peak:.0%})"
 
 
 def select(workloads: list, only: list[str]) -> list:

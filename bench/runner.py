@@ -259,6 +259,38 @@ def _read(x: np.ndarray) -> np.ndarray:
     return x.sum(axis=1)
 
 
+# Rows whose floor is arithmetic: each is timed beside the product this machine multiplies
+# float32 fastest, a square one of PEAK_SIZE, by jitc and by numpy (the faster counts).
+COMPUTE_GROUPS = ("matmul", "model")
+PEAK_SIZE = 512
+PEAK_JITC, PEAK_NUMPY = "peak (jitc)", "peak (numpy)"
+
+
+def compute_roofline(w: Workload, args: tuple) -> dict | None:
+    """The compute roofline of a float workload: its flops as jitc's cost model counts them
+    (jitc/ir/analysis.py: two per multiply-add of a product, one per elementwise operation)
+    and two square float32 products of PEAK_SIZE, jitc's and numpy's, to time in the same
+    rounds as the implementations. None for a workload with integer arguments (its operations
+    are not float ones) or a call form of its own. "calls" are the (name, function, arguments)
+    to time; the caller adds the rounds."""
+    if w.form is not None or any(np.asarray(a).dtype.kind != "f" for a in args):
+        return None
+    import jitc
+    from jitc.ir.analysis import cost_analysis
+    lowered = jitc.jit(bind_numpy(w.fn), backend="interpreter").lower(*args)
+    square = np.random.default_rng(1).standard_normal((PEAK_SIZE, PEAK_SIZE)).astype(
+        np.float32)
+    product = jitc.jit(_product)
+    product(square, square)
+    return {"flops": cost_analysis(lowered.module)["flops"], "peak_flops": 2 * PEAK_SIZE ** 3,
+            "calls": [(PEAK_JITC, product, (square, square)),
+                      (PEAK_NUMPY, _product, (square, square))]}
+
+
+def _product(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    return a @ b
+
+
 def run(workloads: list[Workload], quick: bool, min_seconds: float) -> list[dict]:
     """Per workload: each implementation's first call (compile included) from a quiet process,
     then ROUNDS interleaved rounds sharing `min_seconds` per implementation; "seconds" is the
@@ -299,6 +331,13 @@ def run(workloads: list[Workload], quick: bool, min_seconds: float) -> list[dict
             row["roofline"] = roofline_copy(args, reference)
             timed[COPY] = (*row["roofline"].pop("call"), row["roofline"])
             warm[COPY] = 0.0
+        compute = compute_roofline(w, args) if w.group in COMPUTE_GROUPS else None
+        if compute is not None:
+            row["compute"] = compute
+            for name, fn, fn_args in compute.pop("calls"):
+                compute[name] = {"rounds": []}
+                timed[name] = (fn, fn_args, compute[name])
+                warm[name] = 0.0
         order = list(timed)
         for r in range(ROUNDS):
             shift = r % max(len(order), 1)  # rotate, so no one is always timed first
@@ -315,11 +354,15 @@ def run(workloads: list[Workload], quick: bool, min_seconds: float) -> list[dict
                 except Exception as exc:
                     result.clear()
                     result["skipped"] = _reason(exc)
-        for result in [*row["results"].values(), row.get("roofline", {})]:
+        peaks = [row["compute"][n] for n in (PEAK_JITC, PEAK_NUMPY)] if "compute" in row else []
+        for result in [*row["results"].values(), row.get("roofline", {}), *peaks]:
             if "rounds" in result:
                 # Other processes only ever add time: the best round is the one they disturbed
                 # least (each round is already a median, so one lucky sample cannot win).
                 result["seconds"] = min(result["rounds"])
+        if peaks and all("seconds" in p for p in peaks):
+            by, fastest = min(zip(("jitc", "numpy"), peaks), key=lambda n: n[1]["seconds"])
+            row["compute"].update(peak_by=by, peak_seconds=fastest["seconds"])
         base = row["results"]["numpy"].get("seconds")
         for result in row["results"].values():
             if "seconds" in result and base:

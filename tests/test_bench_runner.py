@@ -108,6 +108,39 @@ def test_memory_bound_rows_are_timed_beside_a_copy_of_their_bytes(monkeypatch, c
     assert f"{numpy_multiple:.1f}" in line.split()
 
 
+def _matmul(xp, a, b):
+    return a @ b
+
+
+def _product_rows(rng, quick):
+    return (rng.standard_normal((16, 24)).astype(np.float32),
+            rng.standard_normal((24, 8)).astype(np.float32))
+
+
+def test_arithmetic_bound_rows_are_timed_beside_the_peak_product(monkeypatch, capsys) -> None:
+    monkeypatch.setattr(runner, "implementations", lambda: {
+        "numpy": lambda w: (lambda *a: w.fn(np, *a))})
+    monkeypatch.setattr(runner, "QUIET_MAX", 0.02)
+    monkeypatch.setattr(runner, "PEAK_SIZE", 32)
+    product = Workload("matmul 16x24x8", _matmul, _product_rows, "matmul")
+    integers = Workload("int matmul", _matmul,
+                        lambda rng, quick: (np.ones((4, 4), np.int32),) * 2, "matmul")
+    row, integer_row = runner.run([product, integers], quick=True, min_seconds=0.05)
+    assert "compute" not in integer_row  # integer products are not float arithmetic
+    compute = row["compute"]
+    assert compute["flops"] == 2 * 16 * 24 * 8 and compute["peak_flops"] == 2 * 32 ** 3
+    peaks = [compute[runner.PEAK_JITC]["seconds"], compute[runner.PEAK_NUMPY]["seconds"]]
+    assert compute["peak_seconds"] == min(peaks) > 0
+    assert compute["peak_by"] == ("jitc" if peaks[0] <= peaks[1] else "numpy")
+    _print_tables([row])
+    out = capsys.readouterr().out
+    line = out.splitlines()[out.splitlines().index(next(
+        ln for ln in out.splitlines() if ln.startswith("compute roofline"))) + 2]
+    peak = compute["peak_flops"] / compute["peak_seconds"]
+    max_ratio = row["results"]["numpy"]["seconds"] * peak / compute["flops"]
+    assert line.startswith("matmul 16x24x8") and f"{max_ratio:.1f}x" in line
+    assert f"{peak / 1e9:.0f} ({compute['peak_by']})" in line
+
 
 def test_only_given_several_times_selects_each_match() -> None:
     names = [w.name for w in select(WORKLOADS, ["softmax", "mlp 784-512"])]
