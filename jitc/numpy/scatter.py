@@ -21,6 +21,7 @@ import numpy as np
 
 from jitc.ir import dtypes, ops
 from jitc.ir.ops import reduce_identity
+from jitc.ir.symbolic import DimLike, is_static
 from jitc.ir.types import TensorType
 from jitc.numpy._core import implements, lift, unsupported
 from jitc.numpy.indexing import (
@@ -34,6 +35,7 @@ from jitc.numpy.indexing import (
 from jitc.numpy.reductions import reduce
 from jitc.numpy.shapes import broadcast_to, reshape
 from jitc.numpy.ufuncs import compare, select
+from jitc.tracing.effects import broadcasts_into
 from jitc.tracing.errors import IndexingError, ShapeError, TraceError, located
 from jitc.tracing.state import emit
 from jitc.tracing.tracer import Tracer
@@ -54,8 +56,8 @@ def setitem(x: Tracer, index: Any, update: Any) -> Tracer:
 
 def _write(x: Tracer, index: Any, update: Any, ufunc: np.ufunc | None) -> Tracer:
     items = prepare(index, x.aval.short())
-    if not x.aval.is_static:
-        return _write_whole_symbolic(x, items, update, ufunc)
+    if not x.aval.is_static and (ufunc is not None or _indexes_symbolic_axes(x, items)):
+        raise _symbolic_write_refused(x, ufunc)
     if ufunc is None:
         _check_whole_mask_value(x, items, update)
     if any(is_traced_mask(it) for it in items):
@@ -63,7 +65,8 @@ def _write(x: Tracer, index: Any, update: Any, ufunc: np.ufunc | None) -> Tracer
             raise unsupported(f"numpy.{ufunc.__name__}.at with a traced boolean mask",
                               f"Use np.where(mask, np.{ufunc.__name__}(x, v), x).")
         return _assign_traced_mask(x, items, update)
-    target = numpy_result_shape(x.shape, items, x.aval.short())
+    target = numpy_result_shape(x.shape, items, x.aval.short()) if x.aval.is_static else \
+        _basic_target(x, expand(items, x.ndim))
     value = _value(x, update, target, items, ufunc)
     if any(isinstance(it, slice) and _traced_slice(it) for it in items):
         return _write_dynamic(x, items, value, target, ufunc)
@@ -76,18 +79,44 @@ def _write(x: Tracer, index: Any, update: Any, ufunc: np.ufunc | None) -> Tracer
     return _scatter(x, lead, positions, value, ufunc)
 
 
-def _write_whole_symbolic(x: Tracer, items: tuple[Item, ...], update: Any,
-                          ufunc: np.ufunc | None) -> Tracer:
-    """`x[...] = v` (and `x[:] = v`, `x[()] = v`) over symbolic dimensions: the update in x's
-    dtype, broadcast to x's shape. Other indexed writes are refused."""
-    whole = all(it is Ellipsis or (isinstance(it, slice) and it == slice(None)) for it in items)
-    if ufunc is not None or not whole:
-        raise TraceError(located(
-            f"an indexed write into {x.aval.short()}, which has symbolic dimensions: only "
-            "whole-array writes (x[...] = v, x += v) are supported with symbolic dimensions "
-            "yet. Compute the new array instead (np.where, np.concatenate), or trace with "
-            "static shapes."))
-    return broadcast_to(lift(update, x.dtype), x.shape)
+def _indexes_symbolic_axes(x: Tracer, items: tuple[Item, ...]) -> bool:
+    """Whether a write at `items` needs more than ints and slices over x's static axes (with
+    every symbolic axis taken whole): such a write's positions depend on the symbols."""
+    expanded = expand(items, x.ndim)
+    if not all(it is None or isinstance(it, slice) or _static_int(it) for it in expanded):
+        return True
+    axes = [it for it in expanded if it is not None]
+    return any(not is_static(n) and item != slice(None) for n, item in zip(x.shape, axes)) or \
+        any(isinstance(it, slice) and _traced_slice(it) for it in axes)
+
+
+def _basic_target(x: Tracer, items: list[Item]) -> tuple[DimLike, ...]:
+    """numpy's shape for `x[items]`, ints and slices with every symbolic axis taken whole
+    (_indexes_symbolic_axes), and numpy's IndexError for an int out of bounds."""
+    shape: list[DimLike] = []
+    axes = iter(enumerate(x.shape))
+    for item in items:
+        if item is None:
+            shape.append(1)
+            continue
+        axis, n = next(axes)
+        if _static_int(item):
+            if not -n <= item < n:  # type: ignore[operator]
+                raise IndexingError(located(f"index {item} is out of bounds for axis {axis} "
+                                            f"with size {n} (indexing {x.aval.short()})"))
+        else:
+            shape.append(n if not is_static(n) else len(range(*item.indices(n))))
+    return tuple(shape)
+
+
+def _symbolic_write_refused(x: Tracer, ufunc: np.ufunc | None) -> TraceError:
+    what = f"numpy.{ufunc.__name__}.at" if ufunc is not None else "an indexed write"
+    return TraceError(located(
+        f"{what} into {x.aval.short()}, which has symbolic dimensions, at positions that "
+        "depend on them: only ints and slices over the static dimensions, with every symbolic "
+        "one taken whole (x[:, 0] = v, x[..., :3] += v), are supported with symbolic "
+        "dimensions. Compute the new array instead (np.where, np.concatenate), or trace with "
+        "static shapes."))
 
 
 def _check_whole_mask_value(x: Tracer, items: tuple[Item, ...], update: Any) -> None:
@@ -114,14 +143,19 @@ def _value(x: Tracer, update: Any, target: tuple[int, ...], items: tuple[Item, .
            ufunc: np.ufunc | None) -> Tracer:
     """The update in x's dtype (numpy casts it; ufunc.at casts the ufunc's result),
     broadcast to the indexed shape as numpy does (extra leading 1s are dropped)."""
-    value = lift(update) if ufunc is not None else lift(update, x.dtype)
+    # A copy: the reshapes below are not the user's, and must not make views of `update`'s
+    # root (with symbolic dimensions that would refuse later writes into it).
+    value = (lift(update) if ufunc is not None else lift(update, x.dtype)).copy_tracer()
     shape = value.shape
     while len(shape) > len(target) and shape[0] == 1:
         shape = shape[1:]
-    try:
-        fits = np.broadcast_shapes(shape, target) == target
-    except ValueError:
-        fits = False
+    if all(is_static(d) for d in (*shape, *target)):
+        try:
+            fits = np.broadcast_shapes(shape, target) == target
+        except ValueError:
+            fits = False
+    else:
+        fits = broadcasts_into(shape, target)
     if not fits:
         advanced = any(isinstance(it, (np.ndarray, list, range, Tracer)) for it in items)
         message = (f"shape mismatch: value array of shape {value.shape} could not be broadcast "
@@ -139,6 +173,12 @@ def _assign_basic(x: Tracer, items: list[Item], value: Tracer) -> Tracer:
     whole = True
     for axis, item in enumerate(it for it in items if it is not None):
         n = x.shape[axis]
+        if not is_static(n):  # taken whole (_indexes_symbolic_axes)
+            low.append(0)
+            high.append(0)
+            interior.append(0)
+            block.append(n)
+            continue
         if _static_int(item):
             item = slice(int(item) % n, int(item) % n + 1)
         start, stop, step = item.indices(n)

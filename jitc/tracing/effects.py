@@ -125,7 +125,7 @@ class View:
 
     __slots__ = ("root", "shadow", "steps", "version")
 
-    def __init__(self, root: Tracer, steps: tuple[Step, ...], shadow: np.ndarray,
+    def __init__(self, root: Tracer, steps: tuple[Step, ...], shadow: np.ndarray | None,
                  version: int) -> None:
         self.root = root
         self.steps = steps
@@ -148,31 +148,41 @@ def derive(parent: Tracer, child: Tracer, step: Step) -> Tracer:
     from jitc.tracing.tracer import Tracer
     if not parent._array:
         return _own(child, parent)
-    if not (parent.aval.is_static and child.aval.is_static) or parent._symbolic_alias:
-        # Whether numpy views or copies depends on strides that symbolic dimensions leave
-        # open; the result is computed as a copy, and writes through it, or into the array
-        # it was taken of, are refused (assign): either would leave the other stale.
-        (parent if parent._view is None else parent._view.root)._symbolic_views = True
-        child = _own(child, parent)
-        child._symbolic_alias = True
-        if isinstance(step, Index) and _scalar_index(step.index, parent.ndim):
-            child._array = False  # x[-1] of a vector: numpy's scalar, as for static shapes
-        return child
-    try:
-        shadow = step.on_numpy(shadow_of(parent))
-    except ValueError:  # numpy would copy
-        return _own(child, parent)
-    if not isinstance(shadow, np.ndarray):  # x[i, j] of a full index is a scalar, not a view
-        scalar = _own(child, parent)
-        scalar._array = False
-        return scalar
     pview = parent._view
     root = parent if pview is None else pview.root
+    shadow: np.ndarray | None = None
+    if not (parent.aval.is_static and child.aval.is_static and root.aval.is_static) or \
+            parent._symbolic_alias:
+        scalar = isinstance(step, Index) and _scalar_index(step.index, parent.ndim)
+        if not (isinstance(step, (Index, Transpose)) and step.static) or scalar or \
+                parent._symbolic_alias:
+            # Whether numpy views or copies (a reshape) depends on strides that symbolic
+            # dimensions leave open; the result is computed as a copy, and writes through it,
+            # or into the array it was taken of, are refused (assign): either would leave the
+            # other stale.
+            root._symbolic_views = True
+            child = _own(child, parent)
+            child._symbolic_alias = True
+            if scalar:
+                child._array = False  # x[-1] of a vector: numpy's scalar, as for static shapes
+            return child
+        # Basic indexing and transposes view whatever the strides: tracked as for static
+        # shapes, with no stand-in to take the next view of.
+    else:
+        try:
+            shadow = step.on_numpy(shadow_of(parent))
+        except ValueError:  # numpy would copy
+            return _own(child, parent)
+        if not isinstance(shadow, np.ndarray):  # x[i, j] of a full index: a scalar
+            scalar_child = _own(child, parent)
+            scalar_child._array = False
+            return scalar_child
     steps = (step,) if pview is None else pview.steps + (step,)
     if child is parent or child is root:
         child = Tracer(child.trace, child.value, child.weak)
     child._view = View(root, steps, shadow, root._version)
     child._array = True
+    child._symbolic_alias = False  # the copies a symbolic getitem makes on the way
     return child
 
 
@@ -213,8 +223,7 @@ def refuse_symbolic_write(target: Tracer, owner: Tracer) -> None:
     one with symbolic dimensions, or into such an array after something was taken of it
     (those copies stand for numpy's views, which would see the write). Writing into an array
     that nothing aliases (`x += 1` on an argument) is exact."""
-    unsafe = target._symbolic_alias or owner._symbolic_views
-    if not unsafe and (target is owner or (target.aval.is_static and owner.aval.is_static)):
+    if not (target._symbolic_alias or owner._symbolic_views):
         return
     raise TraceError(located(
         f"writing into an array of shape {target.aval.short()} that has symbolic dimensions "
@@ -258,7 +267,7 @@ def assign(target: Tracer, new: Tracer) -> None:
     view.version = root._version
 
 
-def _broadcasts_into(shape: tuple, target: tuple) -> bool:
+def broadcasts_into(shape: tuple, target: tuple) -> bool:
     """numpy's rule for an `out=` operand: `shape` broadcasts to `target` exactly. Two
     extents of which one is symbolic are required equal (a constraint of the call)."""
     if len(shape) > len(target):
@@ -284,7 +293,7 @@ def write_result(target: Tracer, result: Any, what: str) -> Tracer:
         raise TypeError(located(f"{what}: cannot cast the result from dtype('{value.dtype}') to "
                                 f"dtype('{target.dtype}') with casting rule 'same_kind' (as "
                                 "numpy). Convert explicitly with .astype(...) first."))
-    if not _broadcasts_into(value.shape, target.shape):
+    if not broadcasts_into(value.shape, target.shape):
         raise ValueError(located(f"{what}: non-broadcastable output operand with shape "
                                  f"{target.shape} doesn't match the broadcast shape "
                                  f"{value.shape}"))

@@ -37,9 +37,9 @@ class Tracer:
     A Tracer stands for an ndarray (`_array`: writes change it in place, as numpy's do) or for
     a numpy or Python scalar (0-d results of operations: `s += 1` rebinds `s`). `_view` links a
     view to the root array whose storage it shares (jitc.tracing.effects); `_version` counts
-    the writes into a root. `_symbolic_alias`: taken of an array with symbolic dimensions,
-    whose views jitc does not track yet (writes into it are refused); `_symbolic_views`: such
-    an array, something was taken of (writes into it are refused too).
+    the writes into a root. `_symbolic_alias`: a copy standing for what numpy may return as a
+    view (a reshape of an array with symbolic dimensions; writes into it are refused);
+    `_symbolic_views`: an array such a copy was taken of (writes into it are refused too).
     """
 
     __slots__ = ("_array", "_known", "_shadow", "_symbolic_alias", "_symbolic_views", "_value",
