@@ -40,8 +40,9 @@ def _counting_binder(monkeypatch: pytest.MonkeyPatch) -> list[tuple]:
     return asked
 
 
-def test_jit_serves_every_size_from_the_c_dispatcher_as_numpy_computes() -> None:
-    f = jitc.jit(mlp)
+@pytest.mark.parametrize("backend", ["cpu", "c"])
+def test_jit_serves_every_size_from_the_c_dispatcher_as_numpy_computes(backend: str) -> None:
+    f = jitc.jit(mlp, backend=backend, disk_cache=False)
     for n in (3, 5):  # the first size compiles exactly, the second symbolically
         f(floats(n, 16), W1, B1, W2)
     assert type(f._fast) in (Dispatcher, Guarded)

@@ -1,20 +1,21 @@
 """Calling a compiled function whose dimensions are symbolic (docs/dynamic-shapes.md).
 
 Symbolic calls go through the C dispatcher (`jitc._runtime.Dispatcher`, runtime/pymodule.c),
-as exact ones do. Its argument specs hold, for each dimension, the fixed extent or a key slot
-(`key_specs`): a symbol standing alone has one slot wherever it stands, so the dispatcher binds
-it from its first occurrence and checks the others equal; any other expression (`n-1`) has a
-slot of its own. The dispatcher checks dtypes, contiguity, alignment, donations and write-backs
-as for an exact signature, then looks the slots' values up in a small table of bindings. A key
-it has not seen calls `SymbolicEntry._binding` once: the interpreter's `bind_symbols` binds the
-symbols and checks the module's constraints (so both report the same errors) and gives the
-symbol values, the result shapes and the workspace size, or None when the shapes are not this
-compilation's (a miss, remembered too: the general path then compiles exactly or raises).
-The dispatcher allocates the results with the bound shapes, takes its workspace (one block
-kept per dispatcher and grown as needed, a fresh one when another thread holds it) and calls
-the entry with `buffers` = arguments, results, constants, workspace and the pointer to the
-symbol values (`int64_t dims[]` in `sorted(symbols)` order), releasing the GIL for calls that
-touch enough elements.
+as exact ones do. Its argument specs hold, per dimension, the fixed extent or a key slot
+(jitc/backends/symbolic_keys.py): a symbol standing alone has one slot wherever it stands, so
+the dispatcher binds it from its first occurrence and checks the others equal; any other
+expression (`n-1`) has a slot of its own. The dispatcher checks dtypes, contiguity, alignment,
+donations and write-backs as for an exact signature, then looks the slots' values up in a
+small table of bindings. A key it has not seen calls `SymbolicEntry._binding` once: the
+interpreter's `bind_symbols` binds the symbols and checks the module's constraints (so both
+report the same errors) and gives the symbol values, the result shapes and the workspace size,
+or None when the shapes are not this compilation's (a miss, remembered too: the general path
+then compiles exactly or raises). The dispatcher allocates the results with the bound shapes
+(large ones through the recycling allocator), takes its workspace (one block kept per
+dispatcher, grown as needed; a fresh one while another thread holds it) and calls the entry
+with `buffers` = arguments, results, constants, workspace and the pointer to the symbol values
+(`int64_t dims[]` in `sorted(symbols)` order), releasing the GIL for calls that touch enough
+elements, as for exact ones.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ import numpy as np
 
 from jitc._runtime import RESULT_LIST, Dispatcher
 from jitc.backends.cpu.plan import contiguous_argument
+from jitc.backends.symbolic_keys import Binding, key_specs
 from jitc.ir import symbolic
 from jitc.ir.interpreter import bind_symbols
 from jitc.ir.symbolic import Constraint, DimLike
@@ -44,35 +46,6 @@ class Signature:
 # Argument shapes whose binding a symbolic entry remembers in Python (then it starts again);
 # the C dispatcher keeps the last few of them itself.
 BOUND_SHAPES = 256
-
-# A binding as the C dispatcher takes it: symbol values, result shapes, workspace bytes.
-Binding = tuple[tuple[int, ...], tuple[tuple[int, ...], ...], int]
-
-
-def key_specs(types: Sequence[TensorType]) -> tuple[list[tuple[int, tuple[int, ...]]], int]:
-    """The C dispatcher's argument specs of a symbolic signature, and its number of key slots:
-    a fixed extent stays, a symbolic one is -1 - its slot (see the module docstring)."""
-    slots: dict[str, int] = {}
-    count = 0
-    specs = []
-    for type_ in types:
-        dims = []
-        for dim in type_.shape:
-            if symbolic.is_static(dim):
-                dims.append(int(dim))
-                continue
-            name = symbolic.symbol_name(dim)
-            if name is None or name not in slots:
-                slot = count
-                count += 1
-                if name is not None:
-                    slots[name] = slot
-            else:
-                slot = slots[name]
-            dims.append(-1 - slot)
-        specs.append((np.dtype(type_.dtype.numpy).num, tuple(dims)))
-    return specs, count
-
 
 class SymbolicEntry:
     """The call path of one symbolic entry; `engine` keeps its machine code alive."""
