@@ -254,6 +254,15 @@ static int init_symbolic(Dispatcher *self, PyObject *symbolic) {
                         "release_elements) with a callable binder and at least one key");
         return -1;
     }
+    for (Py_ssize_t i = 0; i < self->nargs; i++) {
+        for (int d = 0; d < self->args[i].ndim; d++) {
+            npy_intp dim = self->args[i].dims[d];
+            if (SYMBOLIC_DIM(dim) && KEY_SLOT(dim) >= nkeys) {
+                PyErr_SetString(PyExc_ValueError, "an argument dimension names no key slot");
+                return -1;
+            }
+        }
+    }
     free(self->bindings);
     self->bindings = calloc(BINDINGS, sizeof(Binding));
     if (!self->bindings) {
@@ -352,7 +361,7 @@ static int Dispatcher_init(Dispatcher *self, PyObject *args, PyObject *kwds) {
         if (PyErr_Occurred()) return -1;
         for (Py_ssize_t i = 0; i < self->nwrites; i++) {
             Py_ssize_t out = self->nouts - self->nwrites + i;
-            /* A symbolic signature's sizes are compared per binding (bind_key). */
+            /* A symbolic signature's sizes are compared per binding (fill_binding). */
             if (self->writes_to[i] < 0 || self->writes_to[i] >= self->nargs || out < 0 ||
                 self->donated_from[out] >= 0 ||
                 (!self->binder && spec_bytes(&self->outs[out]) !=
@@ -657,7 +666,9 @@ static PyObject *run_call(Dispatcher *self, PyObject *args, int64_t *key) {
                 Py_RETURN_NONE;
     }
     if (key) {
-        CallShape shape = {0};
+        CallShape shape;  /* its arrays are filled by bind_call */
+        shape.dims_heap = NULL;
+        shape.out_dims_heap = NULL;
         int bound = bind_call(self, args, key, &shape);
         PyObject *result = bound < 0 ? NULL
             : bound == 0 ? Py_NewRef(Py_None)

@@ -164,3 +164,7 @@ def test_a_malformed_binding_is_an_error_not_a_call() -> None:
                           None, "f", None, (lambda args: ((3,), ((2, 2),), 0), 1, 1, True, 1))
     with pytest.raises(ValueError, match="wrong rank"):
         dispatch(floats(3))
+    with pytest.raises(ValueError, match="names no key slot"):
+        Dispatcher(entry._address, [(np.dtype(np.float32).num, (-2,))],
+                   [(np.dtype(np.float32).num, (-1,))], [], 0, RESULT_SINGLE, 1, None, None,
+                   "f", None, (lambda args: None, 1, 1, True, 1))
