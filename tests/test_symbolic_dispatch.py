@@ -6,7 +6,9 @@ exactly or raises, as numpy would."""
 
 from __future__ import annotations
 
+import gc
 import threading
+import weakref
 
 import numpy as np
 import pytest
@@ -168,3 +170,15 @@ def test_a_malformed_binding_is_an_error_not_a_call() -> None:
         Dispatcher(entry._address, [(np.dtype(np.float32).num, (-2,))],
                    [(np.dtype(np.float32).num, (-1,))], [], 0, RESULT_SINGLE, 1, None, None,
                    "f", None, (lambda args: None, 1, 1, True, 1))
+
+
+def test_an_entry_and_its_dispatchers_are_freed_together() -> None:
+    """The binder is the entry's method and the entry holds a dispatcher: a cycle the garbage
+    collector must see through."""
+    f = jitc.jit(lambda x: x * 2.0, dynamic=True, disk_cache=False)
+    f(floats(3, 2))
+    (compiled,) = f._symbolic.values()
+    entry = weakref.ref(compiled.executable._call)
+    del compiled, f
+    gc.collect()
+    assert entry() is None
