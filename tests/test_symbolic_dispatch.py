@@ -1,4 +1,4 @@
-"""Symbolic calls through the C dispatcher (runtime/pymodule.c, docs/dynamic-shapes.md): the
+"""Symbolic calls through the C dispatcher (runtime/dispatcher.c, docs/dynamic-shapes.md): the
 dispatcher binds the symbols from the argument shapes and looks the binding up in a table that
 Python fills once per key; whatever it cannot take (a failed constraint, a dtype, a layout,
 a donated buffer another argument reads) is a miss, and the general path converts, compiles

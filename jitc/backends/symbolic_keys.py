@@ -1,4 +1,4 @@
-"""The C dispatcher's view of a symbolic signature (runtime/pymodule.c, `Dispatcher`), shared
+"""The C dispatcher's view of a symbolic signature (runtime/dispatcher.c, `Dispatcher`), shared
 by the backends whose symbolic calls it dispatches (cpu and c).
 
 Each argument dimension is either its fixed extent or a key slot, written -1 - slot: a symbol

@@ -1,6 +1,6 @@
 """Calling a compiled function whose dimensions are symbolic (docs/dynamic-shapes.md).
 
-Symbolic calls go through the C dispatcher (`jitc._runtime.Dispatcher`, runtime/pymodule.c),
+Symbolic calls go through the C dispatcher (`jitc._runtime.Dispatcher`, runtime/dispatcher.c),
 as exact ones do. Its argument specs hold, per dimension, the fixed extent or a key slot
 (jitc/backends/symbolic_keys.py): a symbol standing alone has one slot wherever it stands, so
 the dispatcher binds it from its first occurrence and checks the others equal; any other
