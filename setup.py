@@ -15,7 +15,8 @@ setup(
     ext_modules=[
         Extension(
             "jitc._runtime",
-            sources=["runtime/pymodule.c", "runtime/jitc_runtime.c", "runtime/jitc_profile.c"],
+            sources=["runtime/pymodule.c", "runtime/dispatcher.c", "runtime/results.c",
+                     "runtime/jitc_runtime.c", "runtime/jitc_profile.c"],
             include_dirs=["runtime", numpy.get_include()],
             extra_compile_args=["-O2", "-std=c11", "-pthread", "-Wall", "-Werror"],
             extra_link_args=["-pthread"],

@@ -17,6 +17,7 @@ import numpy as np
 from jitc.backends.c import build
 from jitc.backends.c.codegen import ENTRY, WORKSPACE_BYTES, Translation, lower_module
 from jitc.backends.cpu.plan import ALIGNMENT, contiguous_argument
+from jitc.backends.symbolic_keys import Binding, key_specs
 from jitc.ir import ops, symbolic
 from jitc.ir.core import Instruction, Module
 from jitc.ir.interpreter import ArgumentError, bind_symbols
@@ -73,9 +74,12 @@ class CExecutable:
     """A compiled function: its C source, the library built from it, constants and the
     call path into `jitc_entry`.
 
-    A symbolic module's code serves every binding of its symbols: each combination of
-    argument shapes is bound once (symbols, constraints, result shapes, workspace size) into
-    a call path for exactly those shapes, which passes the symbol values in the frame."""
+    A symbolic module's code serves every binding of its symbols. With jitc's runtime it is
+    called through the C dispatcher as the cpu backend's is (jitc/backends/cpu/symbolic_call.py):
+    it binds the symbols from the argument shapes and asks `_binding` once per new shape for the
+    symbol values, result shapes and workspace size (the symbol values go after the constants,
+    before the workspace). Without the runtime each combination of argument shapes is bound once
+    into a ctypes call for exactly those shapes."""
 
     def __init__(self, module: Module, translation: Translation, library: build.Library,
                  use_dispatcher: bool = True) -> None:
@@ -100,9 +104,10 @@ class CExecutable:
         self.symbols = translation.symbols
         if self.symbols:
             self._workspace_size = _WORKSPACE_TYPE((WORKSPACE_BYTES, library))
-            self._bound: dict[tuple, Callable] = {}  # argument shapes -> their call path
+            self._bound: dict[tuple, Callable] = {}  # argument shapes -> their ctypes call
             if self._runtime is not None:
                 self.dispatcher = self._symbolic_dispatcher
+                self._call = self._symbolic_dispatcher(self._runtime.RESULT_LIST)  # type: ignore
             return
         frame = Frame(self.arg_types, self.out_types, self.constants,
                       self.workspace_bytes)  # type: ignore[arg-type]
@@ -165,51 +170,50 @@ class CExecutable:
 
     def _symbolic_dispatcher(self, result_kind: int, writes: Sequence[int] | None = None,
                              types: tuple[list, list] | None = None) -> Callable | None:
-        """`jitc.jit`'s fast path for a symbolic function: per argument shapes, the C
-        dispatcher of their frame (None, a miss, for arguments it cannot take as they are or
-        shapes its constraints refuse: the general path then converts or compiles exactly)."""
+        """`jitc.jit`'s fast path for a symbolic function: the C dispatcher, which binds the
+        symbols (see the class docstring) and misses (None) on arguments it cannot take as
+        they are or shapes the constraints refuse: the general path then converts or compiles
+        exactly."""
         if types is not None:
             return None
-        bound: dict[tuple, Callable] = {}
+        from jitc._runtime import Dispatcher
+        specs, keys = key_specs([p.type for p in self.module.entry.parameters])
+        outs = [(np.dtype(d).num, (-1,) * len(s)) for s, d in self.out_types]
+        return Dispatcher(self.address, specs, outs, self.constants, 0, result_kind, 1,
+                          self._donations, self.library, self.module.entry.name, writes,
+                          (self._binding, keys, len(self.symbols), False,
+                           RELEASE_GIL_ELEMENTS))
 
-        def dispatch(*call_args: object) -> object:
-            args = call_args[0] if len(call_args) == 1 and type(call_args[0]) is tuple \
-                else call_args
-            shapes = tuple(getattr(a, "shape", None) for a in args)
-            call = bound.get(shapes)
-            if call is None:
-                if len(args) != len(self.arg_types) or not all(
-                        type(a) is np.ndarray and a.dtype == d
-                        for a, (_, d) in zip(args, self.arg_types)):
-                    return None
-                try:
-                    frame = self._frame(args)  # type: ignore[arg-type]
-                except ArgumentError:
-                    return None
-                if len(bound) >= MAX_BINDINGS:
-                    bound.clear()
-                call = bound[shapes] = self._dispatcher(result_kind, writes, frame=frame)
-            return call(args)
-        return dispatch
+    def _binding(self, arrays: tuple[np.ndarray, ...]) -> Binding | None:
+        """The C dispatcher's binder: the symbol values, result shapes and workspace bytes
+        of a call with these arguments' shapes, or None when the constraints refuse them."""
+        try:
+            frame = self._frame(arrays)
+        except ArgumentError:
+            return None
+        return (tuple(int(v) for v in frame.constants[-1]),
+                tuple(tuple(s) for s, _ in frame.out_types), frame.workspace_bytes)
 
     def _bind(self, arrays: Sequence[np.ndarray]) -> Callable:
-        """The call path for the shapes of `arrays` (see `_frame`)."""
-        frame = self._frame(arrays)
-        if self._runtime is not None:
-            call = self._dispatcher(self._runtime.RESULT_LIST, frame=frame)  # type: ignore
-        else:
-            call = functools.partial(self._call_with_ctypes, frame=frame)
+        """The ctypes call path for the shapes of `arrays` (see `_frame`)."""
+        call = functools.partial(self._call_with_ctypes, frame=self._frame(arrays))
         if len(self._bound) >= MAX_BINDINGS:  # each keeps a workspace of its size
             self._bound.clear()
         self._bound[tuple(a.shape for a in arrays)] = call
         return call
 
     def _call_symbolic(self, args: tuple) -> list[np.ndarray] | None:
+        if len(args) != len(self.arg_types):
+            raise ArgumentError(f"@{self.module.entry.name} takes {len(self.arg_types)} "
+                                f"argument(s), got {len(args)}")
+        if self._runtime is not None:
+            result = self._call(args)
+            if result is None and all(type(a) is np.ndarray and a.dtype == d
+                                      for a, (_, d) in zip(args, self.arg_types)):
+                self._frame(args)  # ArgumentError when the constraints refuse the shapes
+            return result
         call = self._bound.get(tuple(getattr(a, "shape", None) for a in args))
         if call is None:
-            if len(args) != len(self.arg_types):
-                raise ArgumentError(f"@{self.module.entry.name} takes {len(self.arg_types)} "
-                                    f"argument(s), got {len(args)}")
             call = self._bind([np.asarray(a, d) for a, (_, d) in zip(args, self.arg_types)])
         return call(args)
 

@@ -90,10 +90,10 @@ class CpuExecutable:
         self.workspace_bytes = entry.workspace_bytes
         if entry.symbolic is not None:
             fn, constraints, symbols = entry.symbolic
-            self.release_gil = True  # the ctypes call always releases it
+            self.release_gil = True  # decided per call, from the bound sizes
             self._call = SymbolicEntry(self.address, engine, fn, constraints, symbols,
                                        self.out_types, self.constants, self.workspace_bytes,
-                                       entry.donations)
+                                       entry.donations, RELEASE_GIL_ELEMENTS)
             return
         touched = sum(int(np.prod(s)) for s, _ in self.arg_types + self.out_types)
         self.release_gil = touched + self.workspace_bytes // 4 >= RELEASE_GIL_ELEMENTS
@@ -119,9 +119,8 @@ class CpuExecutable:
         `writes`: the arguments the last len(writes) results are copied into after a call.
         `types`: the (shape, dtype) of the arguments and results callers pass and get, when
         they differ from the code's but have its bytes (complex arrays for float pairs).
-        A symbolic entry gets a dispatcher in Python with the same contract, which binds
-        and checks the symbols (the C one checks exact shapes), or None when `types` differ
-        from the code's."""
+        A symbolic entry's dispatcher binds and checks the symbols (symbolic_call.py); it
+        has none (None) when `types` differ from the code's."""
         if self.entry.symbolic is not None:
             return None if types is not None else self._call.dispatcher(result_kind, writes)
         from jitc._runtime import Dispatcher
