@@ -1,0 +1,141 @@
+"""Convolutions of bytes widened to int32 become patches and one byte product (im2col).
+
+An int8 convolution in numpy's idiom widens both operands first, as integer_dots' products
+do (`conv_general_dilated(x.astype(np.int32), w.astype(np.int32), ...)`, or np.convolve of
+widened arrays). A direct convolution of those int32 values multiplies one 32-bit lane at a
+time; the byte product (VNNI on the CPU) multiplies 64 bytes per instruction. So this pass
+rewrites
+
+    %x = convert(%a) : s32[..]        (%a: s8 or u8, any dim_labels)
+    %w = convert(%b) : s32[..]        (%b: s8 or u8)
+    %c = convolution(%x, %w) ...      : s32[..]
+
+into moves of the bytes and one `dot_general ... result=i32`:
+
+    transpose %a to (batch, spatial..., feature); pad it with zero bytes (the convolution's
+    padding, negative amounts crop, and its input dilation as interior padding); slice it once
+    per kernel tap (the stride is the slice's stride, the kernel dilation its offset);
+    concatenate the slices along the feature dimension: patches (batch, out spatial...,
+    taps x features);
+    transpose %b to (out, spatial..., in) and reshape it to (out, taps x in);
+    multiply the two over taps x features, then transpose to the result's labels.
+
+Every term of each output is the same product of two bytes and int32 addition wraps modulo
+2^32 in any order, so the result is the convolution's to the bit. A tap over padding or a hole
+of the dilation reads a zero byte and adds nothing, as in the direct convolution.
+
+Left to the generic convolution, which is also exact: grouped convolutions, symbolic or empty
+shapes, few output features (np.convolve has one: a product with one column wastes the byte
+kernel's register tile, and the direct loop is faster there), and patches larger than
+MAX_PATCH_BYTES (a long kernel over a long signal would need length x kernel bytes).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from jitc.ir import dtypes, ops
+from jitc.ir.core import Builder, Instruction, Literal, Module, Value
+from jitc.ir.ops.linalg import _conv_window, parse_dim_labels
+from jitc.ir.symbolic import is_static
+from jitc.ir.types import TensorType
+from jitc.passes.integer_dots import _moved, _widening
+from jitc.passes.pipeline import module_pass
+from jitc.passes.rewrite import rebuild_module
+
+# Fewer output features than this stay a direct convolution: the byte product's register
+# tile is 32 columns wide, and a direct loop over 1 to 7 kernels is as fast.
+MIN_OUT_FEATURES = 8
+# The largest patch matrix the rewrite builds (taps x the input, in bytes).
+MAX_PATCH_BYTES = 1 << 28
+
+
+def _static(*types: TensorType) -> bool:
+    return all(is_static(d) for t in types for d in t.shape)
+
+
+def _eligible(inst: Instruction) -> bool:
+    if inst.op is not ops.CONVOLUTION or inst.results[0].type.dtype is not dtypes.int32:
+        return False
+    lhs, rhs = (v.type for v in inst.operands)
+    out = inst.results[0].type
+    if not _static(lhs, rhs, out) or 0 in (*lhs.shape, *rhs.shape, *out.shape):
+        return False
+    if inst.attrs["feature_group_count"] != 1:
+        return False
+    dims = parse_dim_labels(inst.attrs["dim_labels"])  # type: ignore[arg-type]
+    if rhs.shape[dims.rhs_out] < MIN_OUT_FEATURES:
+        return False
+    taps = math.prod(rhs.shape[d] for d in dims.rhs_spatial)
+    return math.prod(out.shape) // rhs.shape[dims.rhs_out] * taps * rhs.shape[dims.rhs_in] \
+        <= MAX_PATCH_BYTES
+
+
+def _transpose(builder: Builder, value: Value, permutation: list[int]) -> Value:
+    if permutation == list(range(len(permutation))):
+        return value
+    return builder.emit(ops.TRANSPOSE, [value], {"permutation": permutation})
+
+
+def _patches(builder: Builder, x: Value, inst: Instruction) -> Value:
+    """(batch, out spatial..., taps x features) bytes of `x`, taps major, in the kernel's
+    row-major tap order."""
+    dims = parse_dim_labels(inst.attrs["dim_labels"])  # type: ignore[arg-type]
+    spatial = len(dims.lhs_spatial)
+    strides, padding, lhs_dil, rhs_dil = _conv_window(inst.attrs, spatial)
+    x = _transpose(builder, x, [dims.lhs_batch, *dims.lhs_spatial, dims.lhs_feature])
+    low = [0, *(lo for lo, _ in padding), 0]
+    high = [0, *(hi for _, hi in padding), 0]
+    interior = [0, *(d - 1 for d in lhs_dil), 0]
+    if any(low) or any(high) or any(interior):
+        zero = builder.emit(ops.CONSTANT, [], {"value": Literal(np.zeros((), x.type.dtype.numpy))})
+        x = builder.emit(ops.PAD, [x, zero], {"low": low, "high": high, "interior": interior})
+    rhs, out = inst.operands[1].type, inst.results[0].type
+    window = [rhs.shape[d] for d in dims.rhs_spatial]
+    out_spatial = [out.shape[d] for d in dims.out_spatial]
+    batch, features = x.type.shape[0], x.type.shape[-1]
+    taps = []
+    for offsets in np.ndindex(*window):
+        start = [0, *(k * d for k, d in zip(offsets, rhs_dil)), 0]
+        limit = [batch, *(s + (n - 1) * step + 1 for s, n, step
+                          in zip(start[1:], out_spatial, strides)), features]
+        taps.append(builder.emit(ops.SLICE, [x], {"start": start, "limit": limit,
+                                                  "stride": [1, *strides, 1]}))
+    if len(taps) == 1:
+        return taps[0]
+    return builder.emit(ops.CONCATENATE, taps, {"dimension": spatial + 1})
+
+
+def _rewrite(builder: Builder, inst: Instruction, operands: list[Value]) -> list[Value] | None:
+    if not _eligible(inst):
+        return None
+    found = [_widening(v) for v in operands]
+    if found[0] is None or found[1] is None:
+        return None
+    x, w = (_moved(builder, source, moves) for source, moves in found)
+    dims = parse_dim_labels(inst.attrs["dim_labels"])  # type: ignore[arg-type]
+    spatial = len(dims.lhs_spatial)
+    patches = _patches(builder, x, inst)
+    w = _transpose(builder, w, [dims.rhs_out, *dims.rhs_spatial, dims.rhs_in])
+    out_features = w.type.shape[0]
+    w = builder.emit(ops.RESHAPE, [w], {}, TensorType(
+        w.type.dtype, (out_features, math.prod(w.type.shape[1:]))))
+    canonical = builder.emit(ops.DOT_GENERAL, [patches, w], {
+        "lhs_batch": [], "rhs_batch": [], "lhs_contract": [spatial + 1], "rhs_contract": [1],
+        "result": "i32"})
+    # canonical is (batch, spatial..., feature); result dimension i reads canonical axis
+    # order[i].
+    order = [0] * (spatial + 2)
+    for axis, out_axis in enumerate((dims.out_batch, *dims.out_spatial, dims.out_feature)):
+        order[out_axis] = axis
+    return [_transpose(builder, canonical, order)]
+
+
+@module_pass("integer_convolutions")
+def integer_convolutions(module: Module) -> Module:
+    return rebuild_module(module, _rewrite)
+
+
+__all__ = ["integer_convolutions", "MIN_OUT_FEATURES", "MAX_PATCH_BYTES"]
