@@ -4,6 +4,8 @@ over patches (jitc/passes/integer_convolutions.py)."""
 
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 import pytest
 
@@ -105,3 +107,18 @@ def test_np_convolve_of_widened_bytes_stays_exact() -> None:
         def convolve(a, v, mode=mode):
             return np.convolve(a.astype(np.int32), v.astype(np.int32), mode)
         np.testing.assert_array_equal(jitc.jit(convolve)(a, v), convolve(a, v))
+
+
+@pytest.mark.parametrize("backend", ["cpu", "c"])
+def test_a_batch_split_into_chunks_equals_numpy(backend: str, monkeypatch) -> None:
+    """Patches over MAX_PATCH_BYTES are made and multiplied a few batch entries at a time."""
+    module = sys.modules["jitc.passes.integer_convolutions"]
+    attrs = {"labels": "b01f_01io->b01f", "strides": (1, 2), "padding": ((1, 1), (0, 0))}
+    conv, reference = _widened(attrs)
+    rng = np.random.default_rng(7)
+    x, w = _bytes(rng, np.uint8, (5, 4, 6, 3)), _bytes(rng, np.int8, (2, 3, 3, 8))
+    # One entry's patches: 5 x 2 positions x 6 taps x 3 features = 180 bytes; two per chunk.
+    monkeypatch.setattr(module, "MAX_PATCH_BYTES", 2 * 180)
+    jitted = jitc.jit(conv, backend=backend, disk_cache=False)
+    np.testing.assert_array_equal(jitted(x, w), reference(x, w))
+    assert print_module(jitted.lower(x, w).compile().optimized_module).count("result=i32") == 3

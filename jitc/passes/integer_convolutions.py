@@ -26,8 +26,10 @@ of the dilation reads a zero byte and adds nothing, as in the direct convolution
 
 Left to the generic convolution, which is also exact: grouped convolutions, symbolic or empty
 shapes, few output features (np.convolve has one: a product with one column wastes the byte
-kernel's register tile, and the direct loop is faster there), and patches larger than
-MAX_PATCH_BYTES (a long kernel over a long signal would need length x kernel bytes).
+kernel's register tile, and the direct loop is faster there), and batch entries whose patches
+alone are larger than MAX_PATCH_BYTES (a long kernel over a long signal would need length x
+kernel bytes). A batch whose patches are larger is split into chunks of entries, each
+patches and a product, the results concatenated.
 """
 
 from __future__ import annotations
@@ -48,12 +50,21 @@ from jitc.passes.rewrite import rebuild_module
 # Fewer output features than this stay a direct convolution: the byte product's register
 # tile is 32 columns wide, and a direct loop over 1 to 7 kernels is as fast.
 MIN_OUT_FEATURES = 8
-# The largest patch matrix the rewrite builds (taps x the input, in bytes).
+# The largest patch matrix the rewrite builds (taps x the input, in bytes): larger batches
+# are done in chunks; a single batch entry whose patches are larger stays a convolution.
 MAX_PATCH_BYTES = 1 << 28
 
 
 def _static(*types: TensorType) -> bool:
     return all(is_static(d) for t in types for d in t.shape)
+
+
+def _patch_bytes(inst: Instruction) -> int:
+    """The bytes of one batch entry's patches: its output positions x taps x in features."""
+    dims = parse_dim_labels(inst.attrs["dim_labels"])  # type: ignore[arg-type]
+    rhs, out = inst.operands[1].type, inst.results[0].type
+    return math.prod(out.shape[d] for d in dims.out_spatial) * rhs.shape[dims.rhs_in] * \
+        math.prod(rhs.shape[d] for d in dims.rhs_spatial)
 
 
 def _eligible(inst: Instruction) -> bool:
@@ -66,11 +77,7 @@ def _eligible(inst: Instruction) -> bool:
     if inst.attrs["feature_group_count"] != 1:
         return False
     dims = parse_dim_labels(inst.attrs["dim_labels"])  # type: ignore[arg-type]
-    if rhs.shape[dims.rhs_out] < MIN_OUT_FEATURES:
-        return False
-    taps = math.prod(rhs.shape[d] for d in dims.rhs_spatial)
-    return math.prod(out.shape) // rhs.shape[dims.rhs_out] * taps * rhs.shape[dims.rhs_in] \
-        <= MAX_PATCH_BYTES
+    return rhs.shape[dims.rhs_out] >= MIN_OUT_FEATURES and _patch_bytes(inst) <= MAX_PATCH_BYTES
 
 
 def _transpose(builder: Builder, value: Value, permutation: list[int]) -> Value:
@@ -80,12 +87,11 @@ def _transpose(builder: Builder, value: Value, permutation: list[int]) -> Value:
 
 
 def _patches(builder: Builder, x: Value, inst: Instruction) -> Value:
-    """(batch, out spatial..., taps x features) bytes of `x`, taps major, in the kernel's
-    row-major tap order."""
+    """(batch, out spatial..., taps x features) bytes of `x` (batch, spatial..., features),
+    taps major, in the kernel's row-major tap order."""
     dims = parse_dim_labels(inst.attrs["dim_labels"])  # type: ignore[arg-type]
     spatial = len(dims.lhs_spatial)
     strides, padding, lhs_dil, rhs_dil = _conv_window(inst.attrs, spatial)
-    x = _transpose(builder, x, [dims.lhs_batch, *dims.lhs_spatial, dims.lhs_feature])
     low = [0, *(lo for lo, _ in padding), 0]
     high = [0, *(hi for _, hi in padding), 0]
     interior = [0, *(d - 1 for d in lhs_dil), 0]
@@ -117,14 +123,25 @@ def _rewrite(builder: Builder, inst: Instruction, operands: list[Value]) -> list
     x, w = (_moved(builder, source, moves) for source, moves in found)
     dims = parse_dim_labels(inst.attrs["dim_labels"])  # type: ignore[arg-type]
     spatial = len(dims.lhs_spatial)
-    patches = _patches(builder, x, inst)
+    x = _transpose(builder, x, [dims.lhs_batch, *dims.lhs_spatial, dims.lhs_feature])
     w = _transpose(builder, w, [dims.rhs_out, *dims.rhs_spatial, dims.rhs_in])
     out_features = w.type.shape[0]
     w = builder.emit(ops.RESHAPE, [w], {}, TensorType(
         w.type.dtype, (out_features, math.prod(w.type.shape[1:]))))
-    canonical = builder.emit(ops.DOT_GENERAL, [patches, w], {
-        "lhs_batch": [], "rhs_batch": [], "lhs_contract": [spatial + 1], "rhs_contract": [1],
-        "result": "i32"})
+    # Batch entries in chunks whose patches fit MAX_PATCH_BYTES, each its own product: a
+    # chunk's patches are dead once its product is done, so the chunks share that memory.
+    batch = x.type.shape[0]
+    chunk = min(batch, MAX_PATCH_BYTES // _patch_bytes(inst))
+    parts = []
+    for start in range(0, batch, chunk):
+        part = x if chunk == batch else builder.emit(ops.SLICE, [x], {
+            "start": [start] + [0] * (spatial + 1),
+            "limit": [min(start + chunk, batch), *x.type.shape[1:]]})
+        parts.append(builder.emit(ops.DOT_GENERAL, [_patches(builder, part, inst), w], {
+            "lhs_batch": [], "rhs_batch": [], "lhs_contract": [spatial + 1],
+            "rhs_contract": [1], "result": "i32"}))
+    canonical = parts[0] if len(parts) == 1 else \
+        builder.emit(ops.CONCATENATE, parts, {"dimension": 0})
     # canonical is (batch, spatial..., feature); result dimension i reads canonical axis
     # order[i].
     order = [0] * (spatial + 2)

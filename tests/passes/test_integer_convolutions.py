@@ -3,6 +3,7 @@ and one byte product."""
 
 from __future__ import annotations
 
+import sys
 import textwrap
 
 import numpy as np
@@ -37,16 +38,16 @@ AFTER = ir("""
       %x = parameter() index=0 : u8[2,3,5,4]{3,2,1,0}
       %w = parameter() index=1 : i8[8,3,2,2]{3,2,1,0}
       %0 = transpose(%x) permutation=[0,2,3,1] : u8[2,5,4,3]{3,2,1,0}
-      %1 = constant() value=0 : u8[]
-      %2 = pad(%0, %1) low=[0,1,0,0] high=[0,0,1,0] interior=[0,0,0,0] : u8[2,6,5,3]{3,2,1,0}
-      %3 = slice(%2) start=[0,0,0,0] limit=[2,5,4,3] stride=[1,2,1,1] : u8[2,3,4,3]{3,2,1,0}
-      %4 = slice(%2) start=[0,0,1,0] limit=[2,5,5,3] stride=[1,2,1,1] : u8[2,3,4,3]{3,2,1,0}
-      %5 = slice(%2) start=[0,1,0,0] limit=[2,6,4,3] stride=[1,2,1,1] : u8[2,3,4,3]{3,2,1,0}
-      %6 = slice(%2) start=[0,1,1,0] limit=[2,6,5,3] stride=[1,2,1,1] : u8[2,3,4,3]{3,2,1,0}
-      %7 = concatenate(%3, %4, %5, %6) dimension=3 : u8[2,3,4,12]{3,2,1,0}
-      %8 = transpose(%w) permutation=[0,2,3,1] : i8[8,2,2,3]{3,2,1,0}
-      %9 = reshape(%8) : i8[8,12]{1,0}
-      %10 = dot_general(%7, %9) lhs_contract=[3] rhs_contract=[1] result=i32 : i32[2,3,4,8]{3,2,1,0}
+      %1 = transpose(%w) permutation=[0,2,3,1] : i8[8,2,2,3]{3,2,1,0}
+      %2 = reshape(%1) : i8[8,12]{1,0}
+      %3 = constant() value=0 : u8[]
+      %4 = pad(%0, %3) low=[0,1,0,0] high=[0,0,1,0] interior=[0,0,0,0] : u8[2,6,5,3]{3,2,1,0}
+      %5 = slice(%4) start=[0,0,0,0] limit=[2,5,4,3] stride=[1,2,1,1] : u8[2,3,4,3]{3,2,1,0}
+      %6 = slice(%4) start=[0,0,1,0] limit=[2,5,5,3] stride=[1,2,1,1] : u8[2,3,4,3]{3,2,1,0}
+      %7 = slice(%4) start=[0,1,0,0] limit=[2,6,4,3] stride=[1,2,1,1] : u8[2,3,4,3]{3,2,1,0}
+      %8 = slice(%4) start=[0,1,1,0] limit=[2,6,5,3] stride=[1,2,1,1] : u8[2,3,4,3]{3,2,1,0}
+      %9 = concatenate(%5, %6, %7, %8) dimension=3 : u8[2,3,4,12]{3,2,1,0}
+      %10 = dot_general(%9, %2) lhs_contract=[3] rhs_contract=[1] result=i32 : i32[2,3,4,8]{3,2,1,0}
       %11 = transpose(%10) permutation=[0,3,1,2] : i32[2,8,3,4]{3,2,1,0}
       return %11
     }
@@ -58,7 +59,11 @@ def test_widened_bytes_convolve_as_patches_times_a_byte_kernel() -> None:
     after = run_passes(before, [integer_convolutions, dce])
     assert print_module(after) == AFTER
     assert parse_module(AFTER) == after
-    rng = np.random.default_rng(0)
+    _check_interpreted(before, after, seed=0)
+
+
+def _check_interpreted(before, after, seed: int) -> None:
+    rng = np.random.default_rng(seed)
     x = rng.integers(0, 256, (2, 3, 5, 4)).astype(np.uint8)
     w = rng.integers(-128, 128, (8, 3, 2, 2)).astype(np.int8)
     (expected,) = interpret(before, [x, w])
@@ -95,3 +100,17 @@ GROUPED = ir("""
 def test_other_convolutions_are_left_alone(text: str) -> None:
     module = parse_module(text)
     assert run_passes(module, [integer_convolutions]) is module
+
+
+def test_a_batch_whose_patches_are_too_large_is_done_in_chunks(monkeypatch) -> None:
+    # Each batch entry's patches are 3 x 4 positions x 12 taps x features = 144 bytes.
+    module = sys.modules["jitc.passes.integer_convolutions"]
+    monkeypatch.setattr(module, "MAX_PATCH_BYTES", 144)
+    before = parse_module(BEFORE)
+    after = run_passes(before, [integer_convolutions, dce])
+    text = print_module(after)
+    assert text.count("result=i32") == 2 and "= convolution(" not in text
+    assert "concatenate(%" in text.split("result=i32")[-1]     # the two products joined
+    _check_interpreted(before, after, seed=1)
+    monkeypatch.setattr(module, "MAX_PATCH_BYTES", 143)        # one entry alone is too large
+    assert run_passes(before, [integer_convolutions]) is before
