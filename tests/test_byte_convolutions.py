@@ -28,6 +28,11 @@ CASES = [
             "lhs_dilation": (2,), "rhs_dilation": (2,)}, (2, 3, 9), (8, 3, 3), True),
     ("3d", {"labels": "bf012_oi012->bf012", "padding": ((0, 1), (1, 0), (0, 0))},
      (1, 2, 4, 3, 5), (8, 2, 2, 2, 3), True),
+    ("feature_groups_as_batched_products", {"padding": ((1, 1), (0, 2)), "groups": 2,
+                                            "rhs_dilation": (1, 2)},
+     (2, 6, 5, 4), (16, 3, 3, 2), True),
+    ("nhwc_groups_strided", {"labels": "b01f_01io->b01f", "strides": (2, 1), "groups": 3},
+     (3, 5, 4, 6), (2, 2, 2, 24), True),
     # Left to the generic convolution, which must be exact too.
     ("empty_batch", {}, (0, 2, 4, 4), (8, 2, 3, 3), False),
     ("empty_output", {}, (1, 2, 2, 2), (8, 2, 3, 3), False),
@@ -71,7 +76,7 @@ def test_byte_convolutions_equal_numpy_on_the_cpu(case, dtypes: tuple[type, type
 
 
 @pytest.mark.parametrize("backend", ["interpreter", "c", "cuda-sim"])
-@pytest.mark.parametrize("case", [CASES[1], CASES[2], CASES[5], CASES[10]],
+@pytest.mark.parametrize("case", [CASES[1], CASES[2], CASES[5], CASES[7], CASES[12]],
                          ids=lambda c: c[0])
 def test_byte_convolutions_equal_numpy_on_other_backends(backend: str, case) -> None:
     _, attrs, x_shape, w_shape, as_bytes = case

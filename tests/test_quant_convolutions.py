@@ -83,7 +83,21 @@ def test_dynamic_scales_follow_each_batch_entry():
     assert optimized_text(q, x).count("result=i32") == 2
 
 
-def test_grouped_and_narrow_convolutions_stay_float():
+def test_grouped_convolutions_with_enough_features_per_group_are_quantized():
+    grouped = (rng.standard_normal((32, 16, 3, 3)) * 0.1).astype(np.float32)
+
+    def model(x):
+        h = np.maximum(lax.conv_general_dilated(x, K1, padding=[(1, 1), (1, 1)]), 0)
+        return lax.conv_general_dilated(h, grouped, (1, 2), feature_group_count=2)
+    q = jitc.quant.quantize(model, SAMPLES)
+    assert [p.weight for p in q.products] == ["K1", "grouped"]
+    x = SAMPLES[1][0]
+    assert np.abs(q(x) - model(x)).max() < 0.03 * np.abs(model(x)).max()
+    text = optimized_text(q, x)
+    assert text.count("result=i32") == 2 and "= convolution(" not in text
+
+
+def test_depthwise_and_narrow_convolutions_stay_float():
     grouped = (rng.standard_normal((32, 1, 3, 3)) * 0.3).astype(np.float32)
     narrow = (rng.standard_normal((4, 3, 3, 3)) * 0.3).astype(np.float32)
 

@@ -20,13 +20,17 @@ into moves of the bytes and one `dot_general ... result=i32`:
     transpose %b to (out, spatial..., in) and reshape it to (out, taps x in);
     multiply the two over taps x features, then transpose to the result's labels.
 
+With feature groups the group leads both operands, (group, batch, spatial..., features per
+group) and (group, out per group, taps x in), as the product's batch dimension.
+
 Every term of each output is the same product of two bytes and int32 addition wraps modulo
 2^32 in any order, so the result is the convolution's to the bit. A tap over padding or a hole
 of the dilation reads a zero byte and adds nothing, as in the direct convolution.
 
-Left to the generic convolution, which is also exact: grouped convolutions, symbolic or empty
-shapes, few output features (np.convolve has one: a product with one column wastes the byte
-kernel's register tile, and the direct loop is faster there), and batch entries whose patches
+Left to the generic convolution, which is also exact: symbolic or empty shapes, few output
+features per group (np.convolve has one, a depthwise convolution one per group: a product
+with one column wastes the byte kernel's register tile, and the direct loop is faster there),
+and batch entries whose patches
 alone are larger than MAX_PATCH_BYTES (a long kernel over a long signal would need length x
 kernel bytes). A batch whose patches are larger is split into chunks of entries, each
 patches and a product, the results concatenated.
@@ -62,8 +66,9 @@ def _static(*types: TensorType) -> bool:
 def _patch_bytes(inst: Instruction) -> int:
     """The bytes of one batch entry's patches: its output positions x taps x in features."""
     dims = parse_dim_labels(inst.attrs["dim_labels"])  # type: ignore[arg-type]
-    rhs, out = inst.operands[1].type, inst.results[0].type
-    return math.prod(out.shape[d] for d in dims.out_spatial) * rhs.shape[dims.rhs_in] * \
+    lhs, out = inst.operands[0].type, inst.results[0].type
+    rhs = inst.operands[1].type
+    return math.prod(out.shape[d] for d in dims.out_spatial) * lhs.shape[dims.lhs_feature] * \
         math.prod(rhs.shape[d] for d in dims.rhs_spatial)
 
 
@@ -74,10 +79,9 @@ def _eligible(inst: Instruction) -> bool:
     out = inst.results[0].type
     if not _static(lhs, rhs, out) or 0 in (*lhs.shape, *rhs.shape, *out.shape):
         return False
-    if inst.attrs["feature_group_count"] != 1:
-        return False
     dims = parse_dim_labels(inst.attrs["dim_labels"])  # type: ignore[arg-type]
-    return rhs.shape[dims.rhs_out] >= MIN_OUT_FEATURES and _patch_bytes(inst) <= MAX_PATCH_BYTES
+    per_group = rhs.shape[dims.rhs_out] // inst.attrs["feature_group_count"]  # type: ignore
+    return per_group >= MIN_OUT_FEATURES and _patch_bytes(inst) <= MAX_PATCH_BYTES
 
 
 def _transpose(builder: Builder, value: Value, permutation: list[int]) -> Value:
@@ -87,31 +91,34 @@ def _transpose(builder: Builder, value: Value, permutation: list[int]) -> Value:
 
 
 def _patches(builder: Builder, x: Value, inst: Instruction) -> Value:
-    """(batch, out spatial..., taps x features) bytes of `x` (batch, spatial..., features),
-    taps major, in the kernel's row-major tap order."""
+    """(leading..., out spatial..., taps x features) bytes of `x` (leading..., spatial...,
+    features; the leading dimensions are the batch, or the group and the batch), taps major,
+    in the kernel's row-major tap order."""
     dims = parse_dim_labels(inst.attrs["dim_labels"])  # type: ignore[arg-type]
     spatial = len(dims.lhs_spatial)
     strides, padding, lhs_dil, rhs_dil = _conv_window(inst.attrs, spatial)
-    low = [0, *(lo for lo, _ in padding), 0]
-    high = [0, *(hi for _, hi in padding), 0]
-    interior = [0, *(d - 1 for d in lhs_dil), 0]
+    lead = [0] * (x.type.rank - spatial - 1)
+    low = [*lead, *(lo for lo, _ in padding), 0]
+    high = [*lead, *(hi for _, hi in padding), 0]
+    interior = [*lead, *(d - 1 for d in lhs_dil), 0]
     if any(low) or any(high) or any(interior):
         zero = builder.emit(ops.CONSTANT, [], {"value": Literal(np.zeros((), x.type.dtype.numpy))})
         x = builder.emit(ops.PAD, [x, zero], {"low": low, "high": high, "interior": interior})
     rhs, out = inst.operands[1].type, inst.results[0].type
     window = [rhs.shape[d] for d in dims.rhs_spatial]
     out_spatial = [out.shape[d] for d in dims.out_spatial]
-    batch, features = x.type.shape[0], x.type.shape[-1]
+    leading, features = list(x.type.shape[:len(lead)]), x.type.shape[-1]
     taps = []
     for offsets in np.ndindex(*window):
-        start = [0, *(k * d for k, d in zip(offsets, rhs_dil)), 0]
-        limit = [batch, *(s + (n - 1) * step + 1 for s, n, step
-                          in zip(start[1:], out_spatial, strides)), features]
-        taps.append(builder.emit(ops.SLICE, [x], {"start": start, "limit": limit,
-                                                  "stride": [1, *strides, 1]}))
+        corner = [k * d for k, d in zip(offsets, rhs_dil)]
+        limit = [*leading, *(s + (n - 1) * step + 1 for s, n, step
+                             in zip(corner, out_spatial, strides)), features]
+        taps.append(builder.emit(ops.SLICE, [x], {
+            "start": [*lead, *corner, 0], "limit": limit,
+            "stride": [*(1 for _ in lead), *strides, 1]}))
     if len(taps) == 1:
         return taps[0]
-    return builder.emit(ops.CONCATENATE, taps, {"dimension": spatial + 1})
+    return builder.emit(ops.CONCATENATE, taps, {"dimension": x.type.rank - 1})
 
 
 def _rewrite(builder: Builder, inst: Instruction, operands: list[Value]) -> list[Value] | None:
@@ -123,31 +130,48 @@ def _rewrite(builder: Builder, inst: Instruction, operands: list[Value]) -> list
     x, w = (_moved(builder, source, moves) for source, moves in found)
     dims = parse_dim_labels(inst.attrs["dim_labels"])  # type: ignore[arg-type]
     spatial = len(dims.lhs_spatial)
+    groups: int = inst.attrs["feature_group_count"]  # type: ignore[assignment]
     x = _transpose(builder, x, [dims.lhs_batch, *dims.lhs_spatial, dims.lhs_feature])
     w = _transpose(builder, w, [dims.rhs_out, *dims.rhs_spatial, dims.rhs_in])
-    out_features = w.type.shape[0]
-    w = builder.emit(ops.RESHAPE, [w], {}, TensorType(
-        w.type.dtype, (out_features, math.prod(w.type.shape[1:]))))
+    out_features, depth = w.type.shape[0], math.prod(w.type.shape[1:])
+    if groups == 1:
+        w_shape: tuple[int, ...] = (out_features, depth)
+    else:  # the group leads both operands: (group, batch, spatial..., features per group)
+        *shape, features = x.type.shape
+        x = builder.emit(ops.RESHAPE, [x], {}, TensorType(
+            x.type.dtype, (*shape, groups, features // groups)))
+        x = _transpose(builder, x, [spatial + 1, *range(spatial + 1), spatial + 2])
+        w_shape = (groups, out_features // groups, depth)
+    w = builder.emit(ops.RESHAPE, [w], {}, TensorType(w.type.dtype, w_shape))
+    batch_axis = 0 if groups == 1 else 1
+    group_dims = [] if groups == 1 else [0]
     # Batch entries in chunks whose patches fit MAX_PATCH_BYTES, each its own product: a
     # chunk's patches are dead once its product is done, so the chunks share that memory.
-    batch = x.type.shape[0]
+    batch = x.type.shape[batch_axis]
     chunk = min(batch, MAX_PATCH_BYTES // _patch_bytes(inst))
     parts = []
-    for start in range(0, batch, chunk):
-        part = x if chunk == batch else builder.emit(ops.SLICE, [x], {
-            "start": [start] + [0] * (spatial + 1),
-            "limit": [min(start + chunk, batch), *x.type.shape[1:]]})
+    for first in range(0, batch, chunk):
+        part = x
+        if chunk < batch:
+            start, limit = [0] * x.type.rank, list(x.type.shape)
+            start[batch_axis], limit[batch_axis] = first, min(first + chunk, batch)
+            part = builder.emit(ops.SLICE, [x], {"start": start, "limit": limit})
         parts.append(builder.emit(ops.DOT_GENERAL, [_patches(builder, part, inst), w], {
-            "lhs_batch": [], "rhs_batch": [], "lhs_contract": [spatial + 1],
-            "rhs_contract": [1], "result": "i32"}))
-    canonical = parts[0] if len(parts) == 1 else \
-        builder.emit(ops.CONCATENATE, parts, {"dimension": 0})
-    # canonical is (batch, spatial..., feature); result dimension i reads canonical axis
-    # order[i].
-    order = [0] * (spatial + 2)
-    for axis, out_axis in enumerate((dims.out_batch, *dims.out_spatial, dims.out_feature)):
-        order[out_axis] = axis
-    return [_transpose(builder, canonical, order)]
+            "lhs_batch": group_dims, "rhs_batch": group_dims,
+            "lhs_contract": [part.type.rank - 1], "rhs_contract": [len(w_shape) - 1],
+            "result": "i32"}))
+    product = parts[0] if len(parts) == 1 else \
+        builder.emit(ops.CONCATENATE, parts, {"dimension": batch_axis})
+    # product is (group?, batch, spatial..., features per group); the result's dimension d
+    # reads the axes where[d] of it, the group and the feature merged by a reshape.
+    where = {dims.out_batch: [batch_axis],
+             dims.out_feature: [*group_dims, product.type.rank - 1],
+             **{d: [batch_axis + 1 + s] for s, d in enumerate(dims.out_spatial)}}
+    result = _transpose(builder, product, [a for d in range(spatial + 2) for a in where[d]])
+    out = inst.results[0].type
+    if groups > 1:
+        result = builder.emit(ops.RESHAPE, [result], {}, TensorType(dtypes.int32, out.shape))
+    return [result]
 
 
 @module_pass("integer_convolutions")

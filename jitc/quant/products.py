@@ -30,6 +30,7 @@ from jitc.ir import ops
 from jitc.ir.core import Instruction, Value
 from jitc.ir.opdef import OpDef
 from jitc.ir.ops.linalg import parse_dim_labels
+from jitc.passes.integer_convolutions import MIN_OUT_FEATURES
 from jitc.quant.observers import Observer
 from jitc.quant.rounding import (
     INT8_MAX,
@@ -298,17 +299,20 @@ class Rewriter:
         the kernel int8 with one scale per output feature, the activation int8 or uint8 with
         one static scale or, dynamic, one per batch entry (a per-row scale, as products have,
         would differ between the inputs that one output sums). Zero stays zero, so the
-        padding is the same. Grouped convolutions stay float: the byte product
-        (integer_convolutions) runs ungrouped ones."""
+        padding is the same. A grouped convolution with fewer than MIN_OUT_FEATURES output
+        features per group (a depthwise one) stays float: the byte product
+        (integer_convolutions) would not run it, and an int32 direct convolution is no
+        faster than a float one."""
         x, kernel = operands
-        if x.dtype.kind != "f" or kernel.dtype.kind != "f" or \
-                attrs["feature_group_count"] != 1 or self._weight(x.value) is not None:
+        if x.dtype.kind != "f" or kernel.dtype.kind != "f" or self._weight(x.value) is not None:
             return None
         found = self._weight(kernel.value)
-        if found is None:
+        dims = parse_dim_labels(attrs["dim_labels"])  # type: ignore[arg-type]
+        groups: int = attrs["feature_group_count"]  # type: ignore[assignment]
+        if found is None or (groups > 1 and
+                             kernel.shape[dims.rhs_out] // groups < MIN_OUT_FEATURES):
             return None
         weight_id, moves = found
-        dims = parse_dim_labels(attrs["dim_labels"])  # type: ignore[arg-type]
         name, array = self.plan.weights[weight_id]
         channels = kernel.shape[dims.rhs_out]
         if channels < self.plan.min_channels:

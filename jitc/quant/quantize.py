@@ -196,8 +196,9 @@ def quantize(fun: Callable, calibration: Iterable[Any] | None = None, *,
       all of them. A parameter's name makes that argument a weight: the calibration samples
       pass it, and calls must pass the same array. A product whose one operand is a weight
       is quantized, the weight symmetric int8 with one scale per output channel; so is
-      an ungrouped convolution whose kernel is a weight (one scale per output feature,
-      rounded to nearest; dynamic activation scales are one per batch entry).
+      a convolution whose kernel is a weight (one scale per output feature, rounded to
+      nearest; dynamic activation scales are one per batch entry), but for a grouped one
+      with under 8 output features per group (depthwise), which stays float.
     - `activations`: "static" (the default with calibration: one scale per product from
       the calibration range, uint8 where every calibration value was >= 0) or "dynamic"
       (the default without: each row's scale is computed at run time).
@@ -246,7 +247,7 @@ def quantize(fun: Callable, calibration: Iterable[Any] | None = None, *,
         if not plan.products:
             raise ValueError(f"quantize: {fun.__name__} has no product with a weight on the "
                              "calibration inputs; jitc.quant quantizes x @ W (matmul, dot, "
-                             "einsum, tensordot) and ungrouped convolutions of x with a kernel "
+                             "einsum, tensordot) and convolutions of x with a kernel "
                              "W (jitc.lax.conv_general_dilated), where W is a float array "
                              "the function reads")
         if mode == "static":
