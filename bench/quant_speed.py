@@ -7,7 +7,14 @@ the batch of the MLP). Rows:
   layer, 10 output channels, stays float32) and with every product quantized (min_channels=1);
 - a GPT-2 block (bench/workloads.py's, d=768, 12 heads, 64 tokens);
 - the int8 matmul 1024 in numpy's idiom (`a.astype(np.int32) @ b.astype(np.int32)`) beside
-  jitc's float32 matmul 1024.
+  jitc's float32 matmul 1024;
+- a small CNN (convolutions 3->32, 32->64 stride 2, 64->64, all 3x3, NCHW, ReLU, then a
+  global mean and 64->10 logits), batch 32 of 3x32x32 images; its numpy float32 column is
+  jitc.lax run eagerly (the op table's numpy reference);
+- the int8 convolution 32x64x32x32 by 64x64x3x3 (padding 1) in numpy's idiom
+  (`conv_general_dilated(x.astype(np.int32), w.astype(np.int32), ...)`) beside jitc's float32
+  convolution; numpy float32 is the same convolution as patches and a matmul (numpy has no
+  2-d convolution).
 
 The models close over their float32 weights; `jitc.quant.quantize` calibrates on 4 random
 batches (static activation scales) and the accuracy is measured on 8 other random batches.
@@ -49,6 +56,22 @@ def mlp_from(w1: np.ndarray, b1: np.ndarray, w2: np.ndarray, b2: np.ndarray, w3:
         h = np.maximum(h @ w2 + b2, 0)
         return h @ w3 + b3
     return mlp
+
+
+def cnn_model(rng: np.random.Generator) -> Callable:
+    def kernel(*shape: int) -> np.ndarray:
+        return _normal(rng, *shape, scale=float(np.sqrt(2 / np.prod(shape[1:]))))
+    k1, k2, k3 = kernel(32, 3, 3, 3), kernel(64, 32, 3, 3), kernel(64, 64, 3, 3)
+    b1, b2, b3 = (_normal(rng, n, 1, 1, scale=0.1) for n in (32, 64, 64))
+    w4 = _normal(rng, 64, 10, scale=0.2)
+    same = [(1, 1), (1, 1)]
+
+    def cnn(x):
+        h = np.maximum(jitc.lax.conv_general_dilated(x, k1, (1, 1), same) + b1, 0)
+        h = np.maximum(jitc.lax.conv_general_dilated(h, k2, (2, 2), same) + b2, 0)
+        h = np.maximum(jitc.lax.conv_general_dilated(h, k3, (1, 1), same) + b3, 0)
+        return h.mean(axis=(2, 3)) @ w4
+    return cnn
 
 
 def block_model(rng: np.random.Generator) -> Callable:
@@ -152,6 +175,39 @@ def matmul_row(seconds: float, rng: np.random.Generator) -> dict:
     return {"name": "matmul 1024 (int8: numpy idiom)", "times": times, "exact": exact}
 
 
+def _conv_as_matmul(x: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """A 3x3 convolution with padding 1, NCHW by OIHW, as numpy spells it: patches, then a
+    matmul."""
+    n, c, h, width = x.shape
+    padded = np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1)))
+    patches = np.concatenate([padded[:, :, i:i + h, j:j + width] for i in range(3)
+                              for j in range(3)], axis=1)          # (n, 9c, h, w), tap-major
+    kernel = w.transpose(0, 2, 3, 1).reshape(w.shape[0], -1)       # (o, 9c), tap-major
+    out = kernel @ patches.reshape(n, 9 * c, h * width)
+    return out.reshape(n, w.shape[0], h, width)
+
+
+def conv_row(seconds: float, rng: np.random.Generator) -> dict:
+    x8 = rng.integers(-128, 128, (32, 64, 32, 32)).astype(np.int8)
+    w8 = rng.integers(-128, 128, (64, 64, 3, 3)).astype(np.int8)
+    x, w = x8.astype(np.float32), w8.astype(np.float32)
+
+    def int8_conv(x, w):
+        return jitc.lax.conv_general_dilated(x.astype(np.int32), w.astype(np.int32), (1, 1),
+                                             [(1, 1), (1, 1)])
+
+    def conv(x, w):
+        return jitc.lax.conv_general_dilated(x, w, (1, 1), [(1, 1), (1, 1)])
+
+    int8_jit, float_jit = jitc.jit(int8_conv), jitc.jit(conv)
+    got = int8_jit(x8, w8)
+    exact = np.array_equal(got, _conv_as_matmul(x8.astype(np.int64), w8.astype(np.int64)))
+    times = _interleaved({"numpy float32": lambda: _conv_as_matmul(x, w),
+                          "jitc float32": lambda: float_jit(x, w),
+                          "jitc.quant int8": lambda: int8_jit(x8, w8)}, (), seconds)
+    return {"name": "conv 32x64x32x32 3x3 (int8: idiom)", "times": times, "exact": exact}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.quant_speed", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -171,7 +227,10 @@ def main(argv: list[str] | None = None) -> int:
                       min_channels=1, **quant),
             model_row("GPT-2 block (d=768, 64 tokens)", block_model(rng), (64, 768),
                       args.seconds, rng, **quant),
-            matmul_row(args.seconds, rng)]
+            matmul_row(args.seconds, rng),
+            model_row("CNN 3 conv + logits, batch 32", cnn_model(rng), (32, 3, 32, 32),
+                      args.seconds, rng, **quant),
+            conv_row(args.seconds, rng)]
     print(f"{'workload':36} {'numpy f32':>9} {'jitc f32':>9} {'jitc int8':>9} {'f32/int8':>8} "
           f"{'fastest':>15} {'f32/int8':>8}  accuracy")
     for row in rows:

@@ -6,6 +6,7 @@ from jitc.passes.dot_merger import dot_merger
 from jitc.passes.fold import fold
 from jitc.passes.fusion import fusion, fusion_keeping_views
 from jitc.passes.hoist_steps import hoist_steps
+from jitc.passes.integer_convolutions import integer_convolutions
 from jitc.passes.integer_dots import integer_dots
 from jitc.passes.layout import contractions_read_strided, features_minor, layout_assignment
 from jitc.passes.legalize_broadcast import legalize_broadcast
@@ -16,13 +17,15 @@ from jitc.passes.split_reductions import split_reductions
 # Algebraic simplification, constant folding, CSE and DCE, repeated until nothing changes.
 SIMPLIFICATION = FixedPoint("simplification", [simplify, fold, cse, dce], max_iterations=8)
 # What the reference interpreter runs: the traced program, simplified, broadcasts explicit.
-DEFAULT_PASSES = (hoist_steps, legalize_broadcast, SIMPLIFICATION, integer_dots, dce)
+DEFAULT_PASSES = (hoist_steps, legalize_broadcast, SIMPLIFICATION, integer_convolutions,
+                  integer_dots, dce)
 # What code generators run: the same, then layouts chosen and ops grouped into fused kernels.
 KERNEL_PASSES = (*DEFAULT_PASSES, split_reductions, dot_merger,
                  layout_assignment(contractions_read_strided, features_minor),
                  fusion_keeping_views, dce)
 
-__all__ = ["cse", "dce", "dot_merger", "fold", "fusion", "hoist_steps", "integer_dots",
+__all__ = ["cse", "dce", "dot_merger", "fold", "fusion", "hoist_steps",
+           "integer_convolutions", "integer_dots",
            "layout_assignment", "legalize_broadcast", "simplify", "split_reductions",
            "FixedPoint", "Pass", "Pipeline", "module_pass", "run_passes", "SIMPLIFICATION",
            "DEFAULT_PASSES", "KERNEL_PASSES"]

@@ -13,7 +13,9 @@ with `Wq`, `sw` computed once from the weight (symmetric int8, one scale per out
 `sx` a calibrated constant (static) or the largest magnitude of each row of `x` (dynamic). The
 integer_dots pass then makes the middle line one byte product, and the CPU backend fuses the last
 line (and whatever elementwise code follows, up to the next activation's quantization) into the
-product's epilogue.
+product's epilogue. A `convolution` whose kernel is a weight becomes the same three lines with
+a convolution in the middle (`Rewriter._convolution`), which the integer_convolutions pass
+makes patches and a byte product.
 """
 
 from __future__ import annotations
@@ -27,6 +29,8 @@ from jitc import lax
 from jitc.ir import ops
 from jitc.ir.core import Instruction, Value
 from jitc.ir.opdef import OpDef
+from jitc.ir.ops.linalg import parse_dim_labels
+from jitc.passes.integer_convolutions import MIN_OUT_FEATURES
 from jitc.quant.observers import Observer
 from jitc.quant.rounding import (
     INT8_MAX,
@@ -72,6 +76,7 @@ class Product:
     activation_dims: tuple[tuple[int, ...], tuple[int, ...]] | None = None
     inputs: InputStatistics | None = None  # for compensated rounding
     hessian: np.ndarray | None = None      # E[x x^T] as estimated from `inputs`
+    convolution: bool = False              # a convolution's kernel, not a product's operand
 
     @property
     def rounding(self) -> str:
@@ -110,7 +115,8 @@ class Product:
             activation = (f"static {self.activation_dtype} scale {self.activation_scale:.6g} "
                           f"zero point {self.zero_point}")
         else:
-            activation = "dynamic int8, one scale per row"
+            activation = "dynamic int8, one scale per " + (
+                "batch entry" if self.convolution else "row")
         text = f"{self.weight}[{shape}] (use {self.occurrence}): activations {activation}"
         if self.quantized is not None:
             scales = self.quantized.scales
@@ -253,6 +259,8 @@ class Rewriter:
 
     def __call__(self, op: OpDef, operands: Sequence[Tracer], attrs: Mapping[str, object]
                  ) -> tuple[Tracer, ...] | None:
+        if op is ops.CONVOLUTION:
+            return self._convolution(operands, attrs)
         if op is not ops.DOT_GENERAL or attrs.get("result") or len(operands) != 2:
             return None
         if any(t.dtype.kind != "f" for t in operands):
@@ -284,6 +292,73 @@ class Rewriter:
             return None
         return (self._rewrite(product, product.quantized, side, activation, operands,
                               attrs),)
+
+    def _convolution(self, operands: Sequence[Tracer], attrs: Mapping[str, object]
+                     ) -> tuple[Tracer, ...] | None:
+        """A float convolution of an activation with a weight kernel, as the product above:
+        the kernel int8 with one scale per output feature, the activation int8 or uint8 with
+        one static scale or, dynamic, one per batch entry (a per-row scale, as products have,
+        would differ between the inputs that one output sums). Zero stays zero, so the
+        padding is the same. A grouped convolution with fewer than MIN_OUT_FEATURES output
+        features per group (a depthwise one) stays float: the byte product
+        (integer_convolutions) would not run it, and an int32 direct convolution is no
+        faster than a float one."""
+        x, kernel = operands
+        if x.dtype.kind != "f" or kernel.dtype.kind != "f" or self._weight(x.value) is not None:
+            return None
+        found = self._weight(kernel.value)
+        dims = parse_dim_labels(attrs["dim_labels"])  # type: ignore[arg-type]
+        groups: int = attrs["feature_group_count"]  # type: ignore[assignment]
+        if found is None or (groups > 1 and
+                             kernel.shape[dims.rhs_out] // groups < MIN_OUT_FEATURES):
+            return None
+        weight_id, moves = found
+        name, array = self.plan.weights[weight_id]
+        channels = kernel.shape[dims.rhs_out]
+        if channels < self.plan.min_channels:
+            self.plan.left_float[name] = (array.shape, channels)
+            return None
+        occurrence = self.uses.get(name, 0)
+        self.uses[name] = occurrence + 1
+        product = self.plan.product(name, occurrence, array)
+        product.convolution = True
+        # The kernel as the rhs of a product contracting its input features and window.
+        as_product = {"lhs_batch": [], "rhs_batch": [], "lhs_contract": [],
+                      "rhs_contract": [dims.rhs_in, *dims.rhs_spatial]}
+        weight = product.quantized = self.plan.quantized_weight(product, weight_id, moves, 1,
+                                                                as_product, 0)
+        if self.observe:
+            product.activation_dims = ((), ())  # no input statistics: nearest rounding
+            if current_trace() is self.trace:
+                self.observed.append((product.key, x))
+            return None
+        out_type = np.result_type(x.dtype, kernel.dtype)
+        x = x if x.dtype == np.float32 else x.astype(np.float32)
+        out_rank = x.ndim
+        channel_shape = [1] * out_rank
+        channel_shape[dims.out_feature] = channels
+        channel_scales = weight.scales.reshape(channel_shape)
+        if product.static:
+            unsigned = product.activation_dtype == np.uint8
+            inverse = np.float32(1.0 / product.activation_scale)  # type: ignore[operator]
+            xq = _to_bytes(x * inverse, unsigned)
+            scale: Tracer | np.ndarray = (channel_scales * np.float32(
+                product.activation_scale)).astype(np.float32)
+        else:
+            others = tuple(d for d in range(x.ndim) if d != dims.lhs_batch)
+            peak = np.maximum(np.max(np.abs(x), axis=others), np.float32(SMALLEST_PEAK))
+            top = UINT8_MAX if _non_negative(x.value) else INT8_MAX
+            batch_shape = [1] * x.ndim
+            batch_shape[dims.lhs_batch] = -1
+            xq = _to_bytes(x * np.reshape(np.float32(top) / peak, batch_shape),
+                           unsigned=top == UINT8_MAX)
+            out_batch = [1] * out_rank
+            out_batch[dims.out_batch] = -1
+            scale = channel_scales * np.reshape(peak * np.float32(1 / top), out_batch)
+        acc = emit(ops.CONVOLUTION, [xq.astype(np.int32),
+                                     _constant(weight.values).astype(np.int32)], attrs)
+        result = acc.astype(np.float32) * scale
+        return (result if result.dtype == out_type else result.astype(out_type),)
 
     def _weight(self, value: Value) -> tuple[int, list[Instruction]] | None:
         """(id of the weight array `value` is made of, the moves on the way), or None."""

@@ -195,7 +195,10 @@ def quantize(fun: Callable, calibration: Iterable[Any] | None = None, *,
       attributes) are weights, by identity or by name (`"W1"`, `"params['w']"`); default:
       all of them. A parameter's name makes that argument a weight: the calibration samples
       pass it, and calls must pass the same array. A product whose one operand is a weight
-      is quantized, the weight symmetric int8 with one scale per output channel.
+      is quantized, the weight symmetric int8 with one scale per output channel; so is
+      a convolution whose kernel is a weight (one scale per output feature, rounded to
+      nearest; dynamic activation scales are one per batch entry), but for a grouped one
+      with under 8 output features per group (depthwise), which stays float.
     - `activations`: "static" (the default with calibration: one scale per product from
       the calibration range, uint8 where every calibration value was >= 0) or "dynamic"
       (the default without: each row's scale is computed at run time).
@@ -244,7 +247,9 @@ def quantize(fun: Callable, calibration: Iterable[Any] | None = None, *,
         if not plan.products:
             raise ValueError(f"quantize: {fun.__name__} has no product with a weight on the "
                              "calibration inputs; jitc.quant quantizes x @ W (matmul, dot, "
-                             "einsum, tensordot) where W is a float array the function reads")
+                             "einsum, tensordot) and convolutions of x with a kernel "
+                             "W (jitc.lax.conv_general_dilated), where W is a float array "
+                             "the function reads")
         if mode == "static":
             for product in plan.products.values():
                 if product.observer is not None:  # else inside a jitc.lax region: dynamic

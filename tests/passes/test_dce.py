@@ -22,6 +22,7 @@ from jitc.passes import (
     SIMPLIFICATION,
     dce,
     hoist_steps,
+    integer_convolutions,
     integer_dots,
     legalize_broadcast,
 )
@@ -233,6 +234,7 @@ def test_input_is_verified() -> None:
 def test_a_pass_is_a_named_callable() -> None:
     assert isinstance(dce, Pass) and dce.name == "dce"
     assert [p.name for p in BASIC_PASSES] == ["legalize_broadcast", "dce"]
-    assert DEFAULT_PASSES == (hoist_steps, legalize_broadcast, SIMPLIFICATION, integer_dots, dce)
+    assert DEFAULT_PASSES == (hoist_steps, legalize_broadcast, SIMPLIFICATION,
+                              integer_convolutions, integer_dots, dce)
     module = parse_module(CASES["unused-chain"][0])
     assert print_module(dce(module)) == CASES["unused-chain"][1]
