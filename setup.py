@@ -15,8 +15,10 @@ setup(
     ext_modules=[
         Extension(
             "jitc._runtime",
-            sources=["runtime/pymodule.c", "runtime/dispatcher.c", "runtime/results.c",
-                     "runtime/jitc_runtime.c", "runtime/jitc_profile.c"],
+            sources=["runtime/pymodule.c", "runtime/dispatcher.c", "runtime/bindings.c",
+                     "runtime/results.c", "runtime/jitc_runtime.c", "runtime/jitc_profile.c"],
+            # The headers: listed, so that the sdist carries them (the wheel is built from it).
+            depends=["runtime/pymodule.h", "runtime/dispatcher.h", "runtime/jitc_runtime.h"],
             include_dirs=["runtime", numpy.get_include()],
             extra_compile_args=["-O2", "-std=c11", "-pthread", "-Wall", "-Werror"],
             extra_link_args=["-pthread"],
