@@ -1,4 +1,4 @@
-"""integer_convolutions: a convolution of bytes widened to int32 becomes patches of the bytes
+"""convolution_products: a convolution of bytes widened to int32 becomes patches of the bytes
 and one byte product."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from jitc.ir.interpreter import interpret
 from jitc.ir.parser import parse_module
 from jitc.ir.printer import print_module
 from jitc.passes import dce
-from jitc.passes.integer_convolutions import integer_convolutions
+from jitc.passes.convolution_products import convolution_products
 from jitc.passes.pipeline import run_passes
 
 
@@ -56,7 +56,7 @@ AFTER = ir("""
 
 def test_widened_bytes_convolve_as_patches_times_a_byte_kernel() -> None:
     before = parse_module(BEFORE)
-    after = run_passes(before, [integer_convolutions, dce])
+    after = run_passes(before, [convolution_products, dce])
     assert print_module(after) == AFTER
     assert parse_module(AFTER) == after
     _check_interpreted(before, after, seed=0)
@@ -99,18 +99,18 @@ GROUPED = ir("""
 ], ids=["int64", "float", "int32-operand", "few-features", "groups"])
 def test_other_convolutions_are_left_alone(text: str) -> None:
     module = parse_module(text)
-    assert run_passes(module, [integer_convolutions]) is module
+    assert run_passes(module, [convolution_products]) is module
 
 
 def test_a_batch_whose_patches_are_too_large_is_done_in_chunks(monkeypatch) -> None:
     # Each batch entry's patches are 3 x 4 positions x 12 taps x features = 144 bytes.
-    module = sys.modules["jitc.passes.integer_convolutions"]
+    module = sys.modules["jitc.passes.convolution_products"]
     monkeypatch.setattr(module, "MAX_PATCH_BYTES", 144)
     before = parse_module(BEFORE)
-    after = run_passes(before, [integer_convolutions, dce])
+    after = run_passes(before, [convolution_products, dce])
     text = print_module(after)
     assert text.count("result=i32") == 2 and "= convolution(" not in text
     assert "concatenate(%" in text.split("result=i32")[-1]     # the two products joined
     _check_interpreted(before, after, seed=1)
     monkeypatch.setattr(module, "MAX_PATCH_BYTES", 143)        # one entry alone is too large
-    assert run_passes(before, [integer_convolutions]) is before
+    assert run_passes(before, [convolution_products]) is before
