@@ -1,6 +1,6 @@
 """int8/uint8 convolutions written the numpy way (widen to int32, then convolve) equal numpy's
 bit for bit on every backend, and those with enough output features run as one byte product
-over patches (jitc/passes/integer_convolutions.py)."""
+over patches (jitc/passes/convolution_products.py)."""
 
 from __future__ import annotations
 
@@ -117,7 +117,7 @@ def test_np_convolve_of_widened_bytes_stays_exact() -> None:
 @pytest.mark.parametrize("backend", ["cpu", "c"])
 def test_a_batch_split_into_chunks_equals_numpy(backend: str, monkeypatch) -> None:
     """Patches over MAX_PATCH_BYTES are made and multiplied a few batch entries at a time."""
-    module = sys.modules["jitc.passes.integer_convolutions"]
+    module = sys.modules["jitc.passes.convolution_products"]
     attrs = {"labels": "b01f_01io->b01f", "strides": (1, 2), "padding": ((1, 1), (0, 0))}
     conv, reference = _widened(attrs)
     rng = np.random.default_rng(7)

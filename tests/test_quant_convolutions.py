@@ -1,5 +1,5 @@
 """jitc.quant on convolutions: a float convolution with a weight kernel runs as an int8 (or
-uint8) by int8 convolution, which the integer_convolutions pass makes a byte product."""
+uint8) by int8 convolution, which the convolution_products pass makes a byte product."""
 
 from __future__ import annotations
 

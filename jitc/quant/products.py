@@ -14,7 +14,7 @@ with `Wq`, `sw` computed once from the weight (symmetric int8, one scale per out
 integer_dots pass then makes the middle line one byte product, and the CPU backend fuses the last
 line (and whatever elementwise code follows, up to the next activation's quantization) into the
 product's epilogue. A `convolution` whose kernel is a weight becomes the same three lines with
-a convolution in the middle (`Rewriter._convolution`), which the integer_convolutions pass
+a convolution in the middle (`Rewriter._convolution`), which the convolution_products pass
 makes patches and a byte product.
 """
 
@@ -30,7 +30,7 @@ from jitc.ir import ops
 from jitc.ir.core import Instruction, Value
 from jitc.ir.opdef import OpDef
 from jitc.ir.ops.linalg import parse_dim_labels
-from jitc.passes.integer_convolutions import MIN_OUT_FEATURES
+from jitc.passes.convolution_products import MIN_OUT_FEATURES
 from jitc.quant.observers import Observer
 from jitc.quant.rounding import (
     INT8_MAX,
@@ -301,7 +301,7 @@ class Rewriter:
         would differ between the inputs that one output sums). Zero stays zero, so the
         padding is the same. A grouped convolution with fewer than MIN_OUT_FEATURES output
         features per group (a depthwise one) stays float: the byte product
-        (integer_convolutions) would not run it, and an int32 direct convolution is no
+        (convolution_products) would not run it, and an int32 direct convolution is no
         faster than a float one."""
         x, kernel = operands
         if x.dtype.kind != "f" or kernel.dtype.kind != "f" or self._weight(x.value) is not None:

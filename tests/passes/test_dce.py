@@ -20,9 +20,9 @@ from jitc.ir.verifier import VerifyError
 from jitc.passes import (
     DEFAULT_PASSES,
     SIMPLIFICATION,
+    convolution_products,
     dce,
     hoist_steps,
-    integer_convolutions,
     integer_dots,
     legalize_broadcast,
 )
@@ -235,6 +235,6 @@ def test_a_pass_is_a_named_callable() -> None:
     assert isinstance(dce, Pass) and dce.name == "dce"
     assert [p.name for p in BASIC_PASSES] == ["legalize_broadcast", "dce"]
     assert DEFAULT_PASSES == (hoist_steps, legalize_broadcast, SIMPLIFICATION,
-                              integer_convolutions, integer_dots, dce)
+                              convolution_products, integer_dots, dce)
     module = parse_module(CASES["unused-chain"][0])
     assert print_module(dce(module)) == CASES["unused-chain"][1]

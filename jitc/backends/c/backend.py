@@ -24,6 +24,7 @@ from jitc.ir.interpreter import ArgumentError, bind_symbols
 from jitc.ir.types import TensorType
 from jitc.options import Options
 from jitc.passes import DEFAULT_PASSES, dce, fusion, layout_assignment
+from jitc.passes.convolution_products import byte_convolution_products, convolution_products
 from jitc.passes.pipeline import Pass
 
 # Calls that touch fewer elements than this keep the GIL: releasing it costs more.
@@ -42,7 +43,9 @@ def reads_any_layout(inst: Instruction, index: int, layout: TensorType) -> bool:
     return inst.op in (ops.REDUCE, ops.DOT_GENERAL, ops.CONVOLUTION)
 
 
-C_PASSES: tuple[Pass, ...] = (*DEFAULT_PASSES, layout_assignment(reads_any_layout), fusion, dce)
+C_PASSES: tuple[Pass, ...] = (
+    *(byte_convolution_products if p is convolution_products else p for p in DEFAULT_PASSES),
+    layout_assignment(reads_any_layout), fusion, dce)
 
 
 def _runtime() -> object | None:
