@@ -38,6 +38,7 @@ def emit_fusion(program: Program, name: str, inst: Instruction) -> Kernel:
         if program.plan.slot(operand) is not None and all(v is not operand for v in values):
             values.append(operand)
     ctx = KernelContext(program, name, inst, values)
+    ctx.parallel = True
     for param, operand in zip(body.parameters, inst.operands):
         ctx.e.aliases[id(param)] = operand
     kind = inst.attrs["kind"]

@@ -12,6 +12,7 @@ from jitc.ir import dtypes
 from jitc.ir.dtypes import DType, Kind
 
 from .cgen import int_limits, register_type, unsigned_type, wrapping_type
+from .parallel import POOL, POOL_SOURCE
 
 HELPERS: dict[str, tuple[str, tuple[str, ...]]] = {}
 
@@ -204,6 +205,9 @@ static {_dt} jitc_bitcast_{_src}_{_dst}({_st} x) {{
     memcpy(&y, &x, sizeof y);
     return y;
 }}""")
+
+
+_define(POOL, POOL_SOURCE)
 
 
 def preamble(used: set[str]) -> str:
