@@ -5,6 +5,7 @@ fused multiply-add per term, and neither the tiles nor the thread count change a
 from __future__ import annotations
 
 import ctypes
+import re
 import subprocess
 
 import numpy as np
@@ -79,6 +80,21 @@ def test_batched_products_split_batches_and_panels() -> None:
     jitted = jitc.jit(lambda a, b: a @ b, backend="c", num_threads=2)
     np.testing.assert_allclose(jitted(lhs, rhs), lhs @ rhs, rtol=1e-5, atol=1e-5)
     assert POOL + "(" in jitted.lower(lhs, rhs).compile().as_text()
+
+
+@pytest.mark.parametrize("shape", [(12, 64, 64, 64), (1, 37, 300, 45)])
+def test_products_with_a_transposed_rhs_pack_it(shape) -> None:
+    """Attention's q @ k.T reads k across its rows: each run of steps copies the panel's rhs
+    into a local array first."""
+    batch, rows, depth, columns = shape
+    rng = np.random.default_rng(4)
+    q = rng.standard_normal((batch, rows, depth)).astype(np.float32)
+    k = rng.standard_normal((batch, columns, depth)).astype(np.float32)
+    jitted = jitc.jit(lambda q, k: q @ k.transpose(0, 2, 1), backend="c", num_threads=2)
+    np.testing.assert_allclose(jitted(q, k), q @ k.transpose(0, 2, 1), rtol=1e-4, atol=1e-4)
+    single = jitc.jit(lambda q, k: q @ k.transpose(0, 2, 1), backend="c", num_threads=1)
+    np.testing.assert_array_equal(jitted(q, k), single(q, k))
+    assert re.search(r"float p\d+\[256\]\[32\];", jitted.lower(q, k).compile().as_text())
 
 
 def test_large_kernels_run_on_the_runtime_pool() -> None:

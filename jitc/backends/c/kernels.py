@@ -469,7 +469,8 @@ def dot_into(ctx: KernelContext, inst: Instruction, target: str,
             return ctx.e.value_at(lhs, operand_index(lhs.type.rank, lb, lc, lf, out_index,
                                                      [k], nb))
         tiled_dot(ctx, target, out.type, rows, cols[0][1], contract[0][1], lhs_at,
-                  lambda out_index, k: rhs_at(out_index, [k]), fused, epilogue)
+                  lambda out_index, k: rhs_at(out_index, [k]), fused, epilogue,
+                  pack=physical_order(rhs.type)[-1] != rf[0])
         return
 
     extent = rows[-1][1] if rows else 1

@@ -19,6 +19,7 @@ import math
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from jitc.ir.dtypes import DType
 from jitc.ir.symbolic import DimLike, is_static
 from jitc.ir.types import TensorType
 
@@ -34,15 +35,19 @@ TILE_BYTES = 128
 BLOCK_DEPTH = 256
 
 Operand = Callable[[list[str], str], str]   # (output index, contracting index) -> element
+Column = Callable[[str, str], str]  # (column in the panel, contracting index) -> rhs element
 
 
 def tiled_dot(ctx: KernelContext, target: str, out: TensorType,
               rows: list[tuple[int, DimLike]], columns: DimLike, depth: DimLike,
               lhs_at: Operand, rhs_at: Operand, fused: str,
-              epilogue: Callable[[list[str]], None] | None) -> None:
+              epilogue: Callable[[list[str]], None] | None, pack: bool = False) -> None:
     """target[outer..., row, column] = sum over k of lhs * rhs; `lhs_at` and `rhs_at` give
     the operands' elements for an output index and a contracting index, `fused` names the
-    fused multiply-add (fmaf or fma) and `epilogue(index)` finishes each element."""
+    fused multiply-add (fmaf or fma) and `epilogue(index)` finishes each element. With
+    `pack` (an rhs whose columns are not adjacent in memory: a transposed operand) each run
+    of steps first copies its rhs rows of the panel into a local array, read along the
+    contracting dimension, so the tiles read adjacent columns."""
     e, w = ctx.e, ctx.w
     dtype = out.dtype
     width = TILE_BYTES * 8 // dtype.bits
@@ -53,15 +58,15 @@ def tiled_dot(ctx: KernelContext, target: str, out: TensorType,
     outer_count = math.prod(outer)
     alone = is_static(outer_count) and outer_count == 1
     total = panels if alone else f"{extent(outer_count)} * {extent(panels)}"
-    w.comment(f"panels of {width} columns; tiles of {TILE_ROWS} rows accumulate in "
-              f"registers over {BLOCK_DEPTH} contracting steps at a time")
+    w.comment(f"panels of {width} columns; {TILE_ROWS}-row tiles sum {BLOCK_DEPTH} steps at a "
+              "time in registers")
     with w.loop(0, total) as task:
         outer_index = ["0"] * len(outer) if alone else \
             _unflatten(ctx, f"{task} / {extent(panels)}", outer)
         first = e.let_index(f"{task} * {width}" if alone else
                             f"{task} % {extent(panels)} * {width}")
-        # The panel starts at zero: each tile adds to what it reads (a test of the first step
-        # in the tile, the compiler would duplicate its loops for, and keep the sums in memory).
+        # The panel starts at zero and every tile adds to what it reads: one form of tile for
+        # every run of steps.
         columns_here = e.let_index(f"{first} + {width} <= {extent(columns)} ? {width} : "
                                    f"{extent(columns)} - {first}")
         with w.loop(0, height) as row, w.loop(0, columns_here) as column:
@@ -72,6 +77,10 @@ def tiled_dot(ctx: KernelContext, target: str, out: TensorType,
                      f"{steps} += {BLOCK_DEPTH})"):
             last = e.let_index(f"{steps} + {BLOCK_DEPTH} < {extent(depth)} ? "
                                f"{steps} + {BLOCK_DEPTH} : {extent(depth)}")
+            def rhs_column(j: str, k: str) -> str:
+                return rhs_at(outer_index + ["0", e.let_index(f"{first} + {j}")], k)
+            if pack:
+                rhs_column = _pack(ctx, rhs_column, columns_here, width, steps, last, dtype)
             full_rows = height // TILE_ROWS * TILE_ROWS if is_static(height) else \
                 f"{extent(height)} / {TILE_ROWS} * {TILE_ROWS}"
             block = w.fresh("i")
@@ -79,7 +88,7 @@ def tiled_dot(ctx: KernelContext, target: str, out: TensorType,
             def tiles(row0: str, count: str | int) -> None:
                 tile = functools.partial(_tile, ctx, target, out, outer_index, row0, count,
                                          first, steps=steps, last=last, lhs_at=lhs_at,
-                                         rhs_at=rhs_at, fused=fused)
+                                         rhs_column=rhs_column, fused=fused)
                 if is_static(columns) and columns % width == 0:
                     tile(width)
                     return
@@ -107,14 +116,27 @@ def _unflatten(ctx: KernelContext, flat: str, extents: list[DimLike]) -> list[st
     """The counters of the loops over `extents` (outermost first) at position `flat`."""
     index, stride = [], 1
     for size in reversed(extents):
-        index.append(ctx.e.let_index(f"{flat} / {extent(stride)} % {extent(size)}"))
+        quotient = flat if is_static(stride) and stride == 1 else f"{flat} / {extent(stride)}"
+        index.append(ctx.e.let_index(f"{quotient} % {extent(size)}"))
         stride = stride * size
     return index[::-1]
 
 
+def _pack(ctx: KernelContext, rhs_column: Column, columns_here: str, width: int,
+          steps: str, last: str, dtype: DType) -> Column:
+    """Copies the panel's rhs elements of the steps [steps, last) into a local array; the
+    column reader that reads them there."""
+    w = ctx.w
+    packed = w.fresh("p")
+    w.line(f"{register_type(dtype)} {packed}[{BLOCK_DEPTH}][{width}];")
+    with w.loop(0, columns_here) as j, w.loop(steps, last) as k:
+        w.line(f"{packed}[{k} - {steps}][{j}] = {rhs_column(j, k)};")
+    return lambda j, k: f"{packed}[{k} - {steps}][{j}]"
+
+
 def _tile(ctx: KernelContext, target: str, out: TensorType, outer: list[str],
           row0: str, height: str | int, first: str, width: str | int, *, steps: str,
-          last: str, lhs_at: Operand, rhs_at: Operand, fused: str) -> None:
+          last: str, lhs_at: Operand, rhs_column: Column, fused: str) -> None:
     """One tile of `height` rows from `row0` and `width` columns from `first`: its partial
     sums read, the steps [steps, last) added, stored back."""
     e, w = ctx.e, ctx.w
@@ -127,9 +149,10 @@ def _tile(ctx: KernelContext, target: str, out: TensorType, outer: list[str],
     with w.loop(0, height) as r, w.loop(0, width) as j:
         w.line(f"{acc}[{r}][{j}] = {e.load(target, out, index(r, j))};")
     with w.loop(steps, last) as k, w.loop(0, height) as r:
-        x = e.let(out.dtype, lhs_at(outer + [e.let_index(f"{row0} + {r}"), "0"], k))
+        x = lhs_at(outer + [e.let_index(f"{row0} + {r}"), "0"], k)
+        x = x if x.isidentifier() else e.let(out.dtype, x)
         with w.loop(0, width) as j:
-            y = rhs_at(outer + ["0", e.let_index(f"{first} + {j}")], k)
+            y = rhs_column(j, k)
             w.line(f"{acc}[{r}][{j}] = {fused}({x}, {y}, {acc}[{r}][{j}]);")
     with w.loop(0, height) as r, w.loop(0, width) as j:
         e.store(f"{acc}[{r}][{j}]", target, out, index(r, j))
