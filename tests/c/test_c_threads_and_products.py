@@ -147,3 +147,22 @@ def test_threaded_source_stays_standalone_and_strict_c99(tmp_path) -> None:
                                         *compiled.executable.constants, workspace)]
     library.jitc_entry((ctypes.c_void_p * len(pointers))(*pointers))
     np.testing.assert_array_equal(result_array, compiled(*args))
+
+
+def softmax(x):
+    e = np.exp(x - x.max(axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+@pytest.mark.parametrize("length", [3, 17, 64, 200])
+def test_row_sums_of_computed_values_compute_them_a_chunk_at_a_time(length) -> None:
+    """softmax's sum of exponentials: a loop the compiler vectorizes fills a chunk, another
+    adds it in order (one loop doing both was not vectorized); rows shorter than 16 keep one
+    plain loop."""
+    x = np.random.default_rng(length).standard_normal((12, 9, length)).astype(np.float32)
+    jitted = jitc.jit(softmax, backend="c")
+    np.testing.assert_allclose(jitted(x), softmax(x), rtol=1e-6, atol=1e-7)
+    source = jitted.lower(x).compile().as_text()
+    assert bool(re.search(r"float s\d+\[\d+\];", source)) == (length >= 16)
+    symbolic = jitc.jit(softmax, backend="c").lower(AbstractArray("f32[B,N]")).compile()
+    np.testing.assert_allclose(symbolic(x[0]), softmax(x[0]), rtol=1e-6, atol=1e-7)
