@@ -57,7 +57,7 @@ def test_float32_products_fuse_each_multiply_add(shape) -> None:
     np.testing.assert_array_equal(result, exact)
 
 
-@pytest.mark.parametrize("shape", [(64, 768, 256), (13, 300, 70), (100, 40, 33)])
+@pytest.mark.parametrize("shape", [(64, 768, 256), (13, 300, 70), (100, 40, 33), (20, 100, 96)])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_tiled_products_match_numpy_and_every_thread_count(shape, dtype) -> None:
     """Row and column remainders of the tiles, the fused epilogue; one thread and two give
@@ -94,7 +94,7 @@ def test_products_with_a_transposed_rhs_pack_it(shape) -> None:
     np.testing.assert_allclose(jitted(q, k), q @ k.transpose(0, 2, 1), rtol=1e-4, atol=1e-4)
     single = jitc.jit(lambda q, k: q @ k.transpose(0, 2, 1), backend="c", num_threads=1)
     np.testing.assert_array_equal(jitted(q, k), single(q, k))
-    assert re.search(r"float p\d+\[256\]\[32\];", jitted.lower(q, k).compile().as_text())
+    assert re.search(r"float p\d+\[256\]\[\d+\];", jitted.lower(q, k).compile().as_text())
 
 
 def test_large_kernels_run_on_the_runtime_pool() -> None:
