@@ -166,3 +166,12 @@ def test_row_sums_of_computed_values_compute_them_a_chunk_at_a_time(length) -> N
     assert bool(re.search(r"float s\d+\[\d+\];", source)) == (length >= 16)
     symbolic = jitc.jit(softmax, backend="c").lower(AbstractArray("f32[B,N]")).compile()
     np.testing.assert_allclose(symbolic(x[0]), softmax(x[0]), rtol=1e-6, atol=1e-7)
+
+
+def test_hosts_without_avx512_get_narrower_tiles(monkeypatch) -> None:
+    from jitc.backends.c import tiled_dot
+    monkeypatch.setattr(tiled_dot, "host_identity", lambda: "flags: avx2 fma")
+    args = layer_args(37, 90, 50)
+    jitted = jitc.jit(layer, backend="c", num_threads=2)
+    np.testing.assert_allclose(jitted(*args), layer(*args), rtol=2e-4, atol=2e-4)
+    assert re.search(r"float a\d+\[6\]\[16\];", jitted.lower(*args).compile().as_text())
