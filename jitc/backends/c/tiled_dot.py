@@ -82,6 +82,7 @@ def tiled_dot(ctx: KernelContext, target: str, out: TensorType,
                      f"{steps} += {BLOCK_DEPTH})"):
             last = e.let_index(f"{steps} + {BLOCK_DEPTH} < {extent(depth)} ? "
                                f"{steps} + {BLOCK_DEPTH} : {extent(depth)}")
+
             def rhs_column(j: str, k: str) -> str:
                 return rhs_at(outer_index + ["0", e.let_index(f"{first} + {j}")], k)
             if pack:
