@@ -4,8 +4,8 @@ Environment variables are read here and nowhere else:
 - `JITC_DUMP_DIR`: write the IR after every pass of every compilation to this folder
   (one subfolder per compiled function).
 - `JITC_BACKEND`: the default backend when `jitc.jit` is not given one.
-- `JITC_NUM_THREADS`: threads the CPU backend may use (default: `OMP_NUM_THREADS` when that
-  is set, else the CPUs this process may run on).
+- `JITC_NUM_THREADS`: threads the CPU and C backends may use (default: `OMP_NUM_THREADS` when
+  that is set, else the CPUs this process may run on).
 - `OMP_NUM_THREADS`: read only when `JITC_NUM_THREADS` is not set. Schedulers that run several
   processes or threads per machine set it to say how many threads each may use (Dask's nanny
   sets it to 1 in every worker process, docs/scale-out.md); jitc's pool honours it like

@@ -16,6 +16,7 @@ import numpy as np
 
 from jitc.backends.c import build
 from jitc.backends.c.codegen import ENTRY, WORKSPACE_BYTES, Translation, lower_module
+from jitc.backends.c.parallel import POOL
 from jitc.backends.cpu.plan import ALIGNMENT, contiguous_argument
 from jitc.backends.symbolic_keys import Binding, key_specs
 from jitc.ir import ops, symbolic
@@ -54,6 +55,17 @@ def _runtime() -> object | None:
     except ImportError:
         return None
     return runtime
+
+
+@functools.cache
+def _pool_address() -> int | None:
+    """The address of the runtime's `jitc_parallel_for`, which the libraries' `jitc_pool_for`
+    is pointed at; None without the runtime extension (the kernels then stay on one thread)."""
+    from jitc.backends.cpu.runtime import runtime_library
+    runtime = runtime_library()
+    if runtime is None:
+        return None
+    return ctypes.cast(runtime.jitc_parallel_for, ctypes.c_void_p).value
 
 
 @dataclass(frozen=True)
@@ -263,8 +275,12 @@ class CBackend:
                 use_dispatcher: bool = True) -> CExecutable:
         if self.compiler is None:
             raise RuntimeError(f"the C backend is unavailable: {self.unavailable_reason()}")
-        translation = lower_module(module, options.donated)
+        pool = _pool_address()
+        translation = lower_module(module, options.donated,
+                                   options.num_threads if pool is not None else 1)
         library = build.library(translation.source, self.compiler)
+        if pool is not None and translation.source.count(POOL) > 1:
+            ctypes.c_void_p.in_dll(library, POOL).value = pool
         return CExecutable(module, translation, library, use_dispatcher)
 
 

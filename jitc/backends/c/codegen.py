@@ -60,8 +60,9 @@ class Program:
     takes the symbols of the whole module (`symbols`), in its order."""
 
     def __init__(self, module: Module, donated: frozenset[int] = frozenset(),
-                 symbols: list[str] | None = None, prefix: str = "") -> None:
+                 symbols: list[str] | None = None, prefix: str = "", threads: int = 1) -> None:
         self.module = module
+        self.threads = threads  # the most a kernel may run on (parallel.py)
         fn = module.entry
         self.symbols = module_symbols(module) if symbols is None else symbols
         self.layout: WorkspaceLayout | None = None
@@ -176,10 +177,12 @@ class Unit:
     program: Program
 
 
-def lower_module(module: Module, donated: frozenset[int] = frozenset()) -> Translation:
+def lower_module(module: Module, donated: frozenset[int] = frozenset(),
+                 threads: int = 1) -> Translation:
     """The C source of an optimized module; `donated` names arguments whose buffers results
-    may be computed in (buffer assignment decides where that is safe)."""
-    unit = lower_unit(module, donated)
+    may be computed in (buffer assignment decides where that is safe); large kernels run on
+    up to `threads` threads of the pool (parallel.py)."""
+    unit = lower_unit(module, donated, threads=threads)
     parts = [_header(module.entry, unit.program),
              "\n".join(f"#include <{h}>" for h in INCLUDES)]
     if unit.helpers:
@@ -190,21 +193,22 @@ def lower_module(module: Module, donated: frozenset[int] = frozenset()) -> Trans
 
 
 def lower_unit(module: Module, donated: frozenset[int] = frozenset(), prefix: str = "",
-               region: bool = False, symbols: list[str] | None = None) -> Unit:
+               region: bool = False, symbols: list[str] | None = None,
+               threads: int = 1) -> Unit:
     """The C functions of `module`. The entry of a `region` is `static void
     {prefix}entry(void **buffers)` taking `[arguments..., results..., workspace]` (with
     `dims` before the workspace when `symbols`, those of the whole module, are given), with
     its array constants baked into the unit; kernel names start with `prefix`."""
     from .control import emit_control
     fn = module.entry
-    program = Program(module, donated, symbols, prefix)
+    program = Program(module, donated, symbols, prefix, threads)
     kernels: list[Kernel] = []
     region_code: list[str] = []
     helpers: set[str] = set()
 
     def lower_region(region_module: Module, region_prefix: str) -> Unit:
         unit = lower_unit(region_module, prefix=region_prefix, region=True,  # has `prefix`
-                          symbols=program.symbols or None)
+                          symbols=program.symbols or None, threads=threads)
         region_code.extend(unit.functions)
         helpers.update(unit.helpers)
         return unit

@@ -30,6 +30,7 @@ from .cgen import (
     wrapping_type,
 )
 from .helpers import HELPERS
+from .vmath import KERNELS, helper_name
 
 Index = list[str]
 Rule = Callable[["CEmitter", Instruction, Index], str]
@@ -240,9 +241,18 @@ def _math_rule(name: str) -> Rule:
     return generate
 
 
-for _name in ("exp", "expm1", "log", "log1p", "tanh", "sin", "cos", "sqrt", "floor", "ceil",
-              "atan2"):
+def _vector_math_rule(name: str) -> Rule:
+    """exp and tanh: the CPU backend's vectorizable kernels as C helpers (vmath.py)."""
+    def generate(e: CEmitter, inst: Instruction, index: Index) -> str:
+        (x,) = elementwise_operands(e, inst, index)
+        return _result(e, inst, f"{e.helper(helper_name(name, _dtype(inst)))}({x})")
+    return generate
+
+
+for _name in ("expm1", "log", "log1p", "sin", "cos", "sqrt", "floor", "ceil", "atan2"):
     RULES[_name] = _math_rule(_name)
+for _name in KERNELS:
+    RULES[_name] = _vector_math_rule(_name)
 RULES["round"] = _math_rule("rint")  # ties to even in C's default rounding mode
 
 

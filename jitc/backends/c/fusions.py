@@ -12,8 +12,9 @@ from typing import TYPE_CHECKING
 from jitc.ir import ops
 from jitc.ir.core import Function, Instruction, Value
 from jitc.ir.opdef import Trait
+from jitc.ir.symbolic import at_most, is_static
 
-from .cgen import loop_nest
+from .cgen import extent, loop_nest, register_type
 from .elemental import accumulator_dtype, combine, convert_value
 from .kernels import (
     Kernel,
@@ -38,6 +39,7 @@ def emit_fusion(program: Program, name: str, inst: Instruction) -> Kernel:
         if program.plan.slot(operand) is not None and all(v is not operand for v in values):
             values.append(operand)
     ctx = KernelContext(program, name, inst, values)
+    ctx.parallel = True
     for param, operand in zip(body.parameters, inst.operands):
         ctx.e.aliases[id(param)] = operand
     kind = inst.attrs["kind"]
@@ -147,7 +149,10 @@ def _row_kernel(ctx: KernelContext, body: Function, inst: Instruction) -> None:
                     w.line(f"{acc} = {combine(e, kind, dt, acc, x)};")  # type: ignore
                 pairwise.step()
             w.comment(program_text(ctx, r))
-            loop_nest(w, inner, accumulate)
+            if _computed_sum(r, inner, pairwise):
+                _sum_in_chunks(ctx, r, outer_index, inner[0][1], names[0], accs[0])
+            else:
+                loop_nest(w, inner, accumulate)
             pairwise.finish()
             for result, acc, dt in zip(r.results, names, accs):
                 # The accumulator is final here: use it as it is when no conversion is due.
@@ -168,6 +173,51 @@ def _row_kernel(ctx: KernelContext, body: Function, inst: Instruction) -> None:
         e.registers.clear()
 
     loop_nest(w, [(0, full.shape[d]) for d in range(outer_rank)], row)
+
+
+# Elements of a row a chunked sum computes before adding them (_sum_in_chunks), and the
+# shortest row that is chunked (a shorter one gains nothing from vectors).
+SUM_CHUNK = 64
+SUM_CHUNK_MIN = 16
+
+
+def _computed_sum(r: Instruction, inner: list, pairwise: PairwiseSums) -> bool:
+    """Whether reduction `r` of a row kernel is a float sum along one dimension of values
+    computed in the kernel (softmax's exponentials), outside the pairwise cascade."""
+    operand, length = r.operands[0], inner[0][1] if len(inner) == 1 else 0
+    return (r.attrs["kind"] == "sum" and len(r.operands) == 1 and len(inner) == 1 and
+            not at_most(length, SUM_CHUNK_MIN - 1) and
+            operand.type.dtype.is_float and not pairwise.names and
+            operand.producer.op is not ops.PARAMETER)
+
+
+def _sum_in_chunks(ctx: KernelContext, r: Instruction, outer_index: list[str],
+                   length: object, acc: str, acc_dtype: object) -> None:
+    """The sum of a row's computed values, SUM_CHUNK at a time: a loop computes a chunk into
+    a local array, which the compiler vectorizes, then a loop adds it to the accumulator in
+    order. A loop doing both is not vectorized (the in-order sum serializes it); the same
+    values are added in the same order."""
+    e, w = ctx.e, ctx.w
+    operand = r.operands[0]
+    chunk = w.fresh("s")
+
+    def one_chunk(start: str, count: str | int, size: int) -> None:
+        w.line(f"{register_type(operand.type.dtype)} {chunk}[{size}];")
+        with w.loop(0, count) as j:
+            index = j if start == "0" else e.let_index(f"{start} + {j}")
+            w.line(f"{chunk}[{j}] = {e.value_at(operand, outer_index + [index])};")
+        with w.loop(0, count) as j:
+            x = convert_value(e, f"{chunk}[{j}]", operand.type.dtype, acc_dtype)  # type: ignore
+            w.line(f"{acc} = {combine(e, 'sum', acc_dtype, acc, x)};")  # type: ignore
+
+    if is_static(length) and length <= SUM_CHUNK:  # type: ignore[operator]
+        one_chunk("0", length, length)  # type: ignore[arg-type]
+        return
+    start = w.fresh("i")
+    with w.block(f"for (int64_t {start} = 0; {start} < {extent(length)}; "
+                 f"{start} += {SUM_CHUNK})"):
+        one_chunk(start, e.let_index(f"{extent(length)} - {start} < {SUM_CHUNK} ? "
+                                     f"{extent(length)} - {start} : {SUM_CHUNK}"), SUM_CHUNK)
 
 
 def program_text(ctx: KernelContext, inst: Instruction) -> str:

@@ -12,6 +12,8 @@ from jitc.ir import dtypes
 from jitc.ir.dtypes import DType, Kind
 
 from .cgen import int_limits, register_type, unsigned_type, wrapping_type
+from .parallel import POOL, POOL_SOURCE
+from .vmath import HELPER_SOURCES
 
 HELPERS: dict[str, tuple[str, tuple[str, ...]]] = {}
 
@@ -204,6 +206,11 @@ static {_dt} jitc_bitcast_{_src}_{_dst}({_st} x) {{
     memcpy(&y, &x, sizeof y);
     return y;
 }}""")
+
+
+_define(POOL, POOL_SOURCE)
+for _name, _source in HELPER_SOURCES.items():
+    _define(_name, _source)
 
 
 def preamble(used: set[str]) -> str:

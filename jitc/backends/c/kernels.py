@@ -23,8 +23,18 @@ from jitc.ir.ops.reduce import reduce_identity
 from jitc.ir.symbolic import DimLike, at_most, is_static
 from jitc.ir.types import TensorType
 
-from .cgen import Writer, literal, loop_nest, memory_type, physical_order, register_type
+from .cgen import (
+    Writer,
+    float_suffix,
+    literal,
+    loop_nest,
+    memory_type,
+    physical_order,
+    register_type,
+)
 from .elemental import CEmitter, accumulator_dtype, combine, convert_value
+from .parallel import split_outer_loop, thread_count
+from .tiled_dot import tiled_dot
 
 if TYPE_CHECKING:
     from .codegen import Program
@@ -61,6 +71,12 @@ class KernelContext:
                                 program.slot_pointer(v)))
             self.storage.append(program.storage_key(v))
         self.e = CEmitter(self.w, buffers, program.texts)
+        # The kernel's work (about one unit per element touched or multiply-add), which
+        # decides how many threads it is worth (codegen.PARALLEL_GRAIN per thread).
+        self.cost: DimLike = sum((v.type.size for v in values), 0)
+        # Whether the iterations of the kernel's outer loop write disjoint outputs (its
+        # emitter says so), which lets threads share them out (parallel.py).
+        self.parallel = False
 
     def pointer(self, value: Value) -> str:
         return self.e.buffers[id(value)]
@@ -94,6 +110,17 @@ class KernelContext:
             signature = f"static void {self.name}(\n    " + ",\n    ".join(params) + ") {"
         header = [f"// {self.program.texts[id(self.inst)]}"] if self.inst is not None else []
         lines = header + [signature, *(body or ["    // no elements"]), "}"]
+        threads = thread_count(self.cost, self.program.threads) if self.parallel and \
+            distinct else None
+        symbols = set(_WORD.findall(threads or "")) & set(self.program.symbol_variables)
+        if not symbols <= set(extents):
+            threads = None  # a run-time cost over symbols the kernel does not take
+        split = threads and split_outer_loop(
+            self.name, [(f"{ctype}{qualifier}", name) for ctype, name, _ in self.params] +
+            [("int64_t", v) for v in extents], body, threads)
+        if split:
+            lines = header + [signature if line == "@SIGNATURE" else line for line in split]
+            body = [*body, threads]
         names = [name for _, name, _ in self.params] + extents
         positions = {name: f"@{n}" for n, name in enumerate(names)}
         shape = _WORD.sub(lambda m: positions.get(m.group(), m.group()),
@@ -177,6 +204,7 @@ def emit_elemental(program: Program, name: str, inst: Instruction) -> Kernel:
     """A loop over the output computing each element with the elemental emitter."""
     out = inst.results[0]
     ctx = KernelContext(program, name, inst, buffers_used(inst, program))
+    ctx.parallel = True
     elementwise_loop(ctx, out.type, ctx.pointer(out),
                      lambda index: ctx.e.compute(inst, index))
     return ctx.finish()
@@ -197,6 +225,7 @@ def emit_copy(program: Program, name: str, source: Value, slot: int, target: str
 
 def emit_reduce(program: Program, name: str, inst: Instruction) -> Kernel:
     ctx = KernelContext(program, name, inst, buffers_used(inst, program))
+    ctx.parallel = True
     reduce_into(ctx, inst)
     return ctx.finish()
 
@@ -290,6 +319,7 @@ def reduce_into(ctx: KernelContext, inst: Instruction) -> None:
 def emit_arg(program: Program, name: str, inst: Instruction) -> Kernel:
     """The first index of the extreme value along `axis`; the first nan wins."""
     ctx = KernelContext(program, name, inst, buffers_used(inst, program))
+    ctx.parallel = True
     axis = inst.attrs["axis"]
     operand, out = inst.operands[0], inst.results[0]
     dtype = operand.type.dtype
@@ -323,10 +353,14 @@ def emit_arg(program: Program, name: str, inst: Instruction) -> Kernel:
 # Output rows a product computes together: each rhs row loaded is used this many times (the
 # rows' partial sums, 4 x 3 KB for a 768-wide product, stay in L1).
 DOT_ROW_BLOCK = 4
+# Multiply-adds from which a product is tiled (tiled_dot.py): a smaller one keeps the
+# plainer code, whose speed is the same there.
+TILED_DOT_COST = 1 << 15
 
 
 def emit_dot(program: Program, name: str, inst: Instruction) -> Kernel:
     ctx = KernelContext(program, name, inst, buffers_used(inst, program))
+    ctx.parallel = True
     dot_into(ctx, inst, ctx.pointer(inst.results[0]))
     return ctx.finish()
 
@@ -368,12 +402,15 @@ def dot_into(ctx: KernelContext, inst: Instruction, target: str,
         return ctx.e.value_at(rhs, operand_index(rhs.type.rank, rb, rc, rf, out_index, k,
                                                  nb + nlf))
 
-    def product(out_index: list[str], k: list[str], acc: DType, y: str | None = None) -> str:
+    def factors(out_index: list[str], k: list[str], acc: DType,
+                y: str | None = None) -> tuple[str, str]:
         x = ctx.e.value_at(lhs, operand_index(lhs.type.rank, lb, lc, lf, out_index, k, nb))
         y = rhs_at(out_index, k) if y is None else y
-        x = convert_value(ctx.e, x, lhs.type.dtype, acc)
-        y = convert_value(ctx.e, y, rhs.type.dtype, acc)
-        return ctx.e.let(acc, combine(ctx.e, "prod", acc, x, y))
+        return (convert_value(ctx.e, x, lhs.type.dtype, acc),
+                convert_value(ctx.e, y, rhs.type.dtype, acc))
+
+    def product(out_index: list[str], k: list[str], acc: DType, y: str | None = None) -> str:
+        return ctx.e.let(acc, combine(ctx.e, "prod", acc, *factors(out_index, k, acc, y)))
 
     def finish(index: list[str]) -> None:
         if epilogue is not None:
@@ -410,14 +447,31 @@ def dot_into(ctx: KernelContext, inst: Instruction, target: str,
                 for row_counters in block:
                     index = row_counters + c
                     current = ctx.e.load(target, out.type, index)
-                    term = product(index, k, dtype, shared)
-                    ctx.e.store(combine(ctx.e, "sum", dtype, current, term), target, out.type,
-                                index)
+                    if fused:
+                        x, y = factors(index, k, dtype, shared)
+                        total = f"{fused}({x}, {y}, {current})"
+                    else:
+                        total = combine(ctx.e, "sum", dtype, current, product(index, k, dtype,
+                                                                              shared))
+                    ctx.e.store(total, target, out.type, index)
             loop_nest(ctx.w, cols, accumulate)
         loop_nest(ctx.w, contract, step)
         if epilogue is not None:
             for row_counters in block:
                 loop_nest(ctx.w, cols, lambda c, rc=row_counters: finish(rc + c))
+
+    ctx.cost = out.type.size * math.prod(k for _, k in contract)  # type: ignore[misc]
+    # float32 and float64 accumulate with fused multiply-adds, in contracting order.
+    fused = f"fma{float_suffix(dtype)}" if dtype.is_float else ""
+    if fused and not at_most(ctx.cost, TILED_DOT_COST) and len(lc) == 1 and len(rf) == 1 \
+            and nlf and lhs.type.dtype is dtype and rhs.type.dtype is dtype:
+        def lhs_at(out_index: list[str], k: str) -> str:
+            return ctx.e.value_at(lhs, operand_index(lhs.type.rank, lb, lc, lf, out_index,
+                                                     [k], nb))
+        tiled_dot(ctx, target, out.type, rows, cols[0][1], contract[0][1], lhs_at,
+                  lambda out_index, k: rhs_at(out_index, [k]), fused, epilogue,
+                  pack=physical_order(rhs.type)[-1] != rf[0])
+        return
 
     extent = rows[-1][1] if rows else 1
     # Blocks along the last lhs free dimension (with none, rows differ in the rhs they read).
