@@ -101,15 +101,21 @@ def _print_tables(rows: list[dict]) -> None:
         print(f"note: {where}\n      {why}")
 
 
+def _measured(rows: list[dict], section: str, field: str) -> tuple[list[dict], list[str]]:
+    """The rows whose `section` (a roofline) was timed (has `field`), and the implementations
+    to give columns (all but numpy)."""
+    measured = [row for row in rows if field in row.get(section, {})]
+    return measured, [n for n in measured[0]["results"] if n != "numpy"] if measured else []
+
+
 def _print_roofline(rows: list[dict]) -> None:
     """Per memory-bound row: the bytes it must move (arguments and result), a jitc copy of as
     many bytes (a read, marked r, for reductions) timed in the same rounds, and each time as a
     multiple of it. numpy's multiple is the highest ratio to numpy any implementation can reach
     without moving fewer bytes."""
-    measured = [row for row in rows if "seconds" in row.get("roofline", {})]
+    measured, names = _measured(rows, "roofline", "seconds")
     if not measured:
         return
-    names = [n for n in measured[0]["results"] if n != "numpy"]
     print("\nmemory roofline: a jitc copy (or a read, for reductions) moving the same bytes, "
           "in the same rounds; time / its time\n"
           + f"{'workload':20}{'bytes':>9}{'copy':>9}{'GB/s':>7}"
@@ -132,10 +138,9 @@ def _print_compute_roofline(rows: list[dict]) -> None:
     highest ratio to numpy any implementation can reach at that peak, and each implementation's
     GFLOP/s with its share of the peak. A target above the highest ratio asks for more
     arithmetic than the machine does."""
-    measured = [row for row in rows if "peak_seconds" in row.get("compute", {})]
+    measured, names = _measured(rows, "compute", "peak_seconds")
     if not measured:
         return
-    names = [n for n in measured[0]["results"] if n != "numpy"]
     print("\ncompute roofline: flops by jitc's cost model; peak = the faster float32 512^3 "
           "product (jitc's or numpy's) in the same rounds; GFLOP/s (% of peak)\n"
           + f"{'workload':20}{'GFLOP':>8}{'peak GFLOP/s':>16}{'numpy (max ratio)':>19}"

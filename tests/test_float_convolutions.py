@@ -1,7 +1,7 @@
-"""float32/float64 convolutions equal a float64 numpy reference (sliding windows and einsum) to
-a float tolerance on every backend; those whose patches hold input values only, with enough
-output features, run as patches and one float product (jitc/passes/convolution_products.py)
-except on the C backend."""
+"""float32/float64 convolutions equal the op table's numpy reference (a loop over output
+positions in float64) to a float tolerance on every backend; those whose patches hold input
+values only, with enough output features, run as patches and one float product
+(jitc/passes/convolution_products.py) except on the C backend."""
 
 from __future__ import annotations
 
@@ -11,49 +11,7 @@ import pytest
 import jitc
 from jitc import lax
 from jitc.ir.printer import print_module
-
-
-def reference(x: np.ndarray, w: np.ndarray, labels: str, strides=(), padding=(),
-              lhs_dilation=(), rhs_dilation=(), groups: int = 1) -> np.ndarray:
-    """The convolution in float64: the input dilated, padded (negative amounts crop), its
-    windows taken with sliding_window_view and contracted with the kernel by einsum."""
-    lhs_spec, rest = labels.split("_")
-    rhs_spec, out_spec = rest.split("->")
-    spatial = len(lhs_spec) - 2
-    digits = [str(d) for d in range(spatial)]
-    ones = (1,) * spatial
-    strides, lhs_dilation = strides or ones, lhs_dilation or ones
-    rhs_dilation, padding = rhs_dilation or ones, padding or ((0, 0),) * spatial
-    x = np.transpose(x, [lhs_spec.index(c) for c in ["b", "f", *digits]]).astype(np.float64)
-    w = np.transpose(w, [rhs_spec.index(c) for c in ["o", "i", *digits]]).astype(np.float64)
-    dilated = np.zeros((*x.shape[:2], *((s - 1) * d + 1 if s else 0
-                                        for s, d in zip(x.shape[2:], lhs_dilation))))
-    dilated[(..., *(slice(None, None, d) for d in lhs_dilation))] = x
-    padded = np.pad(dilated, [(0, 0)] * 2 + [(max(lo, 0), max(hi, 0)) for lo, hi in padding])
-    padded = padded[(slice(None), slice(None), *(
-        slice(-min(lo, 0), padded.shape[2 + i] + min(hi, 0))
-        for i, (lo, hi) in enumerate(padding)))]
-    spans = [(k - 1) * d + 1 for k, d in zip(w.shape[2:], rhs_dilation)]
-    n, c = x.shape[:2]
-    o = w.shape[0]
-    if any(p < s for p, s in zip(padded.shape[2:], spans)):
-        sizes = [(p - s) // st + 1 if p >= s else 0
-                 for p, s, st in zip(padded.shape[2:], spans, strides)]
-        out = np.zeros((n, o, *sizes))
-    else:
-        windows = np.lib.stride_tricks.sliding_window_view(padded, spans,
-                                                           axis=range(2, 2 + spatial))
-        windows = windows[(slice(None), slice(None), *(slice(None, None, s) for s in strides),
-                           *(slice(None, None, d) for d in rhs_dilation))]
-        grouped = windows.reshape(n, groups, c // groups, *windows.shape[2:])
-        kernel = w.reshape(groups, o // groups, *w.shape[1:])
-        letters = "pqrstu"[:spatial]
-        taps = "jklmvw"[:spatial]
-        out = np.einsum(f"ngc{letters}{taps},goc{taps}->ngo{letters}", grouped, kernel)
-        out = out.reshape(n, o, *out.shape[3:])
-    canonical = ["b", "f", *digits]
-    return np.transpose(out, [canonical.index(ch) for ch in out_spec])
-
+from tests.ops.cases import _conv
 
 # (name, convolution attributes, input shape, kernel shape, runs as a float product)
 CASES = [
@@ -85,20 +43,13 @@ CASES = [
 
 def _check(backend: str, case, dtype: type, seed: int) -> None:
     _, attrs, x_shape, w_shape, as_product = case
-    attrs = dict(attrs)
-    labels = attrs.pop("labels", "bf01_oi01->bf01" if len(x_shape) == 4 else None)
-    groups = attrs.pop("groups", 1)
+    conv, reference = _conv(**attrs)
     rng = np.random.default_rng(seed)
     x = rng.standard_normal(x_shape).astype(dtype)
     w = rng.standard_normal(w_shape).astype(dtype)
-
-    def conv(x, w):
-        return lax.conv_general_dilated(
-            x, w, attrs.get("strides", ()), attrs.get("padding", ()),
-            attrs.get("lhs_dilation", ()), attrs.get("rhs_dilation", ()), labels, groups)
     jitted = jitc.jit(conv, backend=backend)
     result = jitted(x, w)
-    expected = reference(x, w, labels, groups=groups, **attrs)
+    expected = reference(x, w)
     assert result.dtype == dtype and result.shape == expected.shape
     tolerance = 1e-5 if dtype == np.float32 else 1e-12
     np.testing.assert_allclose(result, expected, rtol=tolerance, atol=tolerance)
@@ -141,6 +92,5 @@ def test_float16_stays_a_direct_convolution() -> None:
     x = rng.standard_normal((2, 3, 5, 5)).astype(np.float16)
     w = rng.standard_normal((8, 3, 2, 2)).astype(np.float16)
     jitted = jitc.jit(lambda x, w: lax.conv_general_dilated(x, w, (1, 1), ()))
-    np.testing.assert_allclose(jitted(x, w), reference(x, w, "bf01_oi01->bf01"), rtol=1e-2,
-                               atol=1e-2)
+    np.testing.assert_allclose(jitted(x, w), _conv()[1](x, w), rtol=1e-2, atol=1e-2)
     assert "= convolution(" in print_module(jitted.lower(x, w).compile().optimized_module)
