@@ -102,3 +102,26 @@ def test_random_in_place_programs_match_numpy(steps, shape, dtype):
 @given(st.lists(step, min_size=2, max_size=8), SHAPES)
 def test_random_in_place_programs_on_compiled_backends(backend, steps, shape):
     check(steps, shape, np.float64, backend)
+
+
+@pytest.mark.parametrize("backend", ["interpreter", "cpu"])
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(step, min_size=1, max_size=8), st.sampled_from([(5,), (4,), (2, 3)]))
+@example([("slice", 0, [0, 2]), ("read", 2), ("transpose", 0), ("assign", 3, 1, 4)], (5,))
+def test_random_in_place_programs_over_a_symbolic_first_axis(backend, steps, tail):
+    """The same programs compiled once with the argument's first axis symbolic (views by basic
+    indexing and transposes tracked, writes that take that axis whole), for several sizes;
+    a program the symbolic trace refuses compiles exactly, with the same results."""
+    frozen = tuple(tuple(tuple(p) if isinstance(p, list) else p for p in s) for s in steps)
+    f = jitc.jit(run, static_argnums=0, backend=backend, dynamic={"a": {0: "n"}},
+                 disk_cache=False)
+    for rows in (3, 5, 2):
+        a = np.arange(rows * np.prod(tail), dtype=np.float64).reshape(rows, *tail)
+        want_a = a.copy()
+        want = run(steps, want_a)
+        got = f(frozen, a)
+        np.testing.assert_array_equal(a, want_a)
+        assert len(got) == len(want)
+        for g, w in zip(got, want):
+            np.testing.assert_array_equal(g, w)
+            assert np.shape(g) == np.shape(w)
