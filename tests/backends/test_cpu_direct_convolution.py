@@ -34,7 +34,7 @@ def _sequential_nchw(x: np.ndarray, w: np.ndarray, stride: int, pad: int) -> np.
 def test_a_padded_nchw_convolution_sums_in_the_element_order(stride: int) -> None:
     rng = np.random.default_rng(0)
     x = rng.standard_normal((2, 3, 9, 11), np.float32)
-    w = rng.standard_normal((4, 3, 3, 3), np.float32)
+    w = rng.standard_normal((16, 3, 3, 3), np.float32)  # two units of 8 features
 
     def conv(x, w):
         return lax.conv_general_dilated(x, w, (stride, stride), ((1, 1), (1, 1)))
@@ -47,6 +47,8 @@ CASES = [
      (1,), (1,), 1),
     ("strided_tiles", (1, 2, 2 * TILE + 7), (2, 2, 4), "bf0_oi0->bf0", (3,), ((4, 1),), (1,),
      (2,), 1),
+    ("blocks_of_grouped_features", (1, 4, TILE + 44), (32, 2, 3), "bf0_oi0->bf0", (1,),
+     ((1, 1),), (1,), (1,), 2),
     ("input_dilated_row", (2, 3, 5, 6), (4, 3, 2, 3), "bf01_oi01->bf01", (1, 2),
      ((1, 2), (2, 1)), (2, 3), (1, 1), 1),
     ("cropped_rhs_dilated", (2, 4, 7, 8), (6, 2, 3, 2), "bf01_oi01->bf01", (1, 1),

@@ -49,6 +49,9 @@ if TYPE_CHECKING:
 TILE = 256
 # Accumulators of one block of spatial rows (several output features): 16 KiB of float32.
 BLOCK = 4096
+# Output features that share one load of an input vector in a spatial row's inner loop.
+# 8 measured best on the 8x32x18x18 by 32x32x3x3 layer (3.8 ms one thread; 4: 6.5, 16: 7.7).
+UNROLL = 8
 
 
 def _i64(n: int) -> ir.Constant:
@@ -171,6 +174,11 @@ def convolution_rows(ctx: KernelContext, inst: Instruction, epilogue: Value | No
     features = out_type.shape[feature]
     blocked = row_dim != feature and order[0] != feature
     block = max(1, min(features, BLOCK // tile)) if blocked else 1
+    # Features a tap's inner loop updates together; a block and a group hold whole units.
+    unroll = UNROLL if blocked else 1
+    while conv.out_per_group % unroll:
+        unroll //= 2
+    block = max(unroll, block - block % unroll)
     with b.goto_entry_block():
         sums = b.alloca(ir.ArrayType(ir.ArrayType(value_type(conv.acc), tile), block),
                         name="sums")
@@ -209,7 +217,8 @@ def convolution_rows(ctx: KernelContext, inst: Instruction, epilogue: Value | No
             if computes and row_dim == feature:
                 _feature_taps(ctx, conv, out_index, start, stop, lambda j: slot(first, j))
             elif computes:
-                _spatial_taps(ctx, conv, out_index, row_dim, (first, last), start, stop, slot)
+                _spatial_taps(ctx, conv, out_index, row_dim, (first, last), unroll, start,
+                              stop, slot)
 
             def store(o: ir.Value, j: ir.Value) -> None:
                 index = list(out_index)
@@ -229,10 +238,10 @@ def convolution_rows(ctx: KernelContext, inst: Instruction, epilogue: Value | No
 
 
 def _spatial_taps(ctx: KernelContext, conv: _Conv, out_index: list[ir.Value], row_dim: int,
-                  features: tuple[ir.Value, ir.Value], start: ir.Value, stop: ir.Value,
-                  slot) -> None:
+                  features: tuple[ir.Value, ir.Value], unroll: int, start: ir.Value,
+                  stop: ir.Value, slot) -> None:
     """Every tap's terms for output positions [start, stop) of spatial row `row_dim`, for
-    output features [first, last)."""
+    output features [first, last), whose count is a multiple of `unroll`."""
     b, e, dims = ctx.builder, ctx.emitter, conv.dims
     row_s = dims.out_spatial.index(row_dim)
     # Input positions the row's dimension can read: the dilated input, [0, last].
@@ -259,22 +268,27 @@ def _spatial_taps(ctx: KernelContext, conv: _Conv, out_index: list[ir.Value], ro
             low = _max(b, start, _ceil_div(b, b.neg(offset), stride))
             high = _min(b, stop, b.add(_floor_div(b, b.sub(_i64(last), offset), stride),
                                        _i64(1)))
-            with for_range(b, *features, name="o") as o:
+            with for_range(b, *features, step=unroll, name="o") as o:
                 group = b.udiv(o, _i64(conv.out_per_group))
                 lhs_index[dims.lhs_feature] = b.add(b.mul(group, _i64(conv.in_per_group)), c)
-                rhs_index[dims.rhs_out] = o
-                w = convert_value(b, e.value_at(conv.rhs, rhs_index), conv.dtype, conv.acc)
+                # `unroll` features of one group: one input load feeds them all.
+                weights = []
+                for q in range(unroll):
+                    rhs_index[dims.rhs_out] = b.add(o, _i64(q))
+                    weights.append(convert_value(b, e.value_at(conv.rhs, rhs_index), conv.dtype,
+                                                 conv.acc))
                 with _tap_loop(b, low, high, name="j") as j:
                     position = b.add(b.mul(j, _i64(stride)), offset)
                     index = list(lhs_index)
                     index[dims.lhs_spatial[row_s]], ok = conv.source(b, row_s, position)
                     x = convert_value(b, e.value_at(conv.lhs, index), conv.dtype, conv.acc)
-                    pointer = slot(o, j)
-                    current = b.load(pointer, typ=value_type(conv.acc))
-                    updated = _multiply_add(b, current, x, w, conv.acc)
-                    if conv.lhs_dil[row_s] > 1:  # a hole between dilated inputs adds nothing
-                        updated = b.select(ok, updated, current)
-                    b.store(updated, pointer)
+                    for q, w in enumerate(weights):
+                        pointer = slot(b.add(o, _i64(q)), j)
+                        current = b.load(pointer, typ=value_type(conv.acc))
+                        updated = _multiply_add(b, current, x, w, conv.acc)
+                        if conv.lhs_dil[row_s] > 1:  # a hole between dilated inputs adds 0
+                            updated = b.select(ok, updated, current)
+                        b.store(updated, pointer)
 
     loop_nest(b, [(0, conv.in_per_group)] + [(0, k) for k in conv.window], tap, name="t")
 
