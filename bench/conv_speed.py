@@ -7,6 +7,7 @@ Run: ``python -m bench.conv_speed`` (``--seconds S`` per implementation and row)
   (34x34: what `padding=1` computes, with no padding under a tap) and with `padding=1`, which
   stays direct (a zero of the padding times an infinite tap would be nan in patches);
 - 16 output features of that layer, and 4 (below the pass's 8: direct);
+- the padded rows also on the C backend, and a smaller padded layer, 8x32x18x18 by 32x32x3x3;
 - np.convolve 100000 by 31, float64, "valid" (one output feature: direct).
 
 Timings are quant_speed's interleaved rounds: the best round's median and the fastest call.
@@ -58,9 +59,25 @@ def _conv_rows(seconds: float, rng: np.random.Generator) -> list[tuple[str, dict
         rows.append((f"conv 32x64x34x34 by {features}x64x3x3 valid",
                      _interleaved(calls, (padded, w), seconds)))
         if features == 64:
-            rows.append(("conv 32x64x32x32 by 64x64x3x3 padding 1",
-                         _interleaved({"jitc": jitc.jit(_padded)}, (x, w), seconds)))
+            rows.append(_padded_row("conv 32x64x32x32 by 64x64x3x3 padding 1", x, w, seconds))
+    x = rng.standard_normal((8, 32, 18, 18), np.float32)
+    w = rng.standard_normal((32, 32, 3, 3), np.float32)
+    rows.append(_padded_row("conv 8x32x18x18 by 32x32x3x3 padding 1", x, w, seconds))
     return rows
+
+
+def _padded_row(name: str, x: np.ndarray, w: np.ndarray, seconds: float) -> tuple[str, dict]:
+    """A padded convolution (direct on both backends) beside numpy's patches of the input
+    padded by hand."""
+    def numpy_padded(x, w):
+        return patches_matmul(np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1))), w)
+    calls: dict[str, Callable] = {"numpy patches+matmul": numpy_padded,
+                                  "jitc": jitc.jit(_padded),
+                                  "jitc c backend": jitc.jit(_padded, backend="c")}
+    expected = numpy_padded(x, w)
+    for impl in ("jitc", "jitc c backend"):
+        np.testing.assert_allclose(calls[impl](x, w), expected, rtol=1e-3, atol=1e-3)
+    return name, _interleaved(calls, (x, w), seconds)
 
 
 def _convolve_row(seconds: float, rng: np.random.Generator) -> tuple[str, dict]:

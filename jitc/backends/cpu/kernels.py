@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from llvmlite import ir
 
+from jitc.backends.cpu.convolution_rows import convolution_rows
 from jitc.backends.cpu.lanes import Lanes, flush_count, lane_count, reduction_loops
 from jitc.backends.cpu.plan import BufferPlan, is_inline_constant
 from jitc.backends.llvm import extents, indexing
@@ -562,10 +563,15 @@ def emit_convolution(module: ir.Module, plan: BufferPlan, name: str,
 
 def convolution_into(ctx: KernelContext, inst: Instruction,
                      epilogue: Value | None = None) -> Kernel:
-    """Direct convolution (backends/llvm/convolution.py), one output element at a time, each
-    product and sum rounded separately."""
+    """Direct convolution, each product and sum rounded separately: a row of outputs at a time
+    (convolution_rows.py), or one element at a time (backends/llvm/convolution.py) where the
+    output's innermost dimension is its batch."""
     b = ctx.builder
     out = inst.results[0]
+    cost = extents.positive(out.type.size) * max(1, window_size(inst))
+    if convolution_rows(ctx, inst, epilogue):
+        ctx.finish()
+        return Kernel(ctx.name, _outer_extent(out.type), cost)
 
     def element(counters: list[ir.Value]) -> None:
         out_index = _logical(physical_order(out.type), counters)
@@ -575,7 +581,6 @@ def convolution_into(ctx: KernelContext, inst: Instruction,
 
     loop_nest(b, _outer_bounds(ctx, out.type), element)
     ctx.finish()
-    cost = extents.positive(out.type.size) * max(1, window_size(inst))
     return Kernel(ctx.name, _outer_extent(out.type), cost)
 
 

@@ -1,4 +1,5 @@
-"""One output element of a direct convolution, shared by the LLVM code generators.
+"""One output element of a direct convolution, shared by the LLVM code generators (the CPU
+uses it only where the output's innermost dimension is its batch: cpu/convolution_rows.py).
 
 The element sums, over its group's input features and the kernel window, the products of input
 and kernel elements. A tap that falls into the padding or between dilated inputs contributes
