@@ -165,9 +165,9 @@ class Program:
         except IRTypeError:
             return []
         inexact = any(self.is_approximate(v) for v in operands)
-        float_result = any(r.type.dtype.is_float for r in results)
-        if float_result and (inexact or op in APPROXIMATE or self.rounds_in_order(op, attrs)):
-            self.approximate.update(id(r) for r in results)
+        if inexact or op in APPROXIMATE or self.rounds_in_order(op, attrs):
+            # A variadic reduce reduces each operand on its own: its integer results are exact.
+            self.approximate.update(id(r) for r in results if r.type.dtype.is_float)
         self.values.extend(results)
         self.used.add(op.name)
         return results
