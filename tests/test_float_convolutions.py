@@ -11,6 +11,7 @@ import pytest
 import jitc
 from jitc import lax
 from jitc.ir.printer import print_module
+from jitc.passes.convolution_products import CPU_FLOAT_FEATURES, CPU_FLOAT_FEATURES_INNERMOST
 from tests.ops.cases import _conv
 
 # (name, convolution attributes, input shape, kernel shape, runs as a float product)
@@ -30,6 +31,10 @@ CASES = [
     ("nhwc_groups_strided", {"labels": "b01f_01io->b01f", "strides": (2, 1), "groups": 3},
      (3, 5, 4, 6), (2, 2, 2, 24), True),
     ("mixed_labels", {"labels": "b01f_01io->bf01"}, (2, 5, 4, 3), (2, 2, 3, 8), True),
+    # Enough output features for the cpu backend's rule (cpu_convolution_products).
+    ("nchw_64_features", {"strides": (1, 2)}, (2, 3, 6, 7), (64, 3, 3, 3), True),
+    ("nhwc_grouped_32_features", {"labels": "b01f_01io->b01f", "groups": 2}, (2, 5, 4, 6),
+     (2, 2, 3, 64), True),
     # Left to the direct convolution.
     ("padded", {"padding": ((1, 1), (1, 1))}, (2, 5, 6, 7), (8, 5, 3, 3), False),
     ("lhs_dilated", {"lhs_dilation": (2, 1)}, (2, 3, 4, 4), (8, 3, 2, 2), False),
@@ -54,9 +59,18 @@ def _check(backend: str, case, dtype: type, seed: int) -> None:
     tolerance = 1e-5 if dtype == np.float32 else 1e-12
     np.testing.assert_allclose(result, expected, rtol=tolerance, atol=tolerance)
     text = print_module(jitted.lower(x, w).compile().optimized_module)
-    # The C backend's dot_general is a plain loop nest: its float convolutions stay direct.
+    # The C backend leaves float convolutions direct, the cpu backend those with few features.
     assert ("dot_general(" in text and "= convolution(" not in text) == \
-        (as_product and backend != "c")
+        (as_product and backend != "c" and not (backend == "cpu" and _direct_on_cpu(case)))
+
+
+def _direct_on_cpu(case) -> bool:
+    """cpu_convolution_products' rule: few output features per group for the output's layout."""
+    _, attrs, _, w_shape, _ = case
+    labels = attrs.get("labels", "bf01_oi01->bf01")
+    per_group = w_shape[labels.split("_")[1].index("o")] // attrs.get("groups", 1)
+    innermost = labels.endswith("f")
+    return per_group < (CPU_FLOAT_FEATURES_INNERMOST if innermost else CPU_FLOAT_FEATURES)
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])

@@ -25,6 +25,7 @@ from jitc.ir.parser import parse_type
 from jitc.ir.symbolic import Constraint, DimLike, UnknownDimensionError
 from jitc.options import Options, compile_threads
 from jitc.passes import KERNEL_PASSES
+from jitc.passes.convolution_products import convolution_products, cpu_convolution_products
 from jitc.passes.pipeline import Pass
 
 _ENTRY_TYPE = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
@@ -159,6 +160,11 @@ class CpuExecutable:
         return self.optimized_ir
 
 
+# Float convolutions with few output features stay on the direct loop, faster here.
+CPU_PASSES: tuple[Pass, ...] = tuple(
+    cpu_convolution_products if p is convolution_products else p for p in KERNEL_PASSES)
+
+
 class CpuBackend:
     name = "cpu"
     # Symbolic modules compile once for every size their constraints accept (a construct
@@ -168,7 +174,7 @@ class CpuBackend:
     times_kernels = True
 
     def passes(self, options: Options) -> Sequence[Pass]:
-        return KERNEL_PASSES
+        return CPU_PASSES
 
     def compile(self, module: Module, options: Options,
                 timing: int | None = None) -> CpuExecutable:

@@ -193,9 +193,9 @@ def lower_module(module: Module, num_threads: int = 1, name: str = "jitc",
         # Regions are optimized and lowered as programs of their own; their modules join
         # the parts that are compiled and linked together. (`region_prefix` starts with the
         # step's name, which has `prefix`.)
-        from jitc.passes import KERNEL_PASSES
+        from jitc.backends.cpu.backend import CPU_PASSES
         from jitc.passes.pipeline import Pipeline
-        optimized = Pipeline("region", KERNEL_PASSES, verify=False).run(region)
+        optimized = Pipeline("region", CPU_PASSES, verify=False).run(region)
         lowered = lower_module(optimized, num_threads, name=f"{name}.{region_prefix}",
                                linkage=replace(linkage, prefix=region_prefix,
                                                bake_constants=True),
