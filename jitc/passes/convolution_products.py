@@ -250,8 +250,8 @@ def cpu_convolution_products(module: Module) -> Module:
 
 
 # The C backend's variant, under the same name (disabling it by name disables either): its
-# dot_general is a plain loop nest, so a float product over patches is slower than its direct
-# convolution (float32 8x32x18x18 by 32x32x3x3: 6.8 ms against 1.4 ms); its bytes still pay.
+# bytes pay, its floats hardly (its direct loop against patches and its tiled product, float32
+# 32x64x34x34 by 3x3, one process: 16 features 24.5 against 58.9 ms, 64: 99.6 against 82.7).
 @module_pass("convolution_products")
 def byte_convolution_products(module: Module) -> Module:
     return rebuild_module(module, functools.partial(_rewrite, floats=False))
