@@ -273,7 +273,7 @@ def compute_roofline(w: Workload, args: tuple) -> dict | None:
     rounds as the implementations. None for a workload with integer arguments (its operations
     are not float ones) or a call form of its own. "calls" are the (name, function, arguments)
     to time; the caller adds the rounds."""
-    if w.form is not None or any(np.asarray(a).dtype.kind != "f" for a in args):
+    if w.form is not None or any(np.asarray(a).dtype.kind != "f" for a in _leaves(args)):
         return None
     import jitc
     from jitc.ir.analysis import cost_analysis
@@ -285,6 +285,13 @@ def compute_roofline(w: Workload, args: tuple) -> dict | None:
     return {"flops": cost_analysis(lowered.module)["flops"], "peak_flops": 2 * PEAK_SIZE ** 3,
             "calls": [(PEAK_JITC, product, (square, square)),
                       (PEAK_NUMPY, _product, (square, square))]}
+
+
+def _leaves(args: object) -> list:
+    """The arrays of arguments that may nest them in lists and tuples (a model's layers)."""
+    if isinstance(args, (list, tuple)):
+        return [leaf for a in args for leaf in _leaves(a)]
+    return [args]
 
 
 def _product(a: np.ndarray, b: np.ndarray) -> np.ndarray:

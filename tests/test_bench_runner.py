@@ -112,6 +112,12 @@ def _matmul(xp, a, b):
     return a @ b
 
 
+def _layers(xp, x, weights):
+    for (w,) in weights:
+        x = x @ w
+    return x
+
+
 def _product_rows(rng, quick):
     return (rng.standard_normal((16, 24)).astype(np.float32),
             rng.standard_normal((24, 8)).astype(np.float32))
@@ -125,8 +131,12 @@ def test_arithmetic_bound_rows_are_timed_beside_the_peak_product(monkeypatch, ca
     product = Workload("matmul 16x24x8", _matmul, _product_rows, "matmul")
     integers = Workload("int matmul", _matmul,
                         lambda rng, quick: (np.ones((4, 4), np.int32),) * 2, "matmul")
-    row, integer_row = runner.run([product, integers], quick=True, min_seconds=0.05)
+    layers = Workload("layers", _layers, lambda rng, quick: (
+        np.ones((2, 4), np.float32), [(np.ones((4, 4), np.float32),)] * 2), "model")
+    row, integer_row, layers_row = runner.run([product, integers, layers], quick=True,
+                                              min_seconds=0.05)
     assert "compute" not in integer_row  # integer products are not float arithmetic
+    assert layers_row["compute"]["flops"] == 2 * (2 * 2 * 4 * 4)  # arrays nested in lists
     compute = row["compute"]
     assert compute["flops"] == 2 * 16 * 24 * 8 and compute["peak_flops"] == 2 * 32 ** 3
     peaks = [compute[runner.PEAK_JITC]["seconds"], compute[runner.PEAK_NUMPY]["seconds"]]
