@@ -1,9 +1,12 @@
 """numpy.lib.stride_tricks.sliding_window_view: every window of an array, as a view.
 
 numpy builds the windows from strides alone: a read-only view whose windowed axes shrink to
-`n - w + 1` and whose window axes follow the array's. Traced, the windows are computed: one
-slice of the array per window offset, stacked along the window axes, which the backends fuse
-into one loop (and an einsum or tensordot over the windows becomes one dot over the patches).
+`n - w + 1` and whose window axes follow the array's. Traced, the windows are computed: per
+windowed axis one gather whose indices are two iotas added (start + offset), which fusion
+folds into whatever reads the windows: a moving average reads the array k times from cache
+instead of materializing the windows. (One slice per window offset, stacked, was measured
+slower: the loop re-rolling pass turns the stack into a while loop that fusion cannot see
+through.)
 The result is still tracked as a view of the array (jitc.tracing.effects.Window), so a later
 write into the array is seen through the windows, and a write into them is refused as numpy
 refuses it.
@@ -11,15 +14,15 @@ refuses it.
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Sequence
 
 import numpy as np
 
-from jitc.ir import ops
+from jitc.ir import dtypes, ops
 from jitc.ir.symbolic import is_static
+from jitc.ir.types import TensorType
 from jitc.numpy._core import check_static_int, implements, lift, normalize_axis
-from jitc.numpy.shapes import broadcast_to, reshape, stack
+from jitc.numpy.shapes import broadcast_to, transpose
 from jitc.tracing import effects
 from jitc.tracing.errors import TraceError, located
 from jitc.tracing.state import emit
@@ -74,8 +77,8 @@ def _window_axes(x: Tracer, window_shape: object, axis: object
 
 
 def windows(x: Tracer, window: Sequence[int], axes: Sequence[int]) -> Tracer:
-    """The value of numpy's sliding_window_view(x, window, axes) (checked arguments): one
-    slice of `x` per window offset, stacked along new trailing axes of extents `window`."""
+    """The value of numpy's sliding_window_view(x, window, axes) (checked arguments): `x`
+    with each windowed axis shrunk to n - w + 1, followed by axes of extents `window`."""
     trimmed = list(x.shape)
     for ax, w in zip(axes, window):
         trimmed[ax] -= w - 1
@@ -84,14 +87,23 @@ def windows(x: Tracer, window: Sequence[int], axes: Sequence[int]) -> Tracer:
         return x
     if 0 in window:  # no element at all; the windowed axis may even outgrow the array
         return broadcast_to(lift(np.zeros((), x.dtype)), out_shape)
-    pieces = []
-    for offsets in itertools.product(*(range(w) for w in window)):
-        start = [0] * x.ndim
-        for ax, offset in zip(axes, offsets):
-            start[ax] += offset
-        limit = [lo + n for lo, n in zip(start, trimmed)]
-        piece = x if start == [0] * x.ndim and limit == list(x.shape) else emit(
-            ops.SLICE, [x], {"start": start, "limit": limit, "stride": ()})
-        pieces.append(piece)
-    flat = stack(pieces, axis=-1)
-    return flat if len(window) == 1 else reshape(flat, out_shape)
+    return _gathered(x, window, axes)
+
+
+def _gathered(x: Tracer, window: Sequence[int], axes: Sequence[int]) -> Tracer:
+    """Per windowed axis one gather with indices `start + offset` (two iotas added): the
+    window axis lands next to the axis it slides along, and a transpose moves the window axes
+    to the end in numpy's order."""
+    value = x
+    position = list(range(x.ndim))  # where each axis of x is in `value`
+    window_at: list[int] = []  # where each window axis is in `value`
+    for ax, w in zip(axes, window):
+        at = position[ax]
+        count = value.shape[at] - w + 1
+        index_type = TensorType(dtypes.int64, (count, w))
+        starts = emit(ops.IOTA, [], {"dimension": 0}, index_type)
+        offsets = emit(ops.IOTA, [], {"dimension": 1}, index_type)
+        value = emit(ops.GATHER, [value, emit(ops.ADD, [starts, offsets])], {"axis": at})
+        position = [p + 1 if p > at else p for p in position]
+        window_at = [p + 1 if p > at else p for p in window_at] + [at + 1]
+    return transpose(value, position + window_at)
