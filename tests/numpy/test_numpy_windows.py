@@ -169,3 +169,21 @@ def test_windows_over_static_axes_of_a_symbolic_batch():
 def test_windows_along_a_symbolic_axis_are_refused():
     with pytest.raises(TraceError, match=r"(?s)test_numpy_windows.py:\d+.*extent is symbolic"):
         jitc.jit(moving_average, static_argnums=(1,)).lower(AbstractArray("f32[n]"), 4)
+
+
+def test_a_product_over_windows_reads_them_as_one_matrix_on_cpu():
+    """The windows a tensordot contracts are copied into the GEMM kernel's layout (batch,
+    free, then contracting dimensions, major to minor) rather than read through a transposed
+    bitcast the kernel cannot collapse into a matrix (ten times slower on the 3x3
+    convolution of docs/jit.md)."""
+    from jitc.ir import ops
+    from jitc.passes import KERNEL_PASSES, run_passes
+
+    def patches_product(x, w):
+        win = sliding_window_view(x, (3, 3), axis=(2, 3))
+        return np.tensordot(win, w, axes=([1, 4, 5], [1, 2, 3]))
+    x, w = random((2, 8, 10, 10)), random((16, 8, 3, 3), seed=1)
+    module = run_passes(jitc.jit(patches_product).lower(x, w).module, KERNEL_PASSES)
+    dots = [i for i in module.entry.body if i.op is ops.DOT_GENERAL]
+    assert [d.operands[0].type.layout for d in dots] == [(5, 4, 1, 3, 2, 0)]
+    check_jit(patches_product, x, w, backend="cpu", rtol=1e-5, atol=1e-5)
