@@ -220,7 +220,9 @@ class Tracer:
 
     def __setitem__(self, index: Any, update: Any) -> None:
         # numpy writes in place: the functional update becomes this array's value, and its
-        # root's where it is a view (jitc.tracing.effects).
+        # root's where it is a view (jitc.tracing.effects). A read-only view refuses before
+        # the update is computed, as numpy refuses before looking at the index.
+        effects.refuse_window_write(self)
         effects.assign(self, _numpy().setitem(self, _known_index(index), update))
 
     def __matmul__(self, other):

@@ -187,3 +187,28 @@ def test_a_product_over_windows_reads_them_as_one_matrix_on_cpu():
     dots = [i for i in module.entry.body if i.op is ops.DOT_GENERAL]
     assert [d.operands[0].type.layout for d in dots] == [(5, 4, 1, 3, 2, 0)]
     check_jit(patches_product, x, w, backend="cpu", rtol=1e-5, atol=1e-5)
+
+
+def test_writes_beside_windows_of_a_symbolic_batch():
+    """With a symbolic batch axis the windows are computed as a copy: a write into them still
+    raises numpy's ValueError, and a later write into the array, which numpy's view would
+    see, is refused rather than left unseen."""
+    def write_windows(x):
+        sliding_window_view(x, 3, axis=1)[0, 0] = 1
+        return x
+
+    def add_into_windows(x):
+        win = sliding_window_view(x, 3, axis=1)
+        win += 1
+        return x
+
+    def write_array(x):
+        win = sliding_window_view(x, 3, axis=1)
+        x[0] = 0
+        return win
+    with pytest.raises(ValueError, match=r"(?s)test_numpy_windows.py:\d+.*read-only"):
+        jitc.jit(write_windows).lower(AbstractArray("f32[n,5]"))
+    with pytest.raises(ValueError, match=r"(?s)test_numpy_windows.py:\d+.*read-only"):
+        jitc.jit(add_into_windows).lower(AbstractArray("f32[n,5]"))
+    with pytest.raises(TraceError, match=r"(?s)test_numpy_windows.py:\d+.*symbolic dimensions"):
+        jitc.jit(write_array).lower(AbstractArray("f32[n,5]"))
