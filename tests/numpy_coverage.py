@@ -1,4 +1,5 @@
-"""docs/numpy_coverage.md: every public function of numpy, numpy.linalg and numpy.fft and every
+"""docs/numpy_coverage.md: every public function of numpy, numpy.linalg, numpy.fft and
+numpy.lib.stride_tricks and every
 ufunc, with what `jitc.jit` does with it, and how that compares with numba's list.
 
 The statuses come from jitc's own tables, the ones tracing dispatches through: the registry
@@ -22,7 +23,8 @@ from pathlib import Path
 import numpy as np
 
 PAGE = Path(__file__).resolve().parent.parent / "docs" / "numpy_coverage.md"
-NAMESPACES = {"numpy": np, "numpy.linalg": np.linalg, "numpy.fft": np.fft}
+NAMESPACES = {"numpy": np, "numpy.linalg": np.linalg, "numpy.fft": np.fft,
+              "numpy.lib.stride_tricks": np.lib.stride_tricks}
 NOT_FUNCTIONS = {"test"}  # numpy's own test runner in each namespace
 
 # numba's documented numpy support ("Supported NumPy features" in numba's reference manual,
@@ -213,7 +215,8 @@ def coverage_page() -> str:
         "`python tests/test_docs_runnable.py --update` rewrites it -->",
         "",
         f"What `jitc.jit` does with each public function of numpy {np.__version__}'s main "
-        "namespace, `numpy.linalg` and `numpy.fft`, and with each ufunc. The statuses:",
+        "namespace, `numpy.linalg`, `numpy.fft` and `numpy.lib.stride_tricks`, and with each "
+        "ufunc. The statuses:",
         "",
         f"- **traced**: the call on traced arrays becomes IR ops, which every backend lowers "
         f"(the op table's tests run each op on {backends()});",

@@ -158,6 +158,7 @@ from jitc.numpy.stacking import atleast_3d, delete, dstack, ediff1d, resize
 from jitc.numpy.statistics import average, corrcoef, cov, interp, ptp
 from jitc.numpy.ufunc_methods import cumprod, cumsum
 from jitc.numpy.ufuncs import UFUNCS, apply_operator, apply_ufunc, nan_to_num
+from jitc.numpy.windows import sliding_window_view
 
 # The ufuncs jitc traces, under numpy's names (they are numpy's own objects).
 for _ufunc in UFUNCS:

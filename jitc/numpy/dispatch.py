@@ -94,6 +94,8 @@ def public_name(func: Callable) -> str:
     module = getattr(func, "__module__", None) or "numpy"
     parts = module.split(".")
     public = [p for p in parts[:2] if not p.startswith("_")] if parts[0] == "numpy" else parts
+    if public == ["numpy", "lib"]:  # numpy.lib._stride_tricks_impl and the like
+        public.append(parts[2].removeprefix("_").removesuffix("_impl"))
     return ".".join(public + [func.__name__])
 
 

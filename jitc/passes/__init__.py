@@ -8,7 +8,12 @@ from jitc.passes.fold import fold
 from jitc.passes.fusion import fusion, fusion_keeping_views
 from jitc.passes.hoist_steps import hoist_steps
 from jitc.passes.integer_dots import integer_dots
-from jitc.passes.layout import contractions_read_strided, features_minor, layout_assignment
+from jitc.passes.layout import (
+    contractions_read_strided,
+    features_minor,
+    gemm_operand_layout,
+    layout_assignment,
+)
 from jitc.passes.legalize_broadcast import legalize_broadcast
 from jitc.passes.pipeline import FixedPoint, Pass, Pipeline, module_pass, run_passes
 from jitc.passes.simplify import simplify
@@ -21,7 +26,8 @@ DEFAULT_PASSES = (hoist_steps, legalize_broadcast, SIMPLIFICATION, convolution_p
                   integer_dots, dce)
 # What code generators run: the same, then layouts chosen and ops grouped into fused kernels.
 KERNEL_PASSES = (*DEFAULT_PASSES, split_reductions, dot_merger,
-                 layout_assignment(contractions_read_strided, features_minor),
+                 layout_assignment(contractions_read_strided, features_minor,
+                                   copy_layout=gemm_operand_layout),
                  fusion_keeping_views, dce)
 
 __all__ = ["cse", "dce", "dot_merger", "fold", "fusion", "hoist_steps",

@@ -120,6 +120,46 @@ class Transpose(Step):
         return np.transpose(array, self.permutation)
 
 
+class Window(Step):
+    """sliding_window_view: overlapping windows of the parent, numpy's read-only view unless
+    `writeable`. Writes through it never reach the parent (`assign` refuses them first)."""
+
+    def __init__(self, window: tuple[int, ...], axes: tuple[int, ...], writeable: bool) -> None:
+        self.window = window
+        self.axes = axes
+        self.writeable = writeable
+
+    def apply(self, parent: Tracer) -> Tracer:
+        from jitc.numpy.windows import windows
+        return windows(parent, self.window, self.axes)
+
+    def unapply(self, parent: Tracer, child: Tracer) -> Tracer:
+        raise AssertionError("assign refuses writes through windows before unapplying them")
+
+    def on_numpy(self, array: np.ndarray) -> Any:
+        return np.lib.stride_tricks.sliding_window_view(array, self.window, self.axes,
+                                                        writeable=self.writeable)
+
+
+def refuse_window_write(target: Tracer) -> None:
+    """numpy's windows are read-only (ValueError on a write), and where the caller asked
+    for writeable ones, a write lands on elements several windows share, in an order numpy
+    leaves to its strides: refused rather than guessed."""
+    windows = [] if target._view is None else \
+        [s for s in target._view.steps if isinstance(s, Window)]
+    if not windows and not target._readonly:
+        return
+    if target._readonly or not all(w.writeable for w in windows):
+        raise ValueError(located("assignment destination is read-only (a view taken with "
+                                 "np.lib.stride_tricks.sliding_window_view, as in numpy). "
+                                 "Write into a copy (.copy()) or into the array it views."))
+    raise TraceError(located(
+        "writing through sliding_window_view(..., writeable=True): the windows overlap, so "
+        "one element of the array is written from several windows; jitc does not trace that. "
+        "Compute the new array instead (np.where, np.concatenate, or a write into the array "
+        "itself) and take its windows afterwards."))
+
+
 class View:
     """A Tracer's link to the root array whose storage it shares."""
 
@@ -247,6 +287,7 @@ def assign(target: Tracer, new: Tracer) -> None:
             "traces it once, into a separate function, so the write cannot reach the array.\n"
             "Carry the array instead: pass it in the loop's carry (or as an operand of the "
             "branch), write into the carried value and return it."))
+    refuse_window_write(target)
     refuse_symbolic_write(target, owner)
     target._known = None
     if view is None:
@@ -287,6 +328,7 @@ def write_result(target: Tracer, result: Any, what: str) -> Tracer:
     from jitc.numpy._core import lift
     jnp = _numpy()
     view = target._view
+    refuse_window_write(target)
     refuse_symbolic_write(target, target if view is None else view.root)
     value = lift(result)
     if not np.can_cast(value.dtype, target.dtype, "same_kind"):
