@@ -25,8 +25,7 @@ that starts at +0.0 never becomes -0.0, so adding +0.0 never changes it.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from llvmlite import ir
@@ -79,35 +78,6 @@ def _min(b: ir.IRBuilder, x: ir.Value, y: ir.Value) -> ir.Value:
     return b.select(b.icmp_signed("<", x, y), x, y)
 
 
-@contextmanager
-def _tap_loop(b: ir.IRBuilder, start: ir.Value, stop: ir.Value, name: str) -> Iterator[ir.Value]:
-    """`for j in range(start, stop)` whose vectorized form runs its last, partial vector
-    under a lane mask: a tap's range is often a vector or two long and one short of it (the
-    one position over the padding), which a scalar remainder loop would spend most time on."""
-    preheader = b.block
-    header = b.append_basic_block(f"{name}.header")
-    body = b.append_basic_block(f"{name}.body")
-    exit_ = b.append_basic_block(f"{name}.exit")
-    b.branch(header)
-    b.position_at_end(header)
-    counter = b.phi(I64, name=name)
-    counter.add_incoming(start, preheader)
-    b.cbranch(b.icmp_signed("<", counter, stop), body, exit_)
-    b.position_at_end(body)
-    yield counter
-    following = b.add(counter, _i64(1), name=f"{name}.next", flags=["nsw"])
-    counter.add_incoming(following, b.block)
-    b.branch(header).set_metadata("llvm.loop", _predicated_loop_id(b.module))
-    b.position_at_end(exit_)
-
-
-def _predicated_loop_id(module: ir.Module) -> ir.values.MDValue:
-    """A fresh loop identity (self-referential, one per loop) asking for tail folding."""
-    option = module.add_metadata([ir.MetaDataString(module, "llvm.loop.vectorize.predicate.enable"),
-                                  ir.Constant(I1, 1)])
-    loop = ir.values.MDValue(module, [option], name=str(len(module.metadata)))
-    loop.operands = (loop, option)
-    return loop
 
 
 def _multiply_add(b: ir.IRBuilder, current: ir.Value, x: ir.Value, w: ir.Value,
@@ -277,7 +247,7 @@ def _spatial_taps(ctx: KernelContext, conv: _Conv, out_index: list[ir.Value], ro
                     rhs_index[dims.rhs_out] = b.add(o, _i64(q))
                     weights.append(convert_value(b, e.value_at(conv.rhs, rhs_index), conv.dtype,
                                                  conv.acc))
-                with _tap_loop(b, low, high, name="j") as j:
+                with for_range(b, low, high, name="j", masked_tail=True) as j:
                     position = b.add(b.mul(j, _i64(stride)), offset)
                     index = list(lhs_index)
                     index[dims.lhs_spatial[row_s]], ok = conv.source(b, row_s, position)
@@ -316,7 +286,7 @@ def _feature_taps(ctx: KernelContext, conv: _Conv, out_index: list[ir.Value],
                 index[dims.lhs_feature] = b.add(_i64(g * conv.in_per_group), c)
                 with b.if_then(b.icmp_signed("<", low, high)):
                     x = convert_value(b, e.value_at(conv.lhs, index), conv.dtype, conv.acc)
-                    with _tap_loop(b, low, high, name="o") as o:
+                    with for_range(b, low, high, name="o", masked_tail=True) as o:
                         rhs_index: list[ir.Value] = [_i64(0)] * conv.rhs.type.rank
                         rhs_index[dims.rhs_out] = o
                         rhs_index[dims.rhs_in] = c

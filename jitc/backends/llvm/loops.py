@@ -14,12 +14,14 @@ from jitc.ir.symbolic import DimLike
 
 @contextmanager
 def for_range(builder: ir.IRBuilder, start: ir.Value | DimLike, stop: ir.Value | DimLike,
-              step: int | ir.Value = 1, name: str = "i") -> Iterator[ir.Value]:
+              step: int | ir.Value = 1, name: str = "i", masked_tail: bool = False
+              ) -> Iterator[ir.Value]:
     """`for i in range(start, stop, step)` (step > 0); yields i inside the body. A symbolic
     bound is computed from the function's symbol values (extents.py).
 
     The loop is in canonical form (preheader, header with one phi, latch) so LLVM's
-    vectorizer recognises it.
+    vectorizer recognises it. `masked_tail`: its vectorized form runs the last, partial vector
+    under a lane mask instead of a scalar remainder loop (for loops a vector or two long).
     """
     start = extents.value(builder, start)
     stop = extents.value(builder, stop)
@@ -37,8 +39,19 @@ def for_range(builder: ir.IRBuilder, start: ir.Value | DimLike, stop: ir.Value |
     following = builder.add(counter, extents.value(builder, step), name=f"{name}.next",
                             flags=["nsw"])
     counter.add_incoming(following, builder.block)
-    builder.branch(header)
+    latch = builder.branch(header)
+    if masked_tail:
+        latch.set_metadata("llvm.loop", _masked_tail_loop_id(builder.module))
     builder.position_at_end(exit_)
+
+
+def _masked_tail_loop_id(module: ir.Module) -> ir.values.MDValue:
+    """A fresh loop identity (self-referential, one per loop) asking for tail folding."""
+    option = module.add_metadata([ir.MetaDataString(module, "llvm.loop.vectorize.predicate.enable"),
+                                  ir.Constant(ir.IntType(1), 1)])
+    loop = ir.values.MDValue(module, [option], name=str(len(module.metadata)))
+    loop.operands = (loop, option)
+    return loop
 
 
 def loop_nest(builder: ir.IRBuilder,
