@@ -67,7 +67,8 @@ def _print_tables(rows: list[dict]) -> None:
         for n in peers:
             r = res[n]
             cell = (f"{_fmt_time(r['seconds'])} {r['ratio']:6.2f}x" if "ratio" in r
-                    else _fmt_time(r["seconds"]) if "seconds" in r else "n/a (see notes)")
+                    else _fmt_time(r["seconds"]) if "seconds" in r
+                    else "-" if "first_call" in r else "n/a (see notes)")
             cells.append(f"{cell:>17}" + ("~" if _noisy(r) else " "))
         print(f"{row['workload'][:19]:20}" + "".join(cells))
     widths = [max(11, len(n) + 2) for n in names]

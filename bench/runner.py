@@ -18,7 +18,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from bench.workloads import Workload
+from bench.workloads import COMPILE_ONLY, Workload
 
 ROUNDS = 5          # interleaved measurement rounds per workload
 QUIET_STEP = 0.01   # seconds per idle probe
@@ -298,6 +298,18 @@ def _product(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return a @ b
 
 
+def compile_only_row(w: Workload, args: tuple, impls: dict) -> dict:
+    """jitc's trace and compile of `w` for its backend (nothing runs), the persistent cache
+    off; every other implementation is n/a."""
+    import jitc
+    results: dict = {name: {"skipped": f"a {COMPILE_ONLY} row"} for name in impls}
+    _quiet()
+    start = time.perf_counter()
+    jitc.jit(bind_numpy(w.fn), backend=w.backend, disk_cache=False).lower(*args).compile()
+    results["jitc"] = {"first_call": time.perf_counter() - start}
+    return {"workload": w.name, "group": w.group, "results": results}
+
+
 def run(workloads: list[Workload], quick: bool, min_seconds: float) -> list[dict]:
     """Per workload: each implementation's first call (compile included) from a quiet process,
     then ROUNDS interleaved rounds sharing `min_seconds` per implementation; "seconds" is the
@@ -308,6 +320,9 @@ def run(workloads: list[Workload], quick: bool, min_seconds: float) -> list[dict
     rows = []
     for w in workloads:
         args = w.make(rng, quick)
+        if w.group == COMPILE_ONLY:
+            rows.append(compile_only_row(w, args, impls))
+            continue
         reference = w.form(_no_wrap, np)(*args) if w.form else w.fn(np, *args)
         row: dict = {"workload": w.name, "group": w.group, "results": {}}
         live: dict[str, Callable] = {}

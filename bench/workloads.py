@@ -13,6 +13,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+# The group of rows of a backend that compiles here but runs elsewhere (cuda without a GPU):
+# only jitc's trace and compile are timed (bench/runner.py compile_only_row).
+COMPILE_ONLY = "compile only"
+
 
 @dataclass
 class Workload:
@@ -475,6 +479,9 @@ WORKLOADS = [
     Workload("GPT-2 12 layers", gpt2_forward, _gpt2_stack_inputs(12), "model"),
     Workload("GPT-2 12 layers, c backend", gpt2_forward, _gpt2_stack_inputs(12), "model",
              backend="c"),
+    # Its PTX for a GPU: trace, optimize and emit, nothing runs (the first-call column).
+    Workload("cuda PTX, GPT-2 x12", gpt2_forward, _gpt2_stack_inputs(12), COMPILE_ONLY,
+             backend="cuda"),
     Workload("fft complex128 2^20", fft, _signal(True), "fft"),
     Workload("rfft float64 2^20", rfft, _signal(False), "fft"),
     # Python loops that tracing unrolls: the first call (compile time) is the figure here.

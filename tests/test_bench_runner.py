@@ -166,3 +166,19 @@ def test_a_reduction_s_roofline_is_a_read_of_its_input() -> None:
     assert source.nbytes == x.nbytes and fn(source).sum() == x.size
     copy = runner.roofline_copy((x,), x * 2)
     assert copy["kind"] == "copy" and copy["call"][1][0].nbytes == x.nbytes
+
+
+def test_a_compile_only_row_times_jitc_s_compile_and_nothing_else(monkeypatch, capsys) -> None:
+    monkeypatch.setattr(runner, "QUIET_MAX", 0.02)
+    monkeypatch.setattr(runner, "implementations", lambda: {
+        "numpy": lambda w: (lambda *a: w.fn(np, *a)), "jitc": lambda w: None})
+    ptx = Workload("softmax PTX", softmax, _rows, runner.COMPILE_ONLY, backend="cuda")
+    (row,) = runner.run([ptx], quick=True, min_seconds=0.05)
+    assert row["results"]["numpy"] == {"skipped": "a compile only row"}
+    jitc_cell = row["results"]["jitc"]
+    assert set(jitc_cell) == {"first_call"} and jitc_cell["first_call"] > 0
+    _print_tables([row])
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[1].split()[:3] == ["softmax", "PTX", "-"]  # no time, no ratio
+    first = lines[lines.index("first call (compile included)") + 2]
+    assert _fmt_time(jitc_cell["first_call"]) in first
