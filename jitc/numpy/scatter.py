@@ -149,14 +149,7 @@ def _value(x: Tracer, update: Any, target: tuple[int, ...], items: tuple[Item, .
     shape = value.shape
     while len(shape) > len(target) and shape[0] == 1:
         shape = shape[1:]
-    if all(is_static(d) for d in (*shape, *target)):
-        try:
-            fits = np.broadcast_shapes(shape, target) == target
-        except ValueError:
-            fits = False
-    else:
-        fits = broadcasts_into(shape, target)
-    if not fits:
+    if not broadcasts_into(shape, target):
         advanced = any(isinstance(it, (np.ndarray, list, range, Tracer)) for it in items)
         message = (f"shape mismatch: value array of shape {value.shape} could not be broadcast "
                    f"to indexing result of shape {target}") if advanced else \

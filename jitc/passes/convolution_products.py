@@ -91,7 +91,9 @@ def _patch_bytes(inst: Instruction) -> int:
         math.prod(rhs.shape[d] for d in dims.rhs_spatial) * itemsize
 
 
-def _eligible(inst: Instruction) -> bool:
+def _eligible(inst: Instruction, cpu: bool) -> bool:
+    """Whether the convolution has the static shapes and the output features per group a
+    product pays for (`cpu`: the cpu backend's thresholds for floats)."""
     if inst.op is not ops.CONVOLUTION or inst.results[0].type.dtype not in PRODUCT_DTYPES:
         return False
     lhs, rhs = (v.type for v in inst.operands)
@@ -100,7 +102,11 @@ def _eligible(inst: Instruction) -> bool:
         return False
     dims = parse_dim_labels(inst.attrs["dim_labels"])  # type: ignore[arg-type]
     per_group = rhs.shape[dims.rhs_out] // inst.attrs["feature_group_count"]  # type: ignore
-    return per_group >= MIN_OUT_FEATURES and _patch_bytes(inst) <= MAX_PATCH_BYTES
+    fewest = MIN_OUT_FEATURES
+    if cpu and out.dtype is not dtypes.int32:
+        innermost = dims.out_feature == out.rank - 1
+        fewest = CPU_FLOAT_FEATURES_INNERMOST if innermost else CPU_FLOAT_FEATURES
+    return per_group >= fewest and _patch_bytes(inst) <= MAX_PATCH_BYTES
 
 
 def _reads_only_input(inst: Instruction) -> bool:
@@ -169,22 +175,9 @@ def _patches(builder: Builder, x: Value, inst: Instruction) -> Value:
     return builder.emit(ops.CONCATENATE, taps, {"dimension": x.type.rank - 1})
 
 
-def _few_features_for_cpu(inst: Instruction) -> bool:
-    """Whether the cpu backend's direct loop (its convolution_rows.py, vectorized along an
-    output row) is faster than patches and a product for float convolution `inst`."""
-    dims = parse_dim_labels(inst.attrs["dim_labels"])  # type: ignore[arg-type]
-    out = inst.results[0].type
-    per_group = inst.operands[1].type.shape[dims.rhs_out] // \
-        inst.attrs["feature_group_count"]  # type: ignore[operator]
-    innermost = dims.out_feature == out.rank - 1
-    return per_group < (CPU_FLOAT_FEATURES_INNERMOST if innermost else CPU_FLOAT_FEATURES)
-
-
 def _rewrite(builder: Builder, inst: Instruction, operands: Sequence[Value],
              floats: bool = True, cpu: bool = False) -> list[Value] | None:
-    if not _eligible(inst):
-        return None
-    if cpu and inst.results[0].type.dtype is not dtypes.int32 and _few_features_for_cpu(inst):
+    if not _eligible(inst, cpu):
         return None
     found = _sources(inst, operands, floats)
     if found is None:
@@ -258,5 +251,5 @@ def byte_convolution_products(module: Module) -> Module:
 
 
 __all__ = ["convolution_products", "byte_convolution_products", "cpu_convolution_products",
-           "MIN_OUT_FEATURES",
+           "MIN_OUT_FEATURES", "CPU_FLOAT_FEATURES", "CPU_FLOAT_FEATURES_INNERMOST",
            "MAX_PATCH_BYTES"]

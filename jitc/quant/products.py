@@ -339,11 +339,7 @@ class Rewriter:
         channel_shape[dims.out_feature] = channels
         channel_scales = weight.scales.reshape(channel_shape)
         if product.static:
-            unsigned = product.activation_dtype == np.uint8
-            inverse = np.float32(1.0 / product.activation_scale)  # type: ignore[operator]
-            xq = _to_bytes(x * inverse, unsigned)
-            scale: Tracer | np.ndarray = (channel_scales * np.float32(
-                product.activation_scale)).astype(np.float32)
+            xq, scale = _static_bytes(product, x, channel_scales)
         else:
             others = tuple(d for d in range(x.ndim) if d != dims.lhs_batch)
             peak = np.maximum(np.max(np.abs(x), axis=others), np.float32(SMALLEST_PEAK))
@@ -357,8 +353,7 @@ class Rewriter:
             scale = channel_scales * np.reshape(peak * np.float32(1 / top), out_batch)
         acc = emit(ops.CONVOLUTION, [xq.astype(np.int32),
                                      _constant(weight.values).astype(np.int32)], attrs)
-        result = acc.astype(np.float32) * scale
-        return (result if result.dtype == out_type else result.astype(out_type),)
+        return (_dequantized(acc, scale, out_type),)
 
     def _weight(self, value: Value) -> tuple[int, list[Instruction]] | None:
         """(id of the weight array `value` is made of, the moves on the way), or None."""
@@ -393,11 +388,7 @@ class Rewriter:
         w_free = len(_roles(operands[side].ndim, w_batch, w_contract))
         x = x if x.dtype == np.float32 else x.astype(np.float32)
         if product.static:
-            unsigned = product.activation_dtype == np.uint8
-            inverse = np.float32(1.0 / product.activation_scale)  # type: ignore[operator]
-            xq = _to_bytes(x * inverse, unsigned)
-            scale = (weight.output_scales * np.float32(product.activation_scale)
-                     ).astype(np.float32)
+            xq, scale = _static_bytes(product, x, weight.output_scales)
         else:
             peak = np.max(np.abs(x), axis=tuple(x_contract), keepdims=True) if x_contract \
                 else np.abs(x)
@@ -412,8 +403,22 @@ class Rewriter:
         if side == 0:
             pair.reverse()
         acc = emit(ops.DOT_GENERAL, pair, attrs)
-        result = acc.astype(np.float32) * scale
-        return result if result.dtype == out_type else result.astype(out_type)
+        return _dequantized(acc, scale, out_type)
+
+
+def _static_bytes(product: Product, x: Tracer, weight_scales: np.ndarray
+                  ) -> tuple[Tracer, np.ndarray]:
+    """The activation `x` as bytes with the product's calibrated scale (uint8 after a ReLU),
+    and the scale of the int32 result: the weight's scales times the activation's."""
+    inverse = np.float32(1.0 / product.activation_scale)  # type: ignore[operator]
+    xq = _to_bytes(x * inverse, product.activation_dtype == np.uint8)
+    return xq, (weight_scales * np.float32(product.activation_scale)).astype(np.float32)
+
+
+def _dequantized(acc: Tracer, scale: Tracer | np.ndarray, out_type: np.dtype) -> Tracer:
+    """The int32 result `acc` scaled back to float32, in the float operation's dtype."""
+    result = acc.astype(np.float32) * scale
+    return result if result.dtype == out_type else result.astype(out_type)
 
 
 def _non_negative(value: Value) -> bool:

@@ -20,7 +20,8 @@ from jitc.ir.dtypes import DType
 
 from .cgen import float_literal, float_name, float_suffix, register_type
 
-_COMPARISONS = {"<": "<", "<=": "<=", ">": ">", ">=": ">=", "==": "==", "!=": "!="}
+# The comparisons of the MathBuilder vocabulary, which C writes the same way.
+_COMPARISONS = frozenset({"<", "<=", ">", ">=", "==", "!="})
 
 
 class CMath:
@@ -130,7 +131,9 @@ class CMath:
 
     def cmp(self, op: str, a: str, b: str) -> str:
         """Ordered: false when an operand is nan, as C's comparisons are."""
-        return self._bool(f"{a} {_COMPARISONS[op]} {b}")
+        if op not in _COMPARISONS:
+            raise ValueError(f"no comparison {op!r}")
+        return self._bool(f"{a} {op} {b}")
 
     def isnan(self, x: str) -> str:
         return self._bool(f"{x} != {x}")

@@ -94,7 +94,7 @@ def _concatenate_pieces(ctx: KernelContext, root: Instruction, target: ir.Value)
         if size:
             def copy(counters: list[ir.Value], operand: Value = operand, at: int = offset
                      ) -> None:
-                index = kernels._logical(order, counters)
+                index = kernels.logical_index(order, counters)
                 value = ctx.emitter.value_at(operand, index)
                 index[axis] = b.add(index[axis], ir.Constant(I64, at))
                 indexing.store(b, value, target, t, index)
@@ -104,7 +104,7 @@ def _concatenate_pieces(ctx: KernelContext, root: Instruction, target: ir.Value)
             loop_nest(b, bounds, copy)
         offset += size
     ctx.finish()
-    return Kernel(ctx.name, kernels._outer_extent(t), extents.positive(t.size))
+    return Kernel(ctx.name, kernels.outer_extent(t), extents.positive(t.size))
 
 
 def _row_kernel(ctx: KernelContext, body: Function, inst: Instruction) -> Kernel:

@@ -136,14 +136,16 @@ def _outer_bounds(ctx: KernelContext, t: TensorType) -> list[tuple[ir.Value | in
     return bounds
 
 
-def _logical(order: list[int], counters: list[ir.Value]) -> list[ir.Value]:
+def logical_index(order: list[int], counters: list[ir.Value]) -> list[ir.Value]:
+    """The logical index of loop `counters` that run over the dimensions in `order`."""
     index: list[ir.Value] = [ir.Constant(I64, 0)] * len(order)
     for d, c in zip(order, counters):
         index[d] = c
     return index
 
 
-def _outer_extent(t: TensorType) -> int:
+def outer_extent(t: TensorType) -> int:
+    """The extent of `t`'s outermost physical dimension, which threads divide."""
     return t.shape[physical_order(t)[0]] if t.rank else 1
 
 
@@ -195,7 +197,7 @@ def _each_element(ctx: KernelContext, t: TensorType, store: Callable[[list[ir.Va
     """The kernel running store(index) for every element of `t` in physical order (a rank-0
     `t` has one element, run by the thread whose range is not empty)."""
     def body(counters: list[ir.Value]) -> None:
-        store(_logical(physical_order(t), counters))
+        store(logical_index(physical_order(t), counters))
 
     if t.rank == 0:
         with ctx.builder.if_then(ctx.builder.icmp_signed("<", ctx.begin, ctx.end)):
@@ -203,7 +205,7 @@ def _each_element(ctx: KernelContext, t: TensorType, store: Callable[[list[ir.Va
     else:
         loop_nest(ctx.builder, _outer_bounds(ctx, t), body)
     ctx.finish()
-    return Kernel(ctx.name, _outer_extent(t), extents.positive(t.size) * outputs)
+    return Kernel(ctx.name, outer_extent(t), extents.positive(t.size) * outputs)
 
 
 # -- reductions ------------------------------------------------------------------------------
@@ -237,7 +239,7 @@ def _row_reduce(ctx: KernelContext, inst: Instruction) -> Kernel:
     flushes = flush_count(in_type, reduced_order, count)
 
     def body(counters: list[ir.Value]) -> None:
-        out_index = _logical(physical_order(out_type), counters)
+        out_index = logical_index(physical_order(out_type), counters)
         accumulators = [Lanes(b, kind, dt, count, flushes)  # type: ignore[arg-type]
                         for dt in acc_types]
 
@@ -264,7 +266,7 @@ def _row_reduce(ctx: KernelContext, inst: Instruction) -> Kernel:
     else:
         loop_nest(b, _outer_bounds(ctx, out_type), body)
     ctx.finish()
-    return Kernel(ctx.name, _outer_extent(out_type),
+    return Kernel(ctx.name, outer_extent(out_type),
                   extents.positive(in_type.size) * len(inst.operands))
 
 
@@ -365,7 +367,7 @@ def arg_into(ctx: KernelContext, inst: Instruction) -> Kernel:
     kind = in_type.dtype.kind
 
     def body(counters: list[ir.Value]) -> None:
-        out_index = _logical(physical_order(out.type), counters)
+        out_index = logical_index(physical_order(out.type), counters)
 
         def at(i: ir.Value) -> ir.Value:
             index = list(out_index[:axis]) + [i] + list(out_index[axis:])  # type: ignore
@@ -396,7 +398,7 @@ def arg_into(ctx: KernelContext, inst: Instruction) -> Kernel:
     else:
         loop_nest(b, _outer_bounds(ctx, out.type), body)
     ctx.finish()
-    return Kernel(ctx.name, _outer_extent(out.type), extents.positive(in_type.size))
+    return Kernel(ctx.name, outer_extent(out.type), extents.positive(in_type.size))
 
 
 # -- dot_general -----------------------------------------------------------------------------
@@ -571,17 +573,17 @@ def convolution_into(ctx: KernelContext, inst: Instruction,
     cost = extents.positive(out.type.size) * max(1, window_size(inst))
     if convolution_rows(ctx, inst, epilogue):
         ctx.finish()
-        return Kernel(ctx.name, _outer_extent(out.type), cost)
+        return Kernel(ctx.name, outer_extent(out.type), cost)
 
     def element(counters: list[ir.Value]) -> None:
-        out_index = _logical(physical_order(out.type), counters)
+        out_index = logical_index(physical_order(out.type), counters)
         value = convolution_element(ctx.emitter, inst, out_index, _multiply_then_add)
         indexing.store(b, value, ctx.pointer(out), out.type, out_index)
         _apply_epilogue(ctx, epilogue, ctx.pointer(out), out.type, out_index)
 
     loop_nest(b, _outer_bounds(ctx, out.type), element)
     ctx.finish()
-    return Kernel(ctx.name, _outer_extent(out.type), cost)
+    return Kernel(ctx.name, outer_extent(out.type), cost)
 
 
 def _multiply_then_add(b: ir.IRBuilder, current: ir.Value, x: ir.Value, w: ir.Value,
