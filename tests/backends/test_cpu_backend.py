@@ -354,3 +354,21 @@ def test_a_concatenate_along_an_inner_axis_copies_piece_by_piece(fn) -> None:
     np.testing.assert_array_equal(jitc.jit(fn)(x), fn(x))
     if fn in (_patches, _uneven_pieces):
         assert " switch " not in compiled.as_text()
+
+
+def test_reshapes_map_indexes_by_dimension_groups_without_dividing() -> None:
+    """Splitting a row into heads (GPT-2's q, k and v) and merging them back map each output
+    index by the dimensions whose sizes pair up: no division or remainder per element, which
+    kept the loops from vectorizing (3-4x slower kernels)."""
+    def split_heads(x):
+        return x.reshape(x.shape[0], 12, 64).transpose(1, 0, 2) * 2.0 + 1.0
+
+    def merge_heads(x):
+        return x.transpose(1, 0, 2).reshape(x.shape[1], 768) * 2.0 + 1.0
+
+    for fn, x in ((split_heads, RNG.standard_normal((32, 768)).astype(np.float32)),
+                  (merge_heads, RNG.standard_normal((12, 32, 64)).astype(np.float32))):
+        compiled = jitc.jit(fn, disk_cache=False).lower(x).compile()
+        np.testing.assert_array_equal(compiled(x), fn(x))
+        text = compiled.as_text()
+        assert " udiv " not in text and " urem " not in text, fn.__name__

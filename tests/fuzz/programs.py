@@ -381,7 +381,7 @@ def _arg(p: Program, op: OpDef) -> None:
 
 
 def _sort(p: Program, op: OpDef) -> None:
-    x = p.operand([d for d in dtypes.ALL])
+    x = p.operand(DTYPES)
     if x.type.rank == 0:
         return
     # Positions follow the exact order of the values: from approximate floats (rounded

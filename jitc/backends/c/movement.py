@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+from jitc.backends.reshapes import reshape_groups
 from jitc.ir.core import Instruction, Value
 from jitc.ir.symbolic import DimLike, is_static
 
@@ -58,48 +59,16 @@ def _reshape(e: CEmitter, inst: Instruction, index: Index) -> str:
     if [d for d in operand.shape if d != 1] == [d for d in result.shape if d != 1]:
         kept = iter([i for i, d in zip(index, result.shape) if d != 1])
         return e.operand(inst, 0, ["0" if d == 1 else next(kept) for d in operand.shape])
-    groups = _reshape_groups(operand.shape, result.shape) \
+    groups = reshape_groups(operand.shape, result.shape) \
         if operand.is_static and result.is_static else None
     if groups is None:
         linear = linearize(e, index, result.shape)
         return e.operand(inst, 0, delinearize(e, linear, operand.shape))
-    # Group by group: merging dimensions needs no division, splitting one no sum of others
-    # (the whole-array position's division and remainder kept GPT-2's split of q, k and v
-    # from being vectorized).
     mapped: Index = []
     for (o0, o1), (r0, r1) in groups:
         linear = linearize(e, index[r0:r1], result.shape[r0:r1])
         mapped += delinearize(e, linear, operand.shape[o0:o1])
     return e.operand(inst, 0, mapped)
-
-
-def _reshape_groups(source: Sequence[int], target: Sequence[int]
-                    ) -> list[tuple[tuple[int, int], tuple[int, int]]] | None:
-    """The shortest runs of dimensions, [o0, o1) of `source` and [r0, r1) of `target`, whose
-    sizes have equal products, in order (a row-major reshape maps each run to its partner);
-    None when the sizes do not pair up so (a size 0)."""
-    if 0 in source or 0 in target:
-        return None
-    groups, o, r = [], 0, 0
-    while o < len(source) or r < len(target):
-        o_start, r_start = o, r
-        o_size = r_size = 1
-        while True:
-            if o_size <= r_size and o < len(source):
-                o_size *= source[o]
-                o += 1
-            elif r < len(target):
-                r_size *= target[r]
-                r += 1
-            else:
-                break
-            if o_size == r_size and (o == len(source) or source[o] != 1 or
-                                     r == len(target)):
-                break
-        if o_size != r_size:
-            return None
-        groups.append(((o_start, o), (r_start, r)))
-    return groups
 
 
 @rule("transpose")

@@ -11,6 +11,7 @@ from llvmlite import ir
 from jitc.backends.llvm import extents
 from jitc.backends.llvm.elemental import ElementalEmitter, Index, rule
 from jitc.backends.llvm.types import I1, I64
+from jitc.backends.reshapes import reshape_groups
 from jitc.ir.core import Instruction, Value
 from jitc.ir.symbolic import DimLike, is_static
 
@@ -26,15 +27,18 @@ def _broadcast(e: ElementalEmitter, inst: Instruction, index: Index) -> ir.Value
 
 
 def delinearize(b: ir.IRBuilder, linear: ir.Value, shape: Sequence[int]) -> Index:
-    """Row-major multi-index of a linear position."""
+    """Row-major multi-index of a linear position (which is in range: the outermost index
+    is what remains after dividing by the inner sizes)."""
     out: Index = []
-    for d in reversed(shape):
+    for n, d in enumerate(reversed(shape)):
         if d == 1:
             out.append(ir.Constant(I64, 0))
-            continue
-        size = extents.value(b, d)
-        out.append(b.urem(linear, size))
-        linear = b.udiv(linear, size)
+        elif n == len(shape) - 1:
+            out.append(linear)
+        else:
+            size = extents.value(b, d)
+            out.append(b.urem(linear, size))
+            linear = b.udiv(linear, size)
     return out[::-1]
 
 
@@ -54,8 +58,16 @@ def _reshape(e: ElementalEmitter, inst: Instruction, index: Index) -> ir.Value:
         it = iter(kept)
         mapped = [e.index_const(0) if d == 1 else next(it) for d in operand.shape]
         return e.operand(inst, 0, mapped)
-    linear = linearize(e.builder, index, result.shape)
-    return e.operand(inst, 0, delinearize(e.builder, linear, operand.shape))
+    groups = reshape_groups(operand.shape, result.shape) \
+        if operand.is_static and result.is_static else None
+    if groups is None:
+        linear = linearize(e.builder, index, result.shape)
+        return e.operand(inst, 0, delinearize(e.builder, linear, operand.shape))
+    mapped: Index = []
+    for (o0, o1), (r0, r1) in groups:
+        linear = linearize(e.builder, index[r0:r1], result.shape[r0:r1])
+        mapped += delinearize(e.builder, linear, operand.shape[o0:o1])
+    return e.operand(inst, 0, mapped)
 
 
 @rule("transpose")
