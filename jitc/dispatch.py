@@ -237,7 +237,8 @@ def form_path(jitted: Jitted, compiled: Compiled, captured: capture.Captured,
         # `x.sum()`: numpy's scalar, as numpy returns it.
         writer.lines.append("return result[()]" if effects_.scalars else "return result")
     else:
-        writer.lines.append(f"return finish(result, ({''.join(v + ', ' for v in writer.leaves)}))")
+        # The captured state's leaves follow the arguments': a returned global is one too.
+        writer.lines.append(f"return finish(result, {flat})")
     body = "\n    ".join(writer.lines)
     source = f"def fast(args, kwargs, instance):\n    {body}\n"
     return writer.build(source, "fast", f"<jitc call form of {jitted.name}>",

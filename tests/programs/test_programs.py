@@ -490,6 +490,23 @@ def one_function_many_shapes(jit):
 
 
 @program
+def captured_buffer_written_and_returned_over_many_sizes(jit):
+    # The third size is compiled symbolically; the returned buffer is the captured array
+    # itself, as numpy returns it, on every call.
+    total = np.zeros(3)
+
+    def accumulate(x):
+        total[:] += x.sum()
+        return total
+
+    f = jit(accumulate)
+    r = rng()
+    outs = [f(r.standard_normal(n)) for n in (4, 5, 6, 7)]
+    return {"outs": [o.copy() for o in outs], "total": total,
+            "returns_the_buffer": all(o is total for o in outs)}
+
+
+@program
 def lazily_created_attribute(jit):
     class Buffer:
         def push(self, x):
