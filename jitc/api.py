@@ -191,13 +191,13 @@ class Jitted(_FastCall):
         return capture.walk(self.fun, self._global_names, instance)
 
     def _lower(self, dynamic, static, treedef, specs, captured: capture.Captured,
-               instance: object = _NO_SELF, obstacles: list[JitcError] | None = None
-               ) -> Lowered:
+               instance: object = _NO_SELF, obstacles: list[JitcError] | None = None,
+               captured_types: Sequence[ArgSpec] | None = None) -> Lowered:
         start = time.perf_counter()
         with profiling.span(f"trace {self.name}", "compile"):
             module, out_tree, side_effects = trace_function(
                 self.fun, self.signature, dynamic, static, specs, treedef, captured, instance,
-                self._self_name, obstacles)
+                self._self_name, obstacles, captured_types)
         options = self.options
         if "reroll" not in options.disabled_passes:
             # Loops that tracing unrolled become while ops again (passes/reroll.py), so that
@@ -209,7 +209,8 @@ class Jitted(_FastCall):
         if self.donate_argnums:
             options = options.with_(donated=self._donated_leaves(dynamic))
         names = _leaf_names(dynamic) + [capture.path_name(p) for p, _ in captured.arrays]
-        specs = (*specs, *captured_specs(captured))
+        specs = (*specs, *(captured_specs(captured) if captured_types is None
+                           else captured_types))
         lowered = Lowered(self.name, module, self.signature, static, tuple(dynamic), treedef,
                           specs, out_tree, options, time.perf_counter() - start, side_effects,
                           names)
@@ -273,8 +274,10 @@ class Jitted(_FastCall):
         # The names matter: f(x, y=a) and f(x, z=a) have the same leaves but mean different
         # things when y and z have defaults.
         # Static values by type too: 1 == True, but `flag is True` tells them apart.
-        key = (tuple(dynamic), treedef, specs, static, tuple(type(v) for _, v in static),
-               captured.key())
+        # The captured arrays' specs follow the arguments': the dynamic policy treats an
+        # extent of state that changes between calls (a growing KV cache) like an argument's.
+        key = (tuple(dynamic), treedef, (*specs, *captured_specs(captured)), static,
+               tuple(type(v) for _, v in static), captured.key())
         compiled = self._cache.get(key)
         if compiled is None:
             compiled = self._symbolic_serving(key)
@@ -312,7 +315,7 @@ class Jitted(_FastCall):
                 reason = ""
                 if compiled is None:
                     compiled, reason = self._compile_symbolic(key, dynamic, static, treedef,
-                                                              specs, captured, instance)
+                                                              key[2], captured, instance)
                 if compiled is None:
                     signature = ", ".join(str(s) for s in specs)
                     with collector_paused(), progress.watch(self.name, signature):
@@ -377,8 +380,9 @@ class Jitted(_FastCall):
                        ) -> tuple[Compiled | None, str]:
         earlier = [k[2] for k, c in self._items()
                    if _structure(k) == structure and not _is_symbolic(c)]
-        leaves = _leaf_names(dynamic)
-        plan, reason = dynamic_policy.plan(self.dynamic, leaves, specs, earlier)
+        arguments = _leaf_names(dynamic)
+        leaves = arguments + [capture.path_name(p) for p, _ in captured.arrays]
+        plan, reason = dynamic_policy.plan(self.dynamic, leaves, specs, earlier, len(arguments))
         for compiled_key, compiled in self._items(symbolic=True):
             if _structure(compiled_key) == structure:
                 # One symbolic compilation per structure; a call it does not serve (a failed
@@ -400,7 +404,9 @@ class Jitted(_FastCall):
         signature = ", ".join(str(s) for s in plan.specs)
         try:
             with collector_paused(), progress.watch(self.name, signature):
-                lowered = self._lower(dynamic, static, treedef, plan.specs, captured, instance)
+                count = len(arguments)
+                lowered = self._lower(dynamic, static, treedef, plan.specs[:count], captured,
+                                      instance, captured_types=plan.specs[count:])
                 module = lowered.module
                 lowered.module = Module(module.functions.values(), module.entry_name,
                                         (*plan.guards, *module.constraints))

@@ -109,9 +109,10 @@ def _explicit(policy: dict[str, dict[int, str]], leaves: Sequence[str],
                 "dynamic=... names symbolic dimensions")
 
 
-def _every_dimension(leaves: Sequence[str], specs: Sequence[ArgSpec]) -> Plan | None:
+def _every_dimension(leaves: Sequence[str], specs: Sequence[ArgSpec], arguments: int
+                     ) -> Plan | None:
     symbols = {(index, axis): _symbol_name(leaves[index], axis)
-               for index, spec in enumerate(specs) if spec.array and index < len(leaves)
+               for index, spec in enumerate(specs) if spec.array and index < arguments
                for axis in range(spec.type.rank)}
     if not symbols:
         return None
@@ -133,7 +134,7 @@ def _changed(leaves: Sequence[str], specs: Sequence[ArgSpec],
                    for axis, (old, new) in enumerate(zip(p.type.shape, s.type.shape))
                    if old != new]
         if not changed or any(index >= len(leaves) for index, *_ in changed):
-            continue  # only a captured array changed: nothing to name
+            continue  # an unnamed spec changed: nothing to name
         # Only the new extent must be past the guard: the earlier size keeps its own exact
         # compilation, so a sweep 1, 2, 3, ... compiles twice (1 exactly, then n >= 2).
         small = [(index, axis, old, new) for index, axis, old, new in changed
@@ -160,15 +161,18 @@ def _changed(leaves: Sequence[str], specs: Sequence[ArgSpec],
 
 
 def plan(policy: Policy, leaves: Sequence[str], specs: Sequence[ArgSpec],
-         earlier: Sequence[tuple[ArgSpec, ...]]) -> tuple[Plan | None, str]:
+         earlier: Sequence[tuple[ArgSpec, ...]], arguments: int | None = None
+         ) -> tuple[Plan | None, str]:
     """The symbolic compilation to try for a call with `specs` (None: compile exactly), and
-    the reason an exact compilation gives. `leaves` names the argument leaves (the specs past
-    them are captured arrays); `earlier` holds this structure's exact signatures, oldest
-    first."""
+    the reason an exact compilation gives. `leaves` names the specs: the first `arguments`
+    (default: all) are the argument leaves, the rest captured arrays, whose changed extents
+    the automatic policy makes symbolic too (`dynamic=True` leaves them static); `earlier`
+    holds this structure's exact signatures, oldest first."""
     if policy is False:
         return None, "first call" if not earlier else "a new signature (dynamic=False)"
     if policy is True:
-        return _every_dimension(leaves, specs), "no array argument"
+        count = len(leaves) if arguments is None else arguments
+        return _every_dimension(leaves, specs, count), "no array argument"
     if isinstance(policy, dict):
         return _explicit(policy, leaves, specs), "no dimension named by dynamic=..."
     return _changed(leaves, specs, earlier)

@@ -105,7 +105,10 @@ class Captured:
     identities: list[tuple[Path, object]] = field(default_factory=list)
 
     def key(self) -> tuple:
-        return (tuple((p, a.shape, a.dtype.str) for p, a in self.arrays),
+        """What a compilation must match exactly. The arrays' shapes are not in it: they are
+        specs of the call like the arguments' (jit's dynamic policy may make them symbolic:
+        a KV cache that grows by a row per call)."""
+        return (tuple((p, a.ndim, a.dtype.str) for p, a in self.arrays),
                 tuple((p, type(v), _guard_value(v)) for p, v in self.scalars),
                 tuple(self.aliases), tuple(self.identities))
 

@@ -224,20 +224,23 @@ def captured_specs(captured: capture.Captured) -> list[ArgSpec]:
 def trace_function(fun: Callable, signature: _Signature, dynamic: dict[str, Any], static: tuple,
                    specs: Sequence[ArgSpec], treedef: pytree.TreeDef,
                    captured: capture.Captured | None = None, instance: object = _NO_SELF,
-                   self_name: str = "self", obstacles: list[JitcError] | None = None
+                   self_name: str = "self", obstacles: list[JitcError] | None = None,
+                   captured_types: Sequence[ArgSpec] | None = None
                    ) -> tuple[Module, pytree.TreeDef, SideEffects]:
     """Run `fun` on tracers and record what it does as a Module.
 
     With `captured` (see jitc.tracing.capture), `fun` runs on a shadow of the state it reads
     (globals, closure cells, `self`): the captured arrays are parameters after the arguments'
-    leaves, and what the function writes or rebinds there becomes extra outputs."""
+    leaves, and what the function writes or rebinds there becomes extra outputs; their
+    specs are `captured_types` when given (symbolic extents), else the arrays' own."""
     name = getattr(fun, "__name__", "function")
     state = TraceState(_ir_name(name), name)
     state.obstacles = obstacles
     captured = capture.Captured([], []) if captured is None else captured
     paths = _leaf_names(dynamic) + [re.sub(r"\W+", "_", capture.path_name(p)).strip("_")
                                     for p, _ in captured.arrays]
-    specs = list(specs) + captured_specs(captured)
+    specs = list(specs) + list(captured_specs(captured) if captured_types is None
+                               else captured_types)
     tracers = []
     for i, spec in enumerate(specs):
         hint = _ir_name(paths[i]) if i < len(paths) else None

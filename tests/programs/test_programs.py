@@ -402,6 +402,36 @@ def kv_cache_decode_loop_on_objects(jit):
             "v": [a.cache_v for a in model.layers], "pos": [a.pos for a in model.layers]}
 
 
+class GrowingCache:
+    """Attention over a KV cache on `self` that grows by one row per token: the state's
+    shape changes at every call."""
+
+    def __init__(self, dim: int = 4):
+        r = rng()
+        self.wq, self.wk, self.wv = (r.standard_normal((dim, dim)) for _ in range(3))
+        self.keys = np.zeros((0, dim))
+        self.values = np.zeros((0, dim))
+
+    def step(self, x):
+        self.keys = np.concatenate([self.keys, (x @ self.wk)[None]])
+        self.values = np.concatenate([self.values, (x @ self.wv)[None]])
+        scores = self.keys @ (x @ self.wq) / np.sqrt(x.shape[0])
+        p = np.exp(scores - scores.max())
+        return (p / p.sum()) @ self.values
+
+
+@program
+def kv_cache_grows_on_self(jit):
+    cache = GrowingCache()
+    step = jit(cache.step)
+    x = rng().standard_normal(4)
+    outs = []
+    for _ in range(7):
+        x = np.tanh(step(x))
+        outs.append(x)
+    return {"outs": outs, "keys": cache.keys, "values": cache.values}
+
+
 @program
 def jitted_bound_method_reads_nested_state(jit):
     r = rng()
@@ -696,3 +726,18 @@ def test_state_read_through_globals_and_helpers_takes_the_c_path(backend: str) -
 
 
 SCALE_FOR_TEST = 2.0
+
+
+def test_growing_captured_state_compiles_symbolically_once() -> None:
+    """A cache on `self` that grows by a row per call compiles for 0 and 1 rows exactly,
+    then once with its length symbolic, like an argument whose extent changes."""
+    cache = GrowingCache()
+    step = jitc.jit(cache.step)
+    x = np.ones(4)
+    for _ in range(9):
+        step(x)
+    stats = step.compile_stats()
+    assert [s["symbolic"] for s in stats] == [False, False, True]
+    assert stats[-1]["reason"] == ("dimension 0 of self.keys changed (1 -> 2), dimension 0 of "
+                                   "self.values changed (1 -> 2): now symbolic")
+    assert cache.keys.shape == (9, 4)
