@@ -149,16 +149,91 @@ def dot_general(lhs: Any, rhs: Any, contract: tuple[Sequence[int], Sequence[int]
 
 
 def conv_general_dilated(lhs: Any, rhs: Any, window_strides: Sequence[int] = (),
-                         padding: Sequence[tuple[int, int]] = (),
+                         padding: str | Sequence[tuple[int, int]] = (),
                          lhs_dilation: Sequence[int] = (), rhs_dilation: Sequence[int] = (),
-                         dimension_numbers: str = "bf01_oi01->bf01",
+                         dimension_numbers: str | Sequence[str] | None = None,
                          feature_group_count: int = 1) -> Any:
-    """N-d convolution (cross-correlation). `dimension_numbers` uses the IR's dim_labels:
-    `bf01_oi01->bf01` is NCHW/OIHW, `b01f_01io->b01f` is NHWC/HWIO."""
-    attrs = {"dim_labels": dimension_numbers, "strides": list(window_strides),
+    """N-d convolution (cross-correlation), spelled as in JAX's lax.
+
+    `dimension_numbers`: the IR's dim_labels (`bf01_oi01->bf01` is NCHW/OIHW, the default;
+    `b01f_01io->b01f` is NHWC/HWIO), or JAX's three layout strings such as
+    `("NHWC", "HWIO", "NHWC")` (N batch, C feature, O and I the kernel's output and input
+    features; the spatial letters are ordered as the kernel's string orders them).
+    `padding`: (low, high) pairs, or "VALID", "SAME" or "SAME_LOWER" (the output has
+    ceil(input / stride) positions; an odd total puts the extra one high, or low)."""
+    labels = _conv_labels(dimension_numbers, np.ndim(lhs))
+    if isinstance(padding, str):
+        padding = _named_padding(padding, labels, np.shape(lhs), np.shape(rhs),
+                                 window_strides, lhs_dilation, rhs_dilation)
+    attrs = {"dim_labels": labels, "strides": list(window_strides),
              "padding": [tuple(p) for p in padding], "lhs_dilation": list(lhs_dilation),
              "rhs_dilation": list(rhs_dilation), "feature_group_count": feature_group_count}
     return _apply(ops.CONVOLUTION, [lhs, rhs], attrs)
+
+
+def _conv_labels(dimension_numbers: str | Sequence[str] | None, rank: int) -> str:
+    """The IR's dim_labels for a convolution's `dimension_numbers` (see
+    conv_general_dilated); ValueError naming the expected form otherwise."""
+    if dimension_numbers is None:
+        spatial = "".join(str(i) for i in range(max(rank - 2, 0)))
+        return f"bf{spatial}_oi{spatial}->bf{spatial}"
+    if isinstance(dimension_numbers, str):
+        return dimension_numbers
+    specs = tuple(dimension_numbers)
+    if len(specs) != 3 or not all(isinstance(x, str) and len(x) == len(specs[0])
+                                  for x in specs):
+        raise ValueError(f"conv_general_dilated: dimension_numbers={dimension_numbers!r}: "
+                         "expected dim_labels such as 'bf01_oi01->bf01' or three layout "
+                         "strings of one length such as ('NHWC', 'HWIO', 'NHWC')")
+    lhs_spec, rhs_spec, out_spec = specs
+    spatial = [c for c in rhs_spec if c not in "OI"]
+    if sorted(rhs_spec) != sorted("OI" + "".join(spatial)) or \
+            sorted(lhs_spec) != sorted("NC" + "".join(spatial)) or \
+            sorted(out_spec) != sorted(lhs_spec):
+        raise ValueError(f"conv_general_dilated: dimension_numbers={dimension_numbers!r}: the "
+                         "input and output need N, C and the kernel's spatial letters; the "
+                         "kernel O, I and the same spatial letters, each once")
+    digits = {c: str(i) for i, c in enumerate(spatial)}
+
+    def relabel(spec: str, names: dict[str, str]) -> str:
+        return "".join(names.get(c) or digits[c] for c in spec)
+
+    activations = {"N": "b", "C": "f"}
+    return (f"{relabel(lhs_spec, activations)}_{relabel(rhs_spec, {'O': 'o', 'I': 'i'})}->"
+            f"{relabel(out_spec, activations)}")
+
+
+def _named_padding(padding: str, labels: str, lhs_shape: Sequence[int],
+                   rhs_shape: Sequence[int], strides: Sequence[int],
+                   lhs_dilation: Sequence[int], rhs_dilation: Sequence[int]
+                   ) -> list[tuple[int, int]]:
+    """JAX's padding names as (low, high) pairs per spatial dimension."""
+    dims = ops.linalg.parse_dim_labels(labels)
+    spatial = len(dims.lhs_spatial)
+    strides, lhs_dilation, rhs_dilation = (tuple(v) or (1,) * spatial for v in
+                                           (strides, lhs_dilation, rhs_dilation))
+    name = padding.upper()
+    if any(d != 1 for d in lhs_dilation):
+        # Which output a "SAME" transposed convolution has is a convention of its own.
+        raise ValueError(f"conv_general_dilated: padding={padding!r} with lhs_dilation "
+                         f"{tuple(lhs_dilation)}: give (low, high) pairs")
+    if name == "VALID":
+        return [(0, 0)] * spatial
+    if name not in ("SAME", "SAME_LOWER"):
+        raise ValueError(f"conv_general_dilated: padding={padding!r}: expected 'VALID', "
+                         "'SAME', 'SAME_LOWER' or (low, high) pairs")
+    pads = []
+    for s in range(spatial):
+        size = lhs_shape[dims.lhs_spatial[s]]
+        window = (rhs_shape[dims.rhs_spatial[s]] - 1) * rhs_dilation[s] + 1
+        if not all(isinstance(d, (int, np.integer)) for d in (size, window)):
+            raise ValueError("conv_general_dilated: padding='SAME' needs static spatial "
+                             "extents; pass (low, high) pairs")
+        out = -(-size // strides[s])
+        total = max((out - 1) * strides[s] + window - size, 0)
+        low = total // 2 if name == "SAME" else total - total // 2
+        pads.append((low, total - low))
+    return pads
 
 
 def argmax(x: Any, axis: int, index_dtype: Any = np.int64) -> Any:
