@@ -141,9 +141,7 @@ def _step_shape(steps: tuple[Step, ...], name: str) -> tuple:
     return tuple(shape)
 
 
-# What the kernels of a symbolic program cannot take yet, refused before any code is made
-# (the automatic policy then compiles each shape exactly), by the op or the fusion's kind.
-_STATIC_ONLY_OPS = (ops.SORT, ops.CONVOLUTION)
+# The fusion kinds whose kernels take symbolic extents: every kind the GPU passes form.
 _SYMBOLIC_FUSIONS = ("loop", "reduce", "row", "dot")
 
 
@@ -153,14 +151,8 @@ def refuse_symbolic(inst: Instruction, program: Module) -> None:
     what = None
     if inst.op.has(Trait.REGIONS):
         what = f"control flow ({inst.op.name})"
-    elif inst.op in _STATIC_ONLY_OPS:
-        what = inst.op.name
-    elif inst.op is ops.FUSION:
-        kind = inst.attrs["kind"]
-        body = program.functions[inst.attrs["calls"]]  # type: ignore[index]
-        core = next((i.op.name for i in body.body if i.op in _STATIC_ONLY_OPS), None)
-        if kind not in _SYMBOLIC_FUSIONS or core is not None:
-            what = f"a {kind} fusion ({core or kind})"
+    elif inst.op is ops.FUSION and inst.attrs["kind"] not in _SYMBOLIC_FUSIONS:
+        what = f"a {inst.attrs['kind']} fusion"
     if what is not None:
         raise SymbolicExtentError(located(f"the cuda backend's kernels take {what} with "
                                           f"static extents only", inst.loc))
