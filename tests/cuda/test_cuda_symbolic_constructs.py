@@ -10,6 +10,7 @@ from collections.abc import Callable
 import numpy as np
 import pytest
 from cudacheck import check_ptx, require_ptxas
+from fakedriver import FakeDriver, compile_on_fake
 from numpy.lib.stride_tricks import sliding_window_view
 
 import jitc
@@ -99,6 +100,70 @@ def conv_integers_reference(x, w):
     return np.einsum("bcyxhw,ochw->boyx", sliding_window_view(x, (3, 3), axis=(2, 3)), w)
 
 
+def sorted_steps(x):
+    return lax.fori_loop(0, 4, lambda i, c: (np.sort(c, axis=-1) * 1.5 - i).astype(np.float32), x)
+
+
+def sorted_steps_reference(x):
+    for i in range(4):
+        x = (np.sort(x, axis=-1) * 1.5 - i).astype(np.float32)
+    return x
+
+
+def doubled_until_large(x):  # the trip count depends on the data: a predicate per step
+    return lax.while_loop(lambda c: (c[0].sum() < 1000) & (c[1] < 20),
+                          lambda c: (c[0] * 2 + 1, c[1] + 1), (np.abs(x) + 1, 0))[0]
+
+
+def doubled_until_large_reference(x):
+    c, k = np.abs(x) + 1, 0
+    while c.sum() < 1000 and k < 20:
+        c, k = c * 2 + 1, k + 1
+    return c
+
+
+def branch_on_the_sum(x):
+    return lax.cond(x.sum() > 0, lambda a: a * 2.0, lambda a: a - a.sum(axis=1, keepdims=True), x)
+
+
+def branch_on_the_sum_reference(x):
+    return x * 2.0 if x.sum() > 0 else x - x.sum(axis=1, keepdims=True)
+
+
+def running_means(x):  # scan: each step's output written into the stacked result in place
+    def step(c, row):
+        c = c * 0.5 + row
+        return c, c * 2.0
+    return lax.scan(step, np.zeros(x.shape[1:], np.float32), x)[1]
+
+
+def running_means_reference(x):
+    c, outputs = np.zeros(x.shape[1:], np.float32), []
+    for row in x:
+        c = c * 0.5 + row
+        outputs.append(c * 2.0)
+    return np.stack(outputs)
+
+
+def loop_in_a_branch(x):
+    return lax.cond(x.sum() > 0, lambda a: lax.fori_loop(0, 3, lambda i, c: c * 2.0 + 1.0, a),
+                    lambda a: a - 1.0, x)
+
+
+def loop_in_a_branch_reference(x):
+    if x.sum() <= 0:
+        return x - 1.0
+    for _ in range(3):
+        x = x * 2.0 + 1.0
+    return x
+
+
+def signed(n: int, *shape: int) -> np.ndarray:
+    """Floats whose sum is positive for odd `n`, else not, whatever rounding."""
+    magnitude = np.abs(floats(*shape)) + 0.1
+    return magnitude if n % 2 else -magnitude
+
+
 # name: (program, numpy's spelling of it, argument specs, the symbolic dimensions (jit's
 # `dynamic`), the arguments for a size)
 Case = tuple[Callable, Callable, tuple[str, ...], dict, Callable[[int], tuple]]
@@ -124,6 +189,19 @@ CASES: dict[str, Case] = {
     "integer convolution": (
         conv_integers, conv_integers_reference, ("i32[B,3,5,5]", "i32[4,3,3,3]"), BATCH,
         lambda n: (RNG.integers(-50, 50, (n, 3, 5, 5)).astype(np.int32), INTEGER_KERNEL)),
+    "counted loop whose body sorts, rows and their length symbolic": (
+        sorted_steps, sorted_steps_reference, ("f32[B,S]",), {"x": {0: "B", 1: "S"}},
+        lambda n: (ties(n, n % 6 + 1),)),
+    "data-dependent while loop": (
+        doubled_until_large, doubled_until_large_reference, ("i32[B,3]",), BATCH,
+        lambda n: (RNG.integers(-3, 4, (n, 3)).astype(np.int32),)),
+    "conditional": (branch_on_the_sum, branch_on_the_sum_reference, ("f32[B,3]",), BATCH,
+                    lambda n: (signed(n, n, 3),)),
+    "scan writing a block of its stacked output per step": (
+        running_means, running_means_reference, ("f32[5,B,3]",), {"x": {1: "B"}},
+        lambda n: (floats(5, n, 3),)),
+    "loop inside a branch": (loop_in_a_branch, loop_in_a_branch_reference, ("f32[B,3]",), BATCH,
+                             lambda n: (signed(n, n, 3),)),
 }
 
 
@@ -162,3 +240,17 @@ def test_symbolic_ptx_assembles(name: str) -> None:
     compiled = _lowered(name, "cuda").compile()
     assert compiled.executable.lowering.plan.dims_slot is not None
     check_ptx(compiled)
+
+
+def test_a_scan_over_a_symbolic_batch_sizes_its_block_writes_per_call(driver: FakeDriver) -> None:
+    # Through the GPU runtime (the fake driver runs the simulator's kernels): the kernel that
+    # writes a step's block of the stacked output takes ceil(3 * B / 256) blocks, and none is
+    # launched for an empty batch.
+    compiled = compile_on_fake(driver, running_means, AbstractArray("f32[5,B,3]"))
+    for n, blocks in ((0, None), (1, 1), (300, 4)):
+        x = floats(5, n, 3)
+        driver.launches.clear()
+        np.testing.assert_allclose(np.asarray(compiled(x)), running_means_reference(x),
+                                   rtol=2e-5, atol=2e-5)
+        writes = [grid for name, grid, _, _ in driver.launches if "_write" in name]
+        assert writes == ([] if blocks is None else [(blocks, 1)] * 5)
