@@ -1,11 +1,15 @@
 """Sorts, convolutions and control flow in symbolic programs on the cuda backend
 (docs/cuda.md, "Symbolic dimensions"): one compilation, its extents read from the call's
 symbol values, serves every size, 0 and 1 included, and agrees with numpy and the interpreter
-on cuda-sim; the PTX of each program assembles with ptxas."""
+on cuda-sim, reading no byte past its arguments; the PTX of each program assembles with
+ptxas."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import ctypes
+import mmap
+import sys
+from collections.abc import Callable, Iterator
 
 import numpy as np
 import pytest
@@ -210,13 +214,41 @@ def _lowered(name: str, backend: str) -> jitc.stages.Lowered:
     return jitc.jit(program, backend=backend).lower(*(AbstractArray(s) for s in specs))
 
 
+Guarded = Callable[[np.ndarray], np.ndarray]
+
+
+@pytest.fixture
+def guarded() -> Iterator[Guarded]:
+    """A copy of an array ending where an inaccessible page begins: a kernel that reads past
+    the array (a row beyond the call's last, an element of an empty one) faults."""
+    if sys.platform != "linux":
+        pytest.skip("guard pages are set with Linux's mprotect")
+    mprotect = ctypes.CDLL(None, use_errno=True).mprotect
+    mprotect.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+    maps: list[mmap.mmap] = []
+
+    def copy(array: np.ndarray) -> np.ndarray:
+        pages = -(-max(array.nbytes, 1) // mmap.PAGESIZE)
+        memory = mmap.mmap(-1, (pages + 1) * mmap.PAGESIZE)
+        maps.append(memory)
+        base = ctypes.addressof(ctypes.c_char.from_buffer(memory))
+        assert mprotect(base + pages * mmap.PAGESIZE, mmap.PAGESIZE, 0) == 0  # PROT_NONE
+        start = pages * mmap.PAGESIZE - array.nbytes
+        placed = np.frombuffer(memory, np.uint8, array.nbytes, start).view(array.dtype)
+        placed = placed.reshape(array.shape)
+        placed[...] = array
+        return placed
+    yield copy
+    maps.clear()  # the arrays on them are gone with the test
+
+
 @pytest.mark.parametrize("name", sorted(CASES))
-def test_one_compilation_serves_every_size(name: str) -> None:
+def test_one_compilation_serves_every_size(name: str, guarded: Guarded) -> None:
     program, reference, _, dynamic, arguments = CASES[name]
     f = jitc.jit(program, backend="cuda-sim", dynamic=dynamic, disk_cache=False)
     module = _lowered(name, "cuda-sim").module
     for n in SIZES:
-        args = arguments(n)
+        args = tuple(guarded(a) for a in arguments(n))
         got, expected = f(*args), reference(*args)
         (interpreted,) = jitc.interpret(module, args)
         assert got.shape == expected.shape == interpreted.shape
