@@ -19,6 +19,7 @@ from numpy.lib.stride_tricks import sliding_window_view
 
 import jitc
 from jitc import lax
+from jitc.backends.cuda.control import WhileLoop
 from jitc.tracing.function import AbstractArray
 
 RNG = np.random.default_rng(11)
@@ -286,3 +287,28 @@ def test_a_scan_over_a_symbolic_batch_sizes_its_block_writes_per_call(driver: Fa
                                    rtol=2e-5, atol=2e-5)
         writes = [grid for name, grid, _, _ in driver.launches if "_write" in name]
         assert writes == ([] if blocks is None else [(blocks, 1)] * 5)
+
+
+def decayed_rows(x):
+    return lax.fori_loop(0, x.shape[0], lambda i, c: c * 0.5 + x[i],
+                         np.zeros(x.shape[1:], np.float32))
+
+
+def test_a_loop_over_a_symbolic_extent_is_counted_from_the_symbols(driver: FakeDriver) -> None:
+    # range(x.shape[0]) over a symbolic axis: the host computes the trip count from the
+    # call's symbol values, so no predicate (nor bound) is read back from the device.
+    compiled = compile_on_fake(driver, decayed_rows, AbstractArray("f32[T,3]"))
+    (loop,) = [s for s in compiled.executable.lowering.program.steps if isinstance(s, WhileLoop)]
+    body_kernels = len(loop.body.steps)
+    for n in (1, 7, 300):
+        x = floats(n, 3)
+        driver.launches.clear()
+        driver.readbacks.clear()
+        (result,) = compiled.executable([x])
+        # The body's kernels n times and nothing else: the condition never runs (a body
+        # kernel may share the code, and so the name, of an equal condition kernel).
+        assert driver.readbacks == [] and len(driver.launches) == n * body_kernels
+        want = np.zeros(3, np.float32)
+        for row in x:
+            want = want * np.float32(0.5) + row
+        np.testing.assert_allclose(np.asarray(result), want, rtol=2e-5, atol=2e-5)

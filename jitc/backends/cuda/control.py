@@ -89,14 +89,22 @@ class Literal:
 
 
 @dataclass(frozen=True)
+class Extent:
+    """A bound the call's symbol values give (an `extent` op, `range(x.shape[0])` over a
+    symbolic axis): the host evaluates it, reading nothing back."""
+
+    size: DimLike
+
+
+@dataclass(frozen=True)
 class CountedLoop:
     """A `while` whose trip count the host computes before the loop: the condition is
     `carry[counter] < stop` on integers and the body adds 1 to the counter. A bound that is
-    not a literal is read back from the device once per loop."""
+    neither a literal nor an extent is read back from the device once per loop."""
 
     counter: int
     start: Source | Literal
-    stop: Source | Literal
+    stop: Source | Literal | Extent
     dtype: np.dtype
 
 
@@ -239,6 +247,8 @@ def counted_loop(cond: Function, body: Function, initial: Sequence[Value],
         if body.outputs[m] is not body.parameters[m]:
             return None  # the bound changes inside the loop
         limit = bound(m)
+    elif stop.producer.op is ops.EXTENT:
+        limit = Extent(stop.producer.attrs["size"][0])  # type: ignore[index]
     else:
         literal = _literal(stop)
         if literal is None:

@@ -22,6 +22,7 @@ import numpy as np
 from jitc.backends.cuda.control import (
     Conditional,
     CountedLoop,
+    Extent,
     Literal,
     Program,
     Source,
@@ -106,9 +107,10 @@ class HostProgram:
         data = self.device.read(self._address(source, frame), dtype.itemsize)
         return int(np.frombuffer(data, dtype)[0])
 
-    def _trip_count(self, counted: CountedLoop, frame: Sequence[int]) -> int:
+    def _trip_count(self, counted: CountedLoop, frame: Sequence[int], call: _Call) -> int:
         start = self._scalar(counted.start, frame, counted.dtype)
-        stop = self._scalar(counted.stop, frame, counted.dtype)
+        stop = call.size(counted.stop.size) if isinstance(counted.stop, Extent) else \
+            self._scalar(counted.stop, frame, counted.dtype)
         return max(stop - start, 0)
 
     def _run_while(self, step: WhileLoop, frame: Sequence[int], workspace: int,
@@ -127,7 +129,7 @@ class HostProgram:
         blocks = [scratch + call.size(o) for o in step.block_offsets]
         predicate = scratch + call.size(step.predicate_offset)
         regions = scratch + call.size(step.region_offset)
-        trips = None if step.counted is None else self._trip_count(step.counted, frame)
+        trips = None if step.counted is None else self._trip_count(step.counted, frame, call)
         done = 0
         while True:
             if trips is None:
