@@ -188,7 +188,7 @@ def _lower_while(lowerer: Lowerer, program: Module, plan: BufferPlan, prefix: st
     predicate = layout.carry_bytes
     region = predicate + ALIGNMENT
     scratch = _scratch(plan, region + largest([cond.plan.workspace_bytes,
-                                                     body.plan.workspace_bytes]))
+                                               body.plan.workspace_bytes]))
     writes, position = [], 0
     for j, write in layout.writes.items():
         count = len(write.operands) - 2

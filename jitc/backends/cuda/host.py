@@ -130,6 +130,10 @@ class HostProgram:
         predicate = scratch + call.size(step.predicate_offset)
         regions = scratch + call.size(step.region_offset)
         trips = None if step.counted is None else self._trip_count(step.counted, frame, call)
+        # Each block write's grid for this call, and the symbol values a symbolic program's
+        # block write takes last, as every kernel of it does.
+        writes = [(write, write.spec.launch.blocks(call.symbols),
+                   [call.dims] if write.spec.symbols else []) for write in step.writes]
         done = 0
         while True:
             if trips is None:
@@ -140,11 +144,7 @@ class HostProgram:
                 break
             self._run(step.body, current, [spare[i] for i in step.moving] + blocks, regions,
                       call)
-            for write in step.writes:
-                write_blocks = write.spec.launch.blocks(call.symbols)
-                # A symbolic program's block write takes the symbol values last, as every
-                # kernel of it does.
-                dims = [call.dims] if write.spec.symbols else []
+            for write, write_blocks, dims in writes:
                 if write_blocks:
                     device.launch(write.spec, [current[write.carry], blocks[write.block],
                                                *(blocks[s] for s in write.starts), *dims],
