@@ -91,7 +91,7 @@ def _cond(x):
 
 
 # name: (program, argument specs, the arguments for a size). Every backend with symbolic
-# extents runs all of them, less the ones it refuses (tests/cuda/symbolic_cases.py).
+# extents runs all of them (on cuda: tests/cuda/symbolic_cases.py).
 PROGRAMS = {
     "elementwise with broadcasting": (
         lambda x, y: np.tanh(x * 2.0 + y) - x.sum(axis=1, keepdims=True), ("f32[B,10]", "f32[10]"),

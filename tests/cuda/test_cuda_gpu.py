@@ -15,6 +15,8 @@ from jitcheck import assert_trees_close
 from ops.cases import OpCase, Variant
 from ops.checks import assert_all_match, eager, leaves
 from symbolic_cases import PROGRAMS, SIZES
+from symbolic_constructs import CASES as CONSTRUCTS
+from symbolic_constructs import SIZES as CONSTRUCT_SIZES
 from symbolic_programs import B1, W1, W2, agree_in_place, floats, mlp, normalize_in_place
 
 import jitc
@@ -114,6 +116,18 @@ def test_symbolic_program_on_the_gpu(program: str) -> None:
         got = np.asarray(compiled(*args))
         assert got.shape == expected.shape and got.dtype == expected.dtype, (size, got.shape)
         np.testing.assert_allclose(got, expected, rtol=2e-5, atol=2e-5, err_msg=f"size {size}")
+
+
+@pytest.mark.parametrize("name", sorted(CONSTRUCTS))
+def test_symbolic_sort_convolution_or_control_flow_on_the_gpu(name: str) -> None:
+    program, reference, _, dynamic, arguments = CONSTRUCTS[name]
+    f = jitc.jit(program, backend="cuda", dynamic=dynamic, disk_cache=False)
+    for size in CONSTRUCT_SIZES:
+        args = arguments(size)
+        got, expected = np.asarray(f(*args)), reference(*args)
+        assert got.shape == expected.shape and got.dtype == expected.dtype, (size, got.shape)
+        np.testing.assert_allclose(got, expected, rtol=2e-5, atol=2e-5, err_msg=f"size {size}")
+    assert [s["symbolic"] for s in f.compile_stats()] == [True]
 
 
 def test_a_batch_sweep_on_the_gpu_compiles_twice_and_keeps_results_on_the_device() -> None:

@@ -287,11 +287,13 @@ def _larger(a: DimLike, b: DimLike) -> DimLike:
     return max(a, b) if is_static(a) and is_static(b) else a + b
 
 
-def _largest(sizes: Sequence[DimLike]) -> DimLike:
-    largest = sizes[0]
+def largest(sizes: Sequence[DimLike]) -> DimLike:
+    """The largest of sizes (their sum where a symbolic one is among them); the cuda
+    backend's control flow sizes its regions' workspace with it too."""
+    result = sizes[0]
     for size in sizes[1:]:
-        largest = _larger(largest, size)
-    return largest
+        result = _larger(result, size)
+    return result
 
 
 def _emit_conditional(module: ir.Module, plan: BufferPlan, name: str, inst: Instruction,
@@ -299,7 +301,7 @@ def _emit_conditional(module: ir.Module, plan: BufferPlan, name: str, inst: Inst
     branches = inst.attrs["branches"]
     codes = [lower_region(region_module(program, branch), f"{name}.branch{k}.")
              for k, branch in enumerate(branches)]  # type: ignore[union-attr]
-    scratch_slot = _scratch(plan, _largest([code.workspace_bytes for code in codes]))
+    scratch_slot = _scratch(plan, largest([code.workspace_bytes for code in codes]))
     step = _Step(module, plan, name)
     b = step.b
     workspace = step.slot(scratch_slot)

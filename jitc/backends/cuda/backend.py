@@ -62,8 +62,8 @@ class CudaBackend:
     """Kernels for an NVIDIA GPU of compute capability `arch` or newer."""
 
     # Symbolic modules compile once: kernels read the symbol values from a device buffer and
-    # the host sizes grids and buffers per call (a construct the kernels cannot take
-    # symbolically yet is refused at compile time).
+    # the host sizes grids and buffers per call (code that needs a static extent is refused
+    # at compile time).
     symbolic_extents = True
 
     def __init__(self, arch: str = DEFAULT_ARCH) -> None:
@@ -96,9 +96,9 @@ class CudaSimBackend:
 
 
 def lower_symbolic_checked(backend: str, module: Module) -> Lowering:
-    """`lower_module`; for a module with symbolic dimensions, every construct its kernels
-    cannot take symbolically yet ends here, loudly, before any code runs (jit's automatic
-    policy then compiles each shape exactly)."""
+    """`lower_module`; for a module with symbolic dimensions, any code path that needs a
+    static extent ends here, loudly, before any code runs (jit's automatic policy then
+    compiles each shape exactly)."""
     symbols = sorted(set().union(*(t.symbols for t in module.entry.parameter_types)))
     if not symbols:
         return lower_module(module)

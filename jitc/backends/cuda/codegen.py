@@ -26,11 +26,9 @@ from jitc.backends.cuda.elementwise import PhaseContext, convolution_element, el
 from jitc.backends.cuda.kernel import GpuEmitter, KernelSpec, Phase, Repeat, Step
 from jitc.backends.cuda.reductions import reduction_kernel, row_fusion_kernel
 from jitc.backends.cuda.sort_kernel import sort_kernel
-from jitc.backends.llvm.extents import SymbolicExtentError
 from jitc.ir import ops
 from jitc.ir.core import Instruction, Module, Value
 from jitc.ir.opdef import Trait
-from jitc.tracing.errors import located
 
 
 @dataclass(frozen=True)
@@ -81,11 +79,18 @@ class Lowerer:
         self.arrays.append(np.ascontiguousarray(array))
         return Uploaded(len(self.arrays) - 1)
 
-    def program(self, module: Module, prefix: str = "") -> Program:
+    def program(self, module: Module, prefix: str = "",
+                symbols: tuple[str, ...] = ()) -> Program:
         """The kernels of `module`'s entry function, named `jitc_<prefix>...`, and the steps
-        that run them; control flow lowers its regions the same way (control.py)."""
+        that run them; control flow lowers its regions the same way (control.py). `symbols`:
+        those of the program whose region `module` is, whose values its kernels take."""
         fn = module.entry
-        plan = plan_buffers(fn)
+        plan = plan_buffers(fn, symbols=symbols)
+
+        def region(region_module: Module, region_prefix: str) -> Program:
+            # A region of a symbolic program takes all its symbol values, even where its own
+            # extents are static: the host passes the program's `dims` to every kernel.
+            return self.program(region_module, region_prefix, plan.symbols)
         constants = tuple(self.upload(c).index for c in plan.constants)
         steps: list[ProgramStep] = []
 
@@ -96,11 +101,9 @@ class Lowerer:
         for n, inst in enumerate(fn.body):
             if inst.op in (ops.PARAMETER, ops.CONSTANT) or id(inst.results[0]) in plan.aliases:
                 continue
-            if plan.dims_slot is not None:
-                refuse_symbolic(inst, module)
             if inst.op.has(Trait.REGIONS):
                 steps.append(lower_control(self, module, plan, f"{prefix}{inst.op.name}{n}_",
-                                           inst, self.program))
+                                           inst, region))
                 continue
             label = inst.attrs["kind"] if inst.op is ops.FUSION else inst.op.name
             kernel(self.kernel(plan, f"jitc_{prefix}k{n}_{label}", inst, module))
@@ -139,31 +142,6 @@ def _step_shape(steps: tuple[Step, ...], name: str) -> tuple:
         else:
             shape.append(step)
     return tuple(shape)
-
-
-# What the kernels of a symbolic program cannot take yet, refused before any code is made
-# (the automatic policy then compiles each shape exactly), by the op or the fusion's kind.
-_STATIC_ONLY_OPS = (ops.SORT, ops.CONVOLUTION)
-_SYMBOLIC_FUSIONS = ("loop", "reduce", "row", "dot")
-
-
-def refuse_symbolic(inst: Instruction, program: Module) -> None:
-    """SymbolicExtentError naming `inst` (and the user's line) when the kernels of a symbolic
-    program cannot compute it yet."""
-    what = None
-    if inst.op.has(Trait.REGIONS):
-        what = f"control flow ({inst.op.name})"
-    elif inst.op in _STATIC_ONLY_OPS:
-        what = inst.op.name
-    elif inst.op is ops.FUSION:
-        kind = inst.attrs["kind"]
-        body = program.functions[inst.attrs["calls"]]  # type: ignore[index]
-        core = next((i.op.name for i in body.body if i.op in _STATIC_ONLY_OPS), None)
-        if kind not in _SYMBOLIC_FUSIONS or core is not None:
-            what = f"a {kind} fusion ({core or kind})"
-    if what is not None:
-        raise SymbolicExtentError(located(f"the cuda backend's kernels take {what} with "
-                                          f"static extents only", inst.loc))
 
 
 def emit_kernel(module: ir.Module, plan: BufferPlan, name: str, inst: Instruction,

@@ -14,6 +14,10 @@ iteration: the host computes the trip count once from the start and stop values.
 body writes one block of (scan's stacked outputs) is updated in place by a small kernel that
 reads the block's start indices on the device. A `conditional` reads its branch index back
 and runs the chosen branch's program.
+
+In a symbolic program (docs/dynamic-shapes.md) the carries' sizes and the scratch offsets are
+`Dim` expressions the host evaluates with the call's symbol values; every region's kernels
+take the program's `dims` buffer, and so does the block-write kernel.
 """
 
 from __future__ import annotations
@@ -25,15 +29,17 @@ from typing import TYPE_CHECKING
 import numpy as np
 from llvmlite import ir
 
-from jitc.backends.cpu.control import carry_layout, region_module
+from jitc.backends.cpu.control import carry_layout, largest, region_module
 from jitc.backends.cpu.plan import ALIGNMENT, BufferPlan, is_inline_constant
 from jitc.backends.cuda import launch as launches
 from jitc.backends.cuda.elementwise import grid_stride
 from jitc.backends.cuda.kernel import KernelBuilder, KernelSpec
+from jitc.backends.llvm import extents
 from jitc.backends.llvm.types import I64, memory_type
 from jitc.ir import ops
 from jitc.ir.core import Function, Instruction, Module, Value
 from jitc.ir.dtypes import Kind
+from jitc.ir.symbolic import DimLike, is_static
 
 if TYPE_CHECKING:
     from jitc.backends.cuda.codegen import Lowerer
@@ -83,31 +89,40 @@ class Literal:
 
 
 @dataclass(frozen=True)
+class Extent:
+    """A bound the call's symbol values give (an `extent` op, `range(x.shape[0])` over a
+    symbolic axis): the host evaluates it, reading nothing back."""
+
+    size: DimLike
+
+
+@dataclass(frozen=True)
 class CountedLoop:
     """A `while` whose trip count the host computes before the loop: the condition is
     `carry[counter] < stop` on integers and the body adds 1 to the counter. A bound that is
-    not a literal is read back from the device once per loop."""
+    neither a literal nor an extent is read back from the device once per loop."""
 
     counter: int
     start: Source | Literal
-    stop: Source | Literal
+    stop: Source | Literal | Extent
     dtype: np.dtype
 
 
 @dataclass(frozen=True)
 class WhileLoop:
+    # Sizes and offsets are `Dim`s in a symbolic program, evaluated per call.
     operands: tuple[Source, ...]
     results: tuple[int, ...]     # caller frame slots: the carry's home (A)
-    nbytes: tuple[int, ...]
+    nbytes: tuple[DimLike, ...]
     cond: Program
     body: Program                # returns the moving carries, then the blocks it writes
     moving: tuple[int, ...]      # carries that alternate between A and B
-    spare_offsets: tuple[int, ...]  # of each moving carry's B, in the loop's scratch
-    block_offsets: tuple[int, ...]
+    spare_offsets: tuple[DimLike, ...]  # of each moving carry's B, in the loop's scratch
+    block_offsets: tuple[DimLike, ...]
     writes: tuple[BlockWrite, ...]
-    predicate_offset: int
-    region_offset: int           # the regions' workspace, in the loop's scratch
-    scratch_offset: int          # of the loop's scratch, in the caller's workspace
+    predicate_offset: DimLike
+    region_offset: DimLike       # the regions' workspace, in the loop's scratch
+    scratch_offset: DimLike      # of the loop's scratch, in the caller's workspace
     counted: CountedLoop | None
 
 
@@ -117,7 +132,7 @@ class Conditional:
     operands: tuple[Source, ...]
     results: tuple[int, ...]
     branches: tuple[Program, ...]
-    scratch_offset: int
+    scratch_offset: DimLike
 
 
 ProgramStep = KernelSpec | WhileLoop | Conditional
@@ -125,14 +140,15 @@ ProgramStep = KernelSpec | WhileLoop | Conditional
 LowerRegion = Callable[[Module, str], Program]
 
 
-def _aligned(n: int) -> int:
+def _aligned(n: DimLike) -> DimLike:
     return (n + ALIGNMENT - 1) // ALIGNMENT * ALIGNMENT
 
 
-def _scratch(plan: BufferPlan, size: int) -> int:
-    """The offset of `size` fresh bytes at the end of the caller's workspace."""
+def _scratch(plan: BufferPlan, size: DimLike) -> DimLike:
+    """The offset of `size` fresh bytes at the end of the caller's workspace (one more byte
+    for a symbolic size, which may be 0 at a call)."""
     offset = _aligned(plan.workspace_bytes)
-    plan.workspace_bytes = offset + _aligned(max(size, 1))
+    plan.workspace_bytes = offset + _aligned(max(size, 1) if is_static(size) else size + 1)
     return offset
 
 
@@ -171,11 +187,13 @@ def _lower_while(lowerer: Lowerer, program: Module, plan: BufferPlan, prefix: st
                         f"{prefix}body_")
     predicate = layout.carry_bytes
     region = predicate + ALIGNMENT
-    scratch = _scratch(plan, region + max(cond.plan.workspace_bytes, body.plan.workspace_bytes))
+    scratch = _scratch(plan, region + largest([cond.plan.workspace_bytes,
+                                               body.plan.workspace_bytes]))
     writes, position = [], 0
     for j, write in layout.writes.items():
         count = len(write.operands) - 2
-        spec = block_write_kernel(lowerer.llvm_module, f"jitc_{prefix}write{j}", write)
+        spec = block_write_kernel(lowerer.llvm_module, f"jitc_{prefix}write{j}", write,
+                                  plan.symbols)
         if spec is not None:
             writes.append(BlockWrite(spec, j, position,
                                      tuple(range(position + 1, position + 1 + count))))
@@ -194,7 +212,7 @@ def _lower_conditional(lowerer: Lowerer, program: Module, plan: BufferPlan, pref
                        inst: Instruction, lower_region: LowerRegion) -> Conditional:
     branches = tuple(lower_region(_optimized(region_module(program, name)), f"{prefix}b{k}_")
                      for k, name in enumerate(inst.attrs["branches"]))  # type: ignore
-    scratch = _scratch(plan, max(b.plan.workspace_bytes for b in branches))
+    scratch = _scratch(plan, largest([b.plan.workspace_bytes for b in branches]))
     return Conditional(_source(lowerer, plan, inst.operands[0]),
                        tuple(_source(lowerer, plan, v) for v in inst.operands[1:]),
                        tuple(plan.slot(v) for v in inst.results),  # type: ignore[misc]
@@ -229,6 +247,8 @@ def counted_loop(cond: Function, body: Function, initial: Sequence[Value],
         if body.outputs[m] is not body.parameters[m]:
             return None  # the bound changes inside the loop
         limit = bound(m)
+    elif stop.producer.op is ops.EXTENT:
+        limit = Extent(stop.producer.attrs["size"][0])  # type: ignore[index]
     else:
         literal = _literal(stop)
         if literal is None:
@@ -243,12 +263,14 @@ def _literal(value: Value) -> int | None:
     return int(value.producer.attrs["value"].array.reshape(()))  # type: ignore[union-attr]
 
 
-def block_write_kernel(module: ir.Module, name: str, write: Instruction) -> KernelSpec | None:
+def block_write_kernel(module: ir.Module, name: str, write: Instruction,
+                       symbols: tuple[str, ...] = ()) -> KernelSpec | None:
     """A kernel writing the block (buffer 1) into the carry (buffer 0) at the starts (buffers
     2...), clamped as dynamic_update_slice clamps them. block_writes guarantees the block is
-    contiguous in the carry, so it is a copy of words at one offset."""
+    contiguous in the carry, so it is a copy of words at one offset. In a program with
+    `symbols` the kernel takes their values last and computes the extents from them."""
     operand, update = write.operands[0].type, write.operands[1].type
-    if update.size == 0:
+    if is_static(update.size) and update.size == 0:
         return None
     starts = write.operands[2:]
     itemsize = operand.dtype.itemsize
@@ -257,9 +279,12 @@ def block_write_kernel(module: ir.Module, name: str, write: Instruction) -> Kern
     word_type = ir.IntType(8 * word)
     types = [operand, update, *(s.type for s in starts)]
     plan = BufferPlan(len(types), 0)
+    if symbols:
+        plan.symbols, plan.dims_slot = symbols, len(types)
     count = update.size * words_per_item
-    kb = KernelBuilder(module, plan, name, [], [], launches.elementwise(count),
-                       extra=list(enumerate(types)))
+    launch = launches.elementwise(count) if isinstance(count, int) else \
+        launches.symbolic_elementwise(count)
+    kb = KernelBuilder(module, plan, name, [], [], launch, extra=list(enumerate(types)))
     with kb.phase() as ctx:
         b = ctx.builder
         offset: ir.Value = ir.Constant(I64, 0)
@@ -269,12 +294,12 @@ def block_write_kernel(module: ir.Module, name: str, write: Instruction) -> Kern
             if start.type != I64:
                 widen = b.sext if dtype.kind is Kind.SIGNED else b.zext
                 start = widen(start, I64)
-            limit = ir.Constant(I64, operand.shape[d] - update.shape[d])
+            limit = extents.value(b, operand.shape[d] - update.shape[d])
             zero = ir.Constant(I64, 0)
             start = b.select(b.icmp_signed("<", start, zero), zero, start)
             start = b.select(b.icmp_signed(">", start, limit), limit, start)
-            offset = b.add(offset, b.mul(start, ir.Constant(I64, operand.strides[d]
-                                                             * words_per_item)))
+            offset = b.add(offset, b.mul(start, extents.value(
+                b, operand.strides[d] * words_per_item)))
         target, block = kb.extra_buffer(ctx, 0), kb.extra_buffer(ctx, 1)
 
         def copy(i: ir.Value) -> None:

@@ -98,9 +98,9 @@ def _as_dim(extent: int | Dim) -> Dim:
     return extent
 
 
-def _blocks(count: DimLike, block: int, shared_bytes: int = 0) -> LaunchConfig:
-    """`count` blocks, each of whose work is its own (no grid-stride loop): static when the
-    count is, else evaluated per call (and at most MAX_GRID)."""
+def block_per_item(count: DimLike, block: int, shared_bytes: int = 0) -> LaunchConfig:
+    """`count` blocks, each of whose work is its own (no grid-stride loop: a row, a tile):
+    static when the count is, else evaluated per call (and at most MAX_GRID)."""
     if isinstance(count, int):
         return LaunchConfig(max(count, 1), block, shared_bytes)
     return LaunchConfig(MAX_GRID, block, shared_bytes, grid_extent=_as_dim(count))
@@ -153,9 +153,10 @@ def symbolic_row_reduction(rows: DimLike, length: DimLike, partial_bytes: int = 
     if isinstance(length, int) and length <= WARP:
         group = next_power_of_two(max(length, 1))
         per_block = BLOCK // group
-        return RowReduction(_blocks(ceil_divide(rows, per_block), BLOCK), group, per_block)
+        return RowReduction(block_per_item(ceil_divide(rows, per_block), BLOCK), group,
+                            per_block)
     block = min(BLOCK, next_power_of_two(length)) if isinstance(length, int) else BLOCK
-    return RowReduction(_blocks(rows, block, partial_bytes * (block // WARP)), block, 1)
+    return RowReduction(block_per_item(rows, block, partial_bytes * (block // WARP)), block, 1)
 
 
 @dataclass(frozen=True)
@@ -173,8 +174,8 @@ def column_reduction(outputs: DimLike, partial_bytes: int) -> ColumnReduction:
     width, height = WARP, BLOCK // WARP
     shared = partial_bytes * width * height
     if not isinstance(outputs, int):
-        return ColumnReduction(_blocks(ceil_divide(outputs, width), width * height, shared),
-                               width, height)
+        return ColumnReduction(block_per_item(ceil_divide(outputs, width), width * height,
+                                              shared), width, height)
     return ColumnReduction(LaunchConfig(ceil_div(max(outputs, 1), width), width * height,
                                         shared), width, height)
 
@@ -233,6 +234,6 @@ def _symbolic_dot(batch: DimLike, m: DimLike, n: DimLike, k: DimLike,
     tile_n = _dot_tile(n) if isinstance(n, int) else 64
     blocks_m, blocks_n = ceil_divide(m, tile_m), ceil_divide(n, tile_n)
     shared = (tile_m + tile_n) * DOT_TILE_K * element_bytes
-    launch = _blocks(batch * blocks_m * blocks_n, DOT_THREADS_SIDE ** 2, shared)
+    launch = block_per_item(batch * blocks_m * blocks_n, DOT_THREADS_SIDE ** 2, shared)
     return DotTiles(launch, tile_m, tile_n, DOT_TILE_K, blocks_m, blocks_n,
                     ceil_divide(k, DOT_TILE_K))

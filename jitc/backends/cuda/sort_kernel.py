@@ -8,6 +8,10 @@ other backends'.
 - Longer rows, by rank: one thread per element counts the elements of its row that sort
   before it (smaller key, or an equal key earlier) and writes itself to that position: n
   comparisons per element.
+
+With symbolic extents (docs/dynamic-shapes.md) a static row length keeps the network, one
+block per row for as many rows as the call has; a row length known only at the call sorts
+by rank, whose loops and grid take any length (the network's stages depend on it).
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from jitc.backends.llvm.sorting import sort_key
 from jitc.backends.llvm.types import I32, I64
 from jitc.ir import dtypes
 from jitc.ir.core import Instruction, Value
+from jitc.ir.symbolic import DimLike, is_static
 
 # The longest row the shared-memory network sorts: 2048 (8-byte key, 4-byte position) pairs
 # take 24 KiB of the 48 KiB every target provides.
@@ -34,9 +39,10 @@ BITONIC_MAX = 2048
 def sort_kernel(module: ir.Module, plan: BufferPlan, name: str, inst: Instruction,
                 values: list[Value]) -> KernelSpec | None:
     operand, out = inst.operands[0], inst.results[0]
-    if out.type.size == 0:
+    if is_static(out.type.size) and out.type.size == 0:
         return None
-    if operand.type.shape[inst.attrs["axis"]] <= BITONIC_MAX:
+    n = operand.type.shape[inst.attrs["axis"]]
+    if is_static(n) and n <= BITONIC_MAX:
         return _bitonic_kernel(module, plan, name, inst, values)
     return _rank_kernel(module, plan, name, inst, values)
 
@@ -50,12 +56,15 @@ def _bitonic_kernel(module: ir.Module, plan: BufferPlan, name: str, inst: Instru
     m = launches.next_power_of_two(n)
     key_t = ir.IntType(max(8, dtype.numpy.itemsize * 8))
     block = min(1024, max(launches.WARP, m // 2))
-    rows = out.type.size // n
+    rows: DimLike = 1
+    for d, extent in enumerate(out.type.shape):
+        if d != axis:
+            rows = rows * extent
     row_dims = [d for d in physical_order(out.type) if d != axis]
     row_shape = [out.type.shape[d] for d in range(out.type.rank)]
     row_shape[axis] = 1
     shared_bytes = m * (key_t.width // 8 + 4) + 8
-    launch = launches.LaunchConfig(rows, block, shared_bytes)
+    launch = launches.block_per_item(rows, block, shared_bytes)
     kb = KernelBuilder(module, plan, name, values, [out], launch)
     keys, positions = kb.shared(key_t, m), kb.shared(I32, m)
 
@@ -131,7 +140,10 @@ def _rank_kernel(module: ir.Module, plan: BufferPlan, name: str, inst: Instructi
     axis = inst.attrs["axis"]
     n = operand.type.shape[axis]
     dtype = operand.type.dtype
-    kb = KernelBuilder(module, plan, name, values, [out], launches.elementwise(out.type.size))
+    size = out.type.size
+    launch = launches.elementwise(size) if is_static(size) else \
+        launches.symbolic_elementwise(size)  # type: ignore[arg-type]
+    kb = KernelBuilder(module, plan, name, values, [out], launch)
     with kb.phase() as ctx:
         b = ctx.builder
 

@@ -19,6 +19,7 @@ from jitc.backends.llvm.types import I1, I64, constant, value_type
 from jitc.ir import dtypes
 from jitc.ir.core import Instruction
 from jitc.ir.ops import linalg as linalg_ops
+from jitc.ir.symbolic import is_static
 
 # step(builder, accumulated, x, w, valid, accumulator dtype) -> the new accumulated value:
 # how a backend adds x * w (one rounding or two) when `valid`.
@@ -76,7 +77,10 @@ def convolution_element(e: ElementalEmitter, inst: Instruction, out_index: list[
         w = convert_value(b, e.value_at(rhs, rhs_index), dtype, acc)
         b.store(step(b, b.load(slot), x, w, valid, acc), slot)
 
-    if lhs.type.size and in_per_group:
+    # Only the batch may be symbolic (the op's shape rule), and it is the output's too: when
+    # it is 0 at a call no element is computed, so a static empty extent is all to test.
+    empty_input = any(is_static(d) and d == 0 for d in lhs.type.shape)
+    if not empty_input and in_per_group:
         loop_nest(b, [(0, in_per_group)] + [(0, k) for k in window], tap, name="t")
     return convert_value(b, b.load(slot), acc, dtype)
 
