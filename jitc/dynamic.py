@@ -67,7 +67,7 @@ class Plan:
 
 
 def _symbol_name(leaf: str, axis: int) -> str:
-    name = re.sub(r"\W", "_", leaf)
+    name = re.sub(r"\W+", "_", leaf).strip("_")  # st['buf'] -> st_buf
     return f"{name}_{axis}" if name[:1].isalpha() or name[:1] == "_" else f"a_{name}_{axis}"
 
 
