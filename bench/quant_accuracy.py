@@ -60,17 +60,44 @@ def bias_corrected(layers: list, weights: list, seen: list[np.ndarray]) -> list:
             for i, ((w, b), (wq, _)) in enumerate(zip(layers, weights))]
 
 
-def to_bytes(x: np.ndarray, bound: np.ndarray | float, unsigned: bool) -> np.ndarray:
-    top, low = (UINT8_MAX, 0) if unsigned else (INT8_MAX, -INT8_MAX)
+def to_bytes(x: np.ndarray, bound: np.ndarray | float, unsigned: bool, bits: int = 8
+             ) -> np.ndarray:
+    top = (1 << bits) - 1 if unsigned else (1 << (bits - 1)) - 1
+    low = 0 if unsigned else -top
     scale = bound / top
     return np.clip(np.rint(x / scale), low, top) * scale
 
 
-def static_activations(bounds: list[tuple[float, bool]], quantized: int) -> Callable:
-    """The inputs of the first `quantized` products to bytes with calibrated bounds."""
+def static_activations(bounds: list[tuple[float, bool]], quantized: int, first: int = 0,
+                       bits: int = 8) -> Callable:
+    """The inputs of products `first` to `quantized - 1` to `bits`-bit integers with
+    calibrated bounds."""
     def activation(i: int, x: np.ndarray) -> np.ndarray:
-        return to_bytes(x, *bounds[i]) if i < quantized else x
+        return to_bytes(x, *bounds[i], bits=bits) if first <= i < quantized else x
     return activation
+
+
+def smoothed(layers: list, seen: list[np.ndarray], quantized: int, alpha: float
+             ) -> tuple[list, Callable]:
+    """SmoothQuant (Xiao et al. 2022): each input channel k of a product divided by
+    s_k = max|x_k|^alpha / max|W_k|^(1 - alpha) and its weight row multiplied by it, then
+    both quantized as usual (the weight compensated for the scaled inputs). Returned as the
+    effective float weights and the activation rounding, which multiplies s back."""
+    weights, factors, bounds = [], [], []
+    for i, ((w, b), x) in enumerate(zip(layers, seen)):
+        if i >= quantized:
+            weights.append((w, b))
+            continue
+        s = np.abs(x).max(axis=0) ** alpha / np.abs(w).max(axis=1) ** (1 - alpha)
+        s = np.where(s > 0, s, 1.0)
+        scaled = x / s
+        factors.append(s)
+        bounds.append((float(np.abs(scaled).max()), bool(scaled.min() >= 0)))
+        weights.append((compensated(w * s[:, None], scaled) / s[:, None], b))
+
+    def activation(i: int, x: np.ndarray) -> np.ndarray:
+        return to_bytes(x / factors[i], *bounds[i]) * factors[i] if i < quantized else x
+    return weights, activation
 
 
 def dynamic_activations(extremes: list[tuple[float, bool]], quantized: int) -> Callable:
@@ -119,6 +146,7 @@ def report(title: str, layers: list, calibration: np.ndarray, test: np.ndarray) 
                                     for i, (w, b) in enumerate(layers)]
                                    for rounding in roundings.values())
         static = static_activations(extremes, quantized)
+        first_float = [layers[0], *shrunk[1:]]
         dynamic = dynamic_activations(extremes, quantized)
         print(f"{title}, {label}:")
         for case, got in (
@@ -144,7 +172,17 @@ def report(title: str, layers: list, calibration: np.ndarray, test: np.ndarray) 
                 ("  compensated", forward(test, shrunk,
                                           static_activations(least_squares, quantized))),
                 ("dynamic per row (uint8 after a ReLU)", forward(test, nearest, dynamic)),
-                ("  compensated", forward(test, shrunk, dynamic))):
+                ("  compensated", forward(test, shrunk, dynamic)),
+                ("SmoothQuant alpha 0.5, compensated",
+                 forward(test, *smoothed(layers, seen, quantized, 0.5))),
+                ("activations 16-bit (W8A16), compensated",
+                 forward(test, shrunk, static_activations(extremes, quantized, bits=16))),
+                ("first product float32, the rest compensated",
+                 forward(test, first_float, static_activations(extremes, quantized, 1))),
+                ("  and activations 16-bit", forward(test, first_float,
+                                                               static_activations(
+                                                                   extremes, quantized, 1,
+                                                                   bits=16)))):
             agree = np.mean(np.argmax(got, 1) == np.argmax(want, 1))
             error = float(np.sqrt(np.mean((got - want) ** 2))) / spread
             print(f"  {case:45} {100 * agree:6.2f}%  {error:.4f}")

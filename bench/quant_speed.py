@@ -4,7 +4,9 @@ Run: ``python -m bench.quant_speed`` (``--seconds S`` per implementation and mod
 the batch of the MLP). Rows:
 
 - MLP 784-1024-1024-10 (ReLU, bias, logits), batch 256: as quantized by default (the logits
-  layer, 10 output channels, stays float32) and with every product quantized (min_channels=1);
+  layer, 10 output channels, stays float32), with `agreement=0.99` (`--agreement`: products
+  kept float32 until the held-out calibration rows agree that often; the same calibration and
+  test batches) and with every product quantized (min_channels=1);
 - a GPT-2 block (bench/workloads.py's, d=768, 12 heads, 64 tokens);
 - the int8 matmul 1024 in numpy's idiom (`a.astype(np.int32) @ b.astype(np.int32)`) beside
   jitc's float32 matmul 1024;
@@ -131,20 +133,35 @@ def _agreement(model: Callable, quantized: Callable, inputs: list[np.ndarray]
 def model_row(name: str, model: Callable, shape: tuple[int, ...], seconds: float,
               rng: np.random.Generator, min_channels: int | None = None,
               observer: str = "minmax", activations: str = "static",
-              rounding: str = "compensated") -> dict:
+              rounding: str = "compensated", agreement: float | None = None) -> list[dict]:
+    """The model's row and, with `agreement`, a second row quantized with that target from
+    the same calibration batches, measured on the same test batches."""
     calibration = [(_normal(rng, *shape),) for _ in range(4)]
-    start = time.perf_counter()
     options: dict = {"observer": observer, "activations": activations, "rounding": rounding}
     if min_channels is not None:
         options["min_channels"] = min_channels
-    quantized = jitc.quant.quantize(model, calibration, **options)
-    quantize_seconds = time.perf_counter() - start
+    variants = {"jitc.quant int8": options}
+    if agreement is not None:
+        variants[f"agreement={agreement:g}"] = {**options, "agreement": agreement}
+    functions, quantize_seconds = {}, {}
+    for label, chosen in variants.items():
+        start = time.perf_counter()
+        functions[label] = jitc.quant.quantize(model, calibration, **chosen)
+        quantize_seconds[label] = time.perf_counter() - start
     tests = [_normal(rng, *shape) for _ in range(8)]
-    top1, relative, rms = _agreement(model, quantized, tests)
     times = _interleaved({"numpy float32": model, "jitc float32": jitc.jit(model),
-                          "jitc.quant int8": quantized}, (tests[0],), seconds)
-    row = {"name": name, "times": times, "top1": top1, "relative_error": relative,
-           "rms_error": rms, "quantize_seconds": quantize_seconds}
+                          **functions}, (tests[0],), seconds)
+    rows = []
+    for label, function in functions.items():
+        top1, relative, rms = _agreement(model, function, tests)
+        kept = function.selection.kept if function.selection is not None else None
+        rows.append({"name": name if not rows else f"  the same, {label}", "top1": top1,
+                     "times": {"jitc float32": times["jitc float32"],
+                               "jitc.quant int8": times[label]},
+                     "relative_error": relative, "rms_error": rms, "kept_float": kept,
+                     "quantize_seconds": quantize_seconds[label]})
+    rows[0]["times"]["numpy float32"] = times["numpy float32"]
+    row, quantized = rows[0], functions["jitc.quant int8"]
     if model.__name__ == "mlp" and min_channels == 1:
         # What 8-bit weights alone cost: the float model (numpy) with each weight replaced
         # by its int8 values times their scales, the activations left in float32.
@@ -155,7 +172,7 @@ def model_row(name: str, model: Callable, shape: tuple[int, ...], seconds: float
         weights_only = mlp_from(*(rounded.get(n, cells[n])
                                   for n in ("w1", "b1", "w2", "b2", "w3", "b3")))
         row["weights_only_top1"] = _agreement(model, weights_only, tests)[0]
-    return row
+    return rows
 
 
 def matmul_row(seconds: float, rng: np.random.Generator) -> dict:
@@ -216,20 +233,26 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--observer", default="minmax", choices=["minmax", "percentile", "mse"])
     parser.add_argument("--activations", default="static", choices=["static", "dynamic"])
     parser.add_argument("--rounding", default="compensated", choices=["compensated", "nearest"])
+    parser.add_argument("--agreement", type=float, default=0.99,
+                        help="the MLP's extra row: quantize(..., agreement=A); 0 leaves it out")
+    parser.add_argument("--block-agreement", type=float, default=0,
+                        help="the same for the GPT-2 block (its quantize takes 3x as long)")
     args = parser.parse_args(argv)
+    args.agreement = args.agreement or None
+    args.block_agreement = args.block_agreement or None
     quant = {"observer": args.observer, "activations": args.activations,
              "rounding": args.rounding}
     rng = np.random.default_rng(0)
     mlp = mlp_model(rng)
-    rows = [model_row(f"MLP 784-1024-1024-10, batch {args.rows}", mlp, (args.rows, 784),
-                      args.seconds, rng, **quant),
-            model_row("  the same, min_channels=1", mlp, (args.rows, 784), args.seconds, rng,
-                      min_channels=1, **quant),
-            model_row("GPT-2 block (d=768, 64 tokens)", block_model(rng), (64, 768),
-                      args.seconds, rng, **quant),
+    rows = [*model_row(f"MLP 784-1024-1024-10, batch {args.rows}", mlp, (args.rows, 784),
+                       args.seconds, rng, agreement=args.agreement, **quant),
+            *model_row("  the same, min_channels=1", mlp, (args.rows, 784), args.seconds, rng,
+                       min_channels=1, **quant),
+            *model_row("GPT-2 block (d=768, 64 tokens)", block_model(rng), (64, 768),
+                       args.seconds, rng, agreement=args.block_agreement, **quant),
             matmul_row(args.seconds, rng),
-            model_row("CNN 3 conv + logits, batch 32", cnn_model(rng), (32, 3, 32, 32),
-                      args.seconds, rng, **quant),
+            *model_row("CNN 3 conv + logits, batch 32", cnn_model(rng), (32, 3, 32, 32),
+                       args.seconds, rng, **quant),
             conv_row(args.seconds, rng)]
     print(f"{'workload':36} {'numpy f32':>9} {'jitc f32':>9} {'jitc int8':>9} {'f32/int8':>8} "
           f"{'fastest':>15} {'f32/int8':>8}  accuracy")
@@ -251,6 +274,10 @@ def main(argv: list[str] | None = None) -> int:
                                for row in rows if "quantize_seconds" in row)
     print(f"jitc.quant.quantize ({args.rounding} rounding, calibration included): "
           f"{quantize_times}")
+    for row in rows:
+        if row.get("kept_float"):
+            kept = ", ".join(f"{name} (use {use})" for name, use in row["kept_float"])
+            print(f"{row['name'].strip()}: kept float32 {kept}")
     for row in rows:
         if "weights_only_top1" in row:
             print(f"MLP with all three weights int8 ({args.rounding} rounding), activations "

@@ -9,6 +9,7 @@ from jitc.quant.observers import MinMax, Observer, Percentile
 from jitc.quant.products import Product, QuantizedWeight
 from jitc.quant.quantize import Quantized, quantize
 from jitc.quant.report import Report
+from jitc.quant.selection import Selection
 
-__all__ = ["quantize", "Quantized", "Report", "Product", "QuantizedWeight", "Observer",
-           "MinMax", "Percentile"]
+__all__ = ["quantize", "Quantized", "Report", "Product", "QuantizedWeight", "Selection",
+           "Observer", "MinMax", "Percentile"]

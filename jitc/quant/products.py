@@ -134,6 +134,9 @@ class Plan:
         self.min_channels = min_channels
         # Weights whose products stay float because they are narrow: name -> (shape, channels)
         self.left_float: dict[str, tuple[tuple[int, ...], int]] = {}
+        # Products kept float32 to reach an agreement target (jitc/quant/selection.py):
+        # key -> why, as the report says it
+        self.kept_float: dict[tuple[str, int], str] = {}
         self.products: dict[tuple[str, int], Product] = {}
         self._quantized: dict[tuple, QuantizedWeight] = {}
         # How each product's weight was read (quantized_weight's arguments), to round it again
@@ -150,7 +153,8 @@ class Plan:
         """The weights left in float, and why."""
         return [f"{name}[{'x'.join(map(str, shape))}]: left in float ({channels} output "
                 f"channels, under min_channels={self.min_channels})"
-                for name, (shape, channels) in self.left_float.items()]
+                for name, (shape, channels) in self.left_float.items()] + \
+            list(self.kept_float.values())
 
     def quantized_weight(self, product: Product, weight_id: int, moves: Sequence[Instruction],
                          side: int, attrs: Mapping[str, object], other_free: int
@@ -277,8 +281,9 @@ class Rewriter:
         if channels < self.plan.min_channels:  # too narrow to gain (a classifier's logits)
             self.plan.left_float[name] = (array.shape, channels)
             return None
-        occurrence = self.uses.get(name, 0)
-        self.uses[name] = occurrence + 1
+        occurrence = self._use(name)
+        if occurrence is None:
+            return None
         product = self.plan.product(name, occurrence, array)
         activation = operands[1 - side]
         x_batch, x_contract = _dims(attrs, 1 - side)
@@ -292,6 +297,13 @@ class Rewriter:
             return None
         return (self._rewrite(product, product.quantized, side, activation, operands,
                               attrs),)
+
+    def _use(self, name: str) -> int | None:
+        """Count a use of the weight `name`; its occurrence, or None when that product is
+        kept float32 (kept_float)."""
+        occurrence = self.uses.get(name, 0)
+        self.uses[name] = occurrence + 1
+        return None if (name, occurrence) in self.plan.kept_float else occurrence
 
     def _convolution(self, operands: Sequence[Tracer], attrs: Mapping[str, object]
                      ) -> tuple[Tracer, ...] | None:
@@ -318,8 +330,9 @@ class Rewriter:
         if channels < self.plan.min_channels:
             self.plan.left_float[name] = (array.shape, channels)
             return None
-        occurrence = self.uses.get(name, 0)
-        self.uses[name] = occurrence + 1
+        occurrence = self._use(name)
+        if occurrence is None:
+            return None
         product = self.plan.product(name, occurrence, array)
         product.convolution = True
         # The kernel as the rhs of a product contracting its input features and window.

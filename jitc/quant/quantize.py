@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 import inspect
 import types
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -16,6 +16,7 @@ from jitc.quant.observers import DEFAULT_PERCENTILE, make_observer
 from jitc.quant.products import Plan, Product, Rewriter
 from jitc.quant.report import Report, compare
 from jitc.quant.rounding import INT8_MAX, UINT8_MAX
+from jitc.quant.selection import Selection, select
 from jitc.tracing import capture
 from jitc.tracing.state import intercepting
 
@@ -30,8 +31,11 @@ class Quantized(Jitted):
     """A `jitc.jit` function whose products with weights run on int8 (see `quantize`).
 
     Call it with the float function's arguments. `products` lists what was quantized and how;
-    `report(inputs)` compares it with the float function; `float_function` is the original.
+    `report(inputs)` compares it with the float function; `float_function` is the original;
+    `selection` is what quantize's `agreement` chose (None without it).
     `jitc.export(signature)(q)` exports it for `jitc aot`, int8 weights included."""
+
+    selection: Selection | None = None
 
     def __init__(self, fun: Callable, plan: Plan, calibration: Sequence[tuple],
                  options: Options, argument_weights: dict[str, np.ndarray] | None = None
@@ -186,7 +190,8 @@ def quantize(fun: Callable, calibration: Iterable[Any] | None = None, *,
              weights: Iterable[Any] | None = None, observer: str = "minmax",
              percentile: float = DEFAULT_PERCENTILE, activations: str | None = None,
              min_channels: int = MIN_CHANNELS, rounding: str | None = None,
-             backend: str | None = None, num_threads: int | None = None) -> Quantized:
+             agreement: float | None = None, backend: str | None = None,
+             num_threads: int | None = None) -> Quantized:
     """Quantize the products of `fun` (a float numpy function) with its weights to int8.
 
     - `calibration`: sample arguments, each a tuple (or one array for one argument). They
@@ -212,6 +217,11 @@ def quantize(fun: Callable, calibration: Iterable[Any] | None = None, *,
       the rows not yet rounded, weighted by the product's calibration inputs, so that the
       product's error rather than each weight's is small (jitc/quant/rounding.py);
       "nearest" (the default without calibration) rounds each weight to its nearest level.
+    - `agreement`: a top-1 agreement with the float function (e.g. 0.99) to reach: each half
+      of the calibration samples is quantized on the other half and compared with the float
+      function, and products are kept float32, most sensitive first, until the agreement on
+      the held-out rows reaches it (jitc/quant/selection.py). The report names the products
+      kept and the agreements measured; the function is then calibrated on every sample.
     - `backend`, `num_threads`: as for `jitc.jit`.
     """
     if isinstance(fun, Jitted):
@@ -235,28 +245,48 @@ def quantize(fun: Callable, calibration: Iterable[Any] | None = None, *,
                          "calibration inputs; pass calibration=[(x1,), ...] or "
                          "rounding='nearest'")
     make_observer(observer, percentile)  # a bad observer fails before any compile
+    if agreement is not None and not (0 < agreement <= 1 and len(samples) >= 2):
+        raise ValueError(f"quantize: agreement={agreement!r} needs a fraction in (0, 1] and at "
+                         f"least 2 calibration samples (got {len(samples)}): each half of them "
+                         "measures the agreement of the other half's quantization")
     weights = None if weights is None else list(weights)
     parameters = set(inspect.signature(fun).parameters)
     named = [w for w in weights or () if isinstance(w, str) and w in parameters]
     arguments = _argument_weights(fun, named, samples)
-    plan = Plan(_weights(fun, weights, arguments), min_channels)
+    chosen = _weights(fun, weights, arguments)
     options = {"backend": backend, "num_threads": num_threads}
-    if samples:
-        _calibrate(fun, plan, samples, observer, percentile, options, arguments,
+    jitted = jit(**{k: v for k, v in options.items() if v is not None})(fun)
+    kind = WithArgumentWeights if arguments else Quantized
+
+    def calibrated(inputs: Sequence[tuple], kept: Mapping[tuple[str, int], str]) -> Plan:
+        plan = Plan(chosen, min_channels)
+        plan.kept_float = dict(kept)
+        _calibrate(fun, plan, inputs, observer, percentile, options, arguments,
                    rounding == "compensated")
-        if not plan.products:
+        if mode == "static":
+            for product in plan.products.values():
+                if product.observer is not None:  # else inside a jitc.lax region: dynamic
+                    _set_static_scale(product)
+        return plan
+
+    selection = None
+    if samples:
+        if agreement is not None:
+            selection = select(fun, samples, agreement, calibrated,
+                               lambda plan, inputs: kind(fun, plan, inputs, jitted.options,
+                                                         arguments))
+        plan = calibrated(samples, selection.notes if selection else {})
+        if not plan.products and not plan.kept_float:
             raise ValueError(f"quantize: {fun.__name__} has no product with a weight on the "
                              "calibration inputs; jitc.quant quantizes x @ W (matmul, dot, "
                              "einsum, tensordot) and convolutions of x with a kernel "
                              "W (jitc.lax.conv_general_dilated), where W is a float array "
                              "the function reads")
-        if mode == "static":
-            for product in plan.products.values():
-                if product.observer is not None:  # else inside a jitc.lax region: dynamic
-                    _set_static_scale(product)
-    jitted = jit(**{k: v for k, v in options.items() if v is not None})(fun)
-    kind = WithArgumentWeights if arguments else Quantized
-    return kind(fun, plan, samples, jitted.options, arguments)
+    else:
+        plan = Plan(chosen, min_channels)
+    result = kind(fun, plan, samples, jitted.options, arguments)
+    result.selection = selection
+    return result
 
 
 def _calibrate(fun: Callable, plan: Plan, samples: Sequence[tuple], observer: str,

@@ -28,6 +28,7 @@ class Report:
     float_bytes: int            # the quantized weights, as the float function holds them
     int8_bytes: int             # the same as int8, with their scales
     left_float: list[str] = field(default_factory=list)  # weights kept float, and why
+    rows: int = 0               # the rows top1_agreement counts
 
     def __str__(self) -> str:
         lines = [f"jitc.quant: {len(self.products)} product(s) in int8; weights "
@@ -35,6 +36,8 @@ class Report:
         lines += [f"  {p.describe()}" for p in self.products]
         lines += [f"  {note}" for note in self.left_float]
         top1 = "n/a" if self.top1_agreement is None else f"{100 * self.top1_agreement:.2f}%"
+        if self.rows:
+            top1 += f" of {self.rows} rows"
         lines.append(f"against the float function on {self.samples} input(s): max abs error "
                      f"{self.max_abs_error:.4g}, mean abs error {self.mean_abs_error:.4g}, "
                      f"max relative error {self.max_relative_error:.4g}, top-1 agreement {top1}")
@@ -71,4 +74,4 @@ def compare(products: Sequence[Product], reference: Callable, quantized: Callabl
                      for p in products if p.quantized is not None)
     return Report(list(products), samples, worst, total / count if count else 0.0,
                   worst / peak if peak else 0.0, agree / rows if rows else None,
-                  float_bytes, int8_bytes)
+                  float_bytes, int8_bytes, rows=rows)
