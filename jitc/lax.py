@@ -18,7 +18,7 @@ from jitc.ir.types import TensorType
 from jitc.numpy._core import lift, lift_all, tracers_in
 from jitc.tracing import pytree, regions
 from jitc.tracing.errors import TraceError, located, user_location
-from jitc.tracing.state import current_trace, emit, emit_multi, trace_stack
+from jitc.tracing.state import current_trace, emit, emit_multi, extent_value, trace_stack
 from jitc.tracing.tracer import Tracer
 
 
@@ -361,7 +361,10 @@ def fori_loop(lower: Any, upper: Any, body_fun: Callable[[Any, Any], Any],
 
 
 def _step_slice(x: Any, t: Any) -> Any:
-    """x[t] for a traced index t, as one dynamic_slice."""
+    """x[t] for a traced index t, as one dynamic_slice (zeros of a row's shape when x has no
+    rows: a scan of no steps traces its body for the types only, and never runs it)."""
+    if x.shape[0] == 0:
+        return broadcast_in_dim(lift(np.zeros((), x.dtype)), x.shape[1:], [])
     zeros = [np.int64(0)] * (x.ndim - 1)
     block = dynamic_slice(x, [t, *zeros], [1, *x.shape[1:]])
     return block.reshape(x.shape[1:])
@@ -391,11 +394,17 @@ def scan(f: Callable[[Any, Any], tuple[Any, Any]], init: Any, xs: Any = None,
             ys.reverse()
         return carry, _stack_trees(ys)
     x_leaves = [lift(x) for x in x_leaves]
+
+    def steps() -> Any:
+        """The step count; a symbolic length (xs of f32[T, ...]) is the call's value of T,
+        read where it is used (an extent op needs no operand a region would capture)."""
+        return np.int64(n) if isinstance(n, (int, np.integer)) else \
+            lift(extent_value(n), np.int64)
     carry_leaves, carry_tree = pytree.flatten(init, regions.is_leaf)
     carry_types = _carry_types(carry_leaves)
 
     def step(i: Any, carry: Any) -> tuple[Any, Any]:
-        t = (n - 1 - i) if reverse else i
+        t = (steps() - 1 - i) if reverse else i
         x = pytree.unflatten(x_tree, [_step_slice(leaf, t) for leaf in x_leaves])
         return f(carry, x)
 
@@ -412,10 +421,13 @@ def scan(f: Callable[[Any, Any], tuple[Any, Any]], init: Any, xs: Any = None,
     # Zeros broadcast from a scalar: a literal of n steps' zeros would be copied and hashed.
     buffers = [broadcast_in_dim(lift(np.zeros((), t.dtype.numpy)), (n, *t.shape), [])
                for t in y_types]
+    if isinstance(n, (int, np.integer)) and n == 0:  # no step: the carry as it came in
+        carry = [lift(leaf, t.dtype.numpy) for leaf, t in zip(carry_leaves, carry_types)]
+        return pytree.unflatten(carry_tree, carry), pytree.unflatten(y_tree, buffers)
 
     def body(state: tuple) -> tuple:
         i, carry, ys = state
-        t = (n - 1 - i) if reverse else i
+        t = (steps() - 1 - i) if reverse else i
         new_carry, y = step(i, carry)
         y_leaves = pytree.flatten(y, regions.is_leaf)[0]
         ys = [dynamic_update_slice(buf, lift(leaf, buf.dtype)[None],
@@ -424,7 +436,7 @@ def scan(f: Callable[[Any, Any], tuple[Any, Any]], init: Any, xs: Any = None,
         return i + np.int64(1), new_carry, ys
 
     def cond(state: tuple) -> Any:
-        return state[0] < np.int64(n)
+        return state[0] < steps()
 
     _, carry, ys = while_loop(cond, body, (np.int64(0), init, buffers))
     return carry, pytree.unflatten(y_tree, list(ys))

@@ -105,6 +105,26 @@ def test_scan_matches_python_loop(backend: str) -> None:
     assert_trees_close(got, rnn_reversed_reference(H, XS, WX, WH), rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.parametrize("backend", LOOP_BACKENDS)
+def test_scan_over_a_changing_length_compiles_once_symbolically(backend: str) -> None:
+    """The sequence length of xs becomes symbolic like any changed extent; a length of 0
+    returns the carry as it came in and empty ys."""
+    forward = jitc.jit(rnn, backend=backend)
+    backward = jitc.jit(rnn_reversed, backend=backend)
+    for steps in (1, 2, 5, 3, 0, 6):
+        xs = XS[:steps]
+        assert_trees_close(forward(H, xs, WX, WH), rnn_reference(H, xs, WX, WH)
+                           if steps else (H, (np.zeros((0, 4), np.float32),
+                                              np.zeros((0, 8), np.float32))),
+                           rtol=1e-5, atol=1e-5)
+        if steps:
+            assert_trees_close(backward(H, xs, WX, WH), rnn_reversed_reference(H, xs, WX, WH),
+                               rtol=1e-5, atol=1e-5)
+    stats = forward.compile_stats()
+    assert sorted(s["symbolic"] for s in stats) == [False, False, True]  # 1, 0 and the rest
+    assert sum(s["symbolic"] for s in backward.compile_stats()) == 1
+
+
 def test_scan_runs_eagerly_outside_a_trace() -> None:
     assert_trees_close(rnn(H, XS, WX, WH), rnn_reference(H, XS, WX, WH), rtol=1e-6)
 

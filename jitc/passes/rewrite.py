@@ -33,10 +33,17 @@ def remapped(body: Sequence[Instruction], mapping: dict[int, Value]) -> list[Ins
     """`body` reading mapping[id(v)] in place of each mapped v: instructions that read a mapped
     value are copied (their results join `mapping`), the others are kept as they are."""
     scratch = Builder(Function(""))
+
+    def current(value: Value) -> Value:
+        # A replacement may itself have been copied since (it read a mapped value): read the
+        # copy, not the replacement left behind.
+        while id(value) in mapping:
+            value = mapping[id(value)]
+        return value
+
     for inst in body:
         if any(id(v) in mapping for v in inst.operands):
-            copies = copy_instruction(scratch, inst, [mapping.get(id(v), v)
-                                                      for v in inst.operands])
+            copies = copy_instruction(scratch, inst, [current(v) for v in inst.operands])
             mapping.update((id(old), new) for old, new in zip(inst.results, copies))
         else:
             scratch.function.body.append(inst)

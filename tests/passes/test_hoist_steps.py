@@ -14,6 +14,7 @@ from jitc import lax
 from jitc.ir import ops
 from jitc.ir.parser import parse_module
 from jitc.ir.printer import print_module
+from jitc.ir.verifier import verify
 from jitc.passes import hoist_steps
 
 
@@ -106,6 +107,25 @@ def test_loop_invariant_work_moves_before_the_loop(assert_same_results) -> None:
     assert [i.op.name for i in body.body if i.op is ops.EXP] == []
     assert [i.op.name for i in hoisted.entry.body if i.op is ops.EXP] == ["exp"]
     assert any(i.op is ops.BROADCAST_IN_DIM for i in body.body), "a broadcast stays"
+    assert_same_results(module, hoisted)
+
+
+def test_a_row_picked_by_loop_invariant_arithmetic_moves_too(assert_same_results) -> None:
+    """A reversed scan reads row n - 1 - k, where n - 1 moves before the loop too: the row
+    that replaces the product reads the body's copy of that index (the copy made once the
+    index's operand became a parameter), not the instruction left behind."""
+    text = _loop(MOVES).replace(
+        "%s = dynamic_slice(%x, %k, %zero, %zero)",
+        "%five = constant() value=5 : i64[]\n"
+        "%unit = constant() value=1 : i64[]\n"
+        "%last = sub(%five, %unit) : i64[]\n"
+        "%back = sub(%last, %k) : i64[]\n"
+        "%s = dynamic_slice(%x, %back, %zero, %zero)")
+    module = parse_module(text)
+    hoisted = hoist_steps(module)
+    verify(hoisted)
+    entry = print_module(hoisted).split("func @b")[0]
+    assert "lhs_contract=[2] rhs_contract=[0] : f32[5,2,3]" in entry
     assert_same_results(module, hoisted)
 
 
