@@ -23,6 +23,7 @@ from jitc.ir import dtypes, ops
 from jitc.ir.ops import reduce_identity
 from jitc.ir.symbolic import DimLike, is_static
 from jitc.ir.types import TensorType
+from jitc.numpy import symbolic_write
 from jitc.numpy._core import implements, lift, unsupported
 from jitc.numpy.indexing import (
     expand,
@@ -57,6 +58,8 @@ def setitem(x: Tracer, index: Any, update: Any) -> Tracer:
 def _write(x: Tracer, index: Any, update: Any, ufunc: np.ufunc | None) -> Tracer:
     items = prepare(index, x.aval.short())
     if not x.aval.is_static and (ufunc is not None or _indexes_symbolic_axes(x, items)):
+        if ufunc is None and symbolic_write.writable(items):
+            return symbolic_write.assign(x, items, update)
         raise _symbolic_write_refused(x, ufunc)
     if ufunc is None:
         _check_whole_mask_value(x, items, update)

@@ -194,8 +194,10 @@ def derive(parent: Tracer, child: Tracer, step: Step) -> Tracer:
     if not (parent.aval.is_static and child.aval.is_static and root.aval.is_static) or \
             parent._symbolic_alias:
         scalar = isinstance(step, Index) and _scalar_index(step.index, parent.ndim)
-        if not (isinstance(step, (Index, Transpose)) and step.static) or scalar or \
-                parent._symbolic_alias:
+        # A reshape to the same shape views whatever the strides (x[:] makes one on the way).
+        same_shape = isinstance(step, Reshape) and tuple(step.shape) == tuple(parent.shape)
+        if not ((isinstance(step, (Index, Transpose)) and step.static) or same_shape) or \
+                scalar or parent._symbolic_alias:
             # Whether numpy views or copies (a reshape) depends on strides that symbolic
             # dimensions leave open; the result is computed as a copy, and writes through it,
             # or into the array it was taken of, are refused (assign): either would leave the
