@@ -190,7 +190,7 @@ def copyto(dst, src, casting="same_kind", where=True):
                           "Pass the destination as an argument of the jitted function.")
     if where is not True:
         src = globals()["where"](where, src, dst)
-    effects.write_result(dst, src, "numpy.copyto")
+    effects.write_result(dst, src, "numpy.copyto", "assignment destination is read-only")
 
 
 @implements(np.atleast_1d)

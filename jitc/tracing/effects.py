@@ -169,11 +169,12 @@ class Broadcast(Step):
 WINDOWS = "np.lib.stride_tricks.sliding_window_view"
 
 
-def refuse_readonly_write(target: Tracer) -> None:
+def refuse_readonly_write(target: Tracer,
+                          message: str = "assignment destination is read-only") -> None:
     """numpy's read-only views (broadcast_to's, and sliding_window_view's unless the caller
-    asked for writeable ones) refuse writes with a ValueError; writeable windows overlap, so
-    a write lands on elements several windows share, in an order numpy leaves to its strides:
-    refused rather than guessed."""
+    asked for writeable ones) refuse writes with a ValueError (numpy's `message` for the
+    kind of write); writeable windows overlap, so a write lands on elements several windows
+    share, in an order numpy leaves to its strides: refused rather than guessed."""
     view = target._view
     steps = () if view is None else view.steps
     readonly = [s.readonly for s in steps if s.readonly]
@@ -182,9 +183,9 @@ def refuse_readonly_write(target: Tracer) -> None:
     if view is not None and view.root._readonly:
         readonly.append(view.root._readonly)
     if readonly:
-        raise ValueError(located(f"assignment destination is read-only (a view taken with "
-                                 f"{readonly[0]}, as in numpy). Write into a copy (.copy()) "
-                                 "or into the array it views."))
+        raise ValueError(located(f"{message} (a view taken with {readonly[0]}, as in "
+                                 "numpy). Write into a copy (.copy()) or into the array it "
+                                 "views."))
     if any(isinstance(s, Window) for s in steps):
         raise TraceError(located(
             "writing through sliding_window_view(..., writeable=True): the windows overlap, so "
@@ -359,13 +360,15 @@ def broadcasts_into(shape: tuple, target: tuple) -> bool:
     return True
 
 
-def write_result(target: Tracer, result: Any, what: str) -> Tracer:
+def write_result(target: Tracer, result: Any, what: str,
+                 readonly: str = "output array is read-only") -> Tracer:
     """`target` <- `result` as numpy's `out=` does (casting="same_kind"), e.g. for `x += y`,
-    `np.add(a, b, out=x)` and `np.copyto(x, y)`."""
+    `np.add(a, b, out=x)` and `np.copyto(x, y)`; `readonly` is numpy's message where the
+    target is a read-only view."""
     from jitc.numpy._core import lift
     jnp = _numpy()
     view = target._view
-    refuse_readonly_write(target)
+    refuse_readonly_write(target, readonly)
     refuse_symbolic_write(target, target if view is None else view.root)
     value = lift(result)
     if not np.can_cast(value.dtype, target.dtype, "same_kind"):
