@@ -127,7 +127,7 @@ def _placed_value(x: Tracer, expanded: list[Item], axes: list[tuple[int, Item]],
     while len(shape) > len(target) and shape[0] == 1:
         shape = shape[1:]
     if len(shape) > len(target):
-        raise _mismatch(value, target, x)
+        raise _mismatch(value, expanded, x)
     aligned = (1,) * (len(target) - len(shape)) + tuple(shape)
     per_axis: list[DimLike] = []
     slots = iter(zip(aligned, target))
@@ -141,12 +141,12 @@ def _placed_value(x: Tracer, expanded: list[Item], axes: list[tuple[int, Item]],
                 per_axis.append(1)
             continue
         if item is None:
-            raise _mismatch(value, target, x)
+            raise _mismatch(value, expanded, x)
         try:
             require_equal(extent, _length(x, axis, slot),
-                          f"writing {list(value.shape)} into {_text(target)}")
+                          f"writing {list(value.shape)} into {_text(expanded)}")
         except IRTypeError:
-            raise _mismatch(value, target, x) from None
+            raise _mismatch(value, expanded, x) from None
         per_axis.append(extent)
     return reshape(reshape(value, tuple(shape)), tuple(per_axis))
 
@@ -179,21 +179,23 @@ def _length(x: Tracer, axis: int | None, item: Item) -> DimLike:
     return apply_slice(probe, 0, item).shape[0]  # dead code: its shape rule is what counts
 
 
-def _text(target: list[tuple[int | None, Item]]) -> str:
-    return "x[" + ", ".join("None" if axis is None else _slice_text(item)
-                            for axis, item in target) + "]"
+def _text(expanded: list[Item]) -> str:
+    """The index as the user wrote it (after the Ellipsis is expanded), for messages."""
+    return "x[" + ", ".join(_item_text(item) for item in expanded) + "]"
 
 
-def _slice_text(item: slice) -> str:
+def _item_text(item: Item) -> str:
+    if not isinstance(item, slice):
+        return str(item)
     parts = ["" if b is None else str(b) for b in (item.start, item.stop)]
     return ":".join(parts) + ("" if item.step is None else f":{item.step}")
 
 
-def _mismatch(value: Tracer, target: list[tuple[int | None, Item]], x: Tracer) -> ShapeError:
+def _mismatch(value: Tracer, expanded: list[Item], x: Tracer) -> ShapeError:
     return ShapeError(located(
-        f"could not broadcast input array from shape {value.shape} into the positions "
-        f"{_text(target)} of {x.aval.short()} (assigning into {x.aval.short()}): numpy needs "
-        "the value's extent to be 1 or the number of positions, for every size"))
+        f"could not broadcast input array from shape {value.shape} into {_text(expanded)} of "
+        f"{x.aval.short()}: numpy needs each of the value's extents to be 1 or the number of "
+        "positions the index names there, for every size"))
 
 
 # -- positions along one axis --------------------------------------------------------------------
