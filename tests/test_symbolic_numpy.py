@@ -181,9 +181,9 @@ def test_a_slice_of_a_symbolic_axis_inside_an_advanced_index_is_refused() -> Non
         jitc.jit(lambda x: x[1:, [0, 2]]).lower(AbstractArray("f32[n,3]"))
 
 
-def test_writing_into_a_symbolic_array_by_index_is_refused() -> None:
+def test_writing_into_a_symbolic_array_by_an_integer_array_is_refused() -> None:
     def write(x):
-        x[0] = 1.0
+        x[[0, 2]] = 1.0  # (ints and slices of a symbolic axis: tests/test_symbolic_positions.py)
         return x
 
     with pytest.raises(TraceError, match=r"(?s)test_symbolic_numpy.py:\d+ in write.*an indexed "

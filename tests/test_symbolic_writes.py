@@ -2,9 +2,9 @@
 (`x += 1` on an argument, `np.copyto`, `out=`, `a[...] = v`) and writes at ints and slices of
 the static dimensions that take every symbolic one whole (`x[:, 0] = v`), also through views
 taken by basic indexing and transposes, compile once and leave every argument as numpy leaves
-it; writes that a symbolic trace cannot make exact (at positions that depend on the symbols,
-after a reshape's view) are refused at trace time, and the policy compiles those calls
-exactly, with numpy's results."""
+it; so do writes at ints and slices of a symbolic axis (tests/test_symbolic_positions.py).
+Writes that a symbolic trace cannot make exact (`ufunc.at`, after a reshape's view) are
+refused at trace time, and the policy compiles those calls exactly, with numpy's results."""
 
 from __future__ import annotations
 
@@ -71,23 +71,15 @@ def reshaped_then_written(x):
     return flat * 1.0
 
 
-def sliced_then_written(x):
-    tail = x[1:]
-    tail += 1.0  # a write through numpy's view into x
-    return x.sum(axis=1)
-
-
-def indexed_write(x):
-    x[0] = 7.0
+def added_at(x):
+    np.add.at(x, [0, 0], 1.0)  # ufunc.at accumulates at positions of the symbolic axis
     return x * 2.0
 
 
 @pytest.mark.parametrize("fun,refusal", [
     (reshaped_then_written, "has views taken of it"),
-    (sliced_then_written, "at positions that depend on them"),
-    (indexed_write, "an indexed write into f32"),
-], ids=["reshape taken before the write", "write through a slice of a symbolic axis",
-        "indexed write"])
+    (added_at, "numpy.add.at into f32"),
+], ids=["reshape taken before the write", "ufunc.at on a symbolic axis"])
 def test_unsafe_writes_are_refused_and_compiled_exactly(fun, refusal: str) -> None:
     with pytest.raises(TraceError, match=refusal):
         jitc.jit(fun).lower(AbstractArray("f32[n,3]"))
@@ -99,3 +91,21 @@ def test_unsafe_writes_are_refused_and_compiled_exactly(fun, refusal: str) -> No
         np.testing.assert_array_equal(got_x, want_x)
     stats = f.compile_stats()
     assert [s["symbolic"] for s in stats] == [False, False] and refusal in stats[0]["reason"]
+
+
+def whole_views_then_written(x):
+    whole = x[:]  # numpy's views whatever the strides: a reshape to the same shape on the way
+    same = x.reshape(x.shape)
+    x += 1.0
+    same[0] = 5.0
+    return whole * 1.0
+
+
+def test_a_whole_slice_and_a_same_shape_reshape_are_views_under_symbolic_dimensions() -> None:
+    f = jitc.jit(whole_views_then_written, dynamic=True, disk_cache=False)
+    for n in (1, 3, 6):
+        want_x = np.arange(n * 2, dtype=np.float32).reshape(n, 2)
+        got_x = want_x.copy()
+        np.testing.assert_array_equal(f(got_x), whole_views_then_written(want_x))
+        np.testing.assert_array_equal(got_x, want_x)
+    assert [s["symbolic"] for s in f.compile_stats()] == [True]

@@ -109,7 +109,6 @@ from jitc.numpy.shapes import (
     atleast_1d,
     atleast_2d,
     broadcast_arrays,
-    broadcast_to,
     clip,
     column_stack,
     concatenate,
@@ -144,6 +143,7 @@ from jitc.numpy.shapes import (
     vstack,
     where,
 )
+from jitc.numpy.shapes import broadcast_view as broadcast_to
 from jitc.numpy.solvers import cholesky, det, inv, slogdet, solve
 from jitc.numpy.sorting import (
     argpartition,

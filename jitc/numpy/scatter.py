@@ -23,6 +23,7 @@ from jitc.ir import dtypes, ops
 from jitc.ir.ops import reduce_identity
 from jitc.ir.symbolic import DimLike, is_static
 from jitc.ir.types import TensorType
+from jitc.numpy import symbolic_write
 from jitc.numpy._core import implements, lift, unsupported
 from jitc.numpy.indexing import (
     expand,
@@ -35,6 +36,7 @@ from jitc.numpy.indexing import (
 from jitc.numpy.reductions import reduce
 from jitc.numpy.shapes import broadcast_to, reshape
 from jitc.numpy.ufuncs import compare, select
+from jitc.tracing import effects
 from jitc.tracing.effects import broadcasts_into
 from jitc.tracing.errors import IndexingError, ShapeError, TraceError, located
 from jitc.tracing.state import emit
@@ -57,6 +59,8 @@ def setitem(x: Tracer, index: Any, update: Any) -> Tracer:
 def _write(x: Tracer, index: Any, update: Any, ufunc: np.ufunc | None) -> Tracer:
     items = prepare(index, x.aval.short())
     if not x.aval.is_static and (ufunc is not None or _indexes_symbolic_axes(x, items)):
+        if ufunc is None and symbolic_write.writable(items):
+            return symbolic_write.assign(x, items, update)
         raise _symbolic_write_refused(x, ufunc)
     if ufunc is None:
         _check_whole_mask_value(x, items, update)
@@ -519,7 +523,17 @@ def _traced_target(a: Any, what: str) -> Tracer:
             f"{what} writes into a numpy array that is not traced ({type(a).__name__}); "
             "jitc can only write traced arrays in place. Pass the array as an argument of "
             "the jitted function, or copy it first (a = np.array(a) inside the function)."))
+    if what in _READONLY_MESSAGES:
+        effects.refuse_readonly_write(a, _READONLY_MESSAGES[what])
     return a
+
+
+# numpy's messages for these functions' writes into a read-only view (the others say
+# "assignment destination is read-only" here, where numpy's words are its internals').
+_READONLY_MESSAGES = {"numpy.put": "put: output array is read-only",
+                      "numpy.putmask": "putmask: output array is read-only",
+                      "ndarray.sort": "sort array is read-only",
+                      "ndarray.partition": "partition array is read-only"}
 
 
 def _replace(target: Any, new: Tracer) -> None:

@@ -190,7 +190,7 @@ def copyto(dst, src, casting="same_kind", where=True):
                           "Pass the destination as an argument of the jitted function.")
     if where is not True:
         src = globals()["where"](where, src, dst)
-    effects.write_result(dst, src, "numpy.copyto")
+    effects.write_result(dst, src, "numpy.copyto", "assignment destination is read-only")
 
 
 @implements(np.atleast_1d)
@@ -208,10 +208,12 @@ def atleast_2d(*arys):
     return out[0] if len(out) == 1 else out
 
 
-@implements(np.broadcast_to)
+@implements(eager=np.broadcast_to)
 def broadcast_to(array, shape, subok=False):
+    """`array` stretched to `shape`, a value of its own: how jitc itself broadcasts. numpy's
+    np.broadcast_to, a read-only view, is `broadcast_view`."""
     x = lift(array)
-    shape = (shape,) if isinstance(shape, (int, Dim)) else tuple(shape)
+    shape = _shape_tuple(shape)
     if not all(is_static(d) for d in (*x.shape, *shape)):
         return _broadcast_symbolic(x, shape)
     try:
@@ -225,6 +227,21 @@ def broadcast_to(array, shape, subok=False):
     offset = len(shape) - x.ndim
     return emit(ops.BROADCAST_IN_DIM, [x], {"dims": list(range(offset, len(shape)))},
                 _typed(x, shape))
+
+
+@implements(np.broadcast_to)
+def broadcast_view(array, shape, subok=False):
+    """numpy's np.broadcast_to: a read-only view of `array`, which sees later writes into it
+    (jitc.tracing.effects.Broadcast)."""
+    x = lift(array)
+    result = effects.derive(x, broadcast_to(x, shape), effects.Broadcast(_shape_tuple(shape)))
+    if result._view is None:  # of a scalar (numpy's view of a temporary), or of a copy
+        result._readonly = effects.Broadcast.readonly
+    return result
+
+
+def _shape_tuple(shape) -> tuple[DimLike, ...]:
+    return (shape,) if isinstance(shape, (int, Dim)) else tuple(shape)
 
 
 def _broadcast_symbolic(x: Tracer, shape: tuple[DimLike, ...]) -> Tracer:

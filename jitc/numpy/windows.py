@@ -36,8 +36,8 @@ def sliding_window_view(x, window_shape, axis=None, *, subok=False, writeable=Fa
     window, axes = _window_axes(array, window_shape, axis)
     result = effects.derive(array, windows(array, window, axes),
                             effects.Window(window, axes, bool(writeable)))
-    if result._view is None:  # a copy standing for the view (symbolic extents)
-        result._readonly = not writeable
+    if result._view is None and not writeable:  # a copy standing for the view
+        result._readonly = effects.WINDOWS
     return result
 
 

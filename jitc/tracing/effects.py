@@ -58,9 +58,11 @@ def _shadow(shape: tuple[int, ...], strides: tuple[int, ...] | None) -> np.ndarr
 class Step:
     """One view-making operation: how a child is computed from its parent, and how an update
     of the child becomes an update of the parent. `static`: the same view can be taken of a
-    real array (`on_numpy`)."""
+    real array (`on_numpy`). `readonly`: the numpy function whose view refuses writes (its
+    name, for the error), or "" where the view is writeable."""
 
     static = True
+    readonly = ""
 
     def apply(self, parent: Tracer) -> Tracer:
         raise NotImplementedError
@@ -128,6 +130,7 @@ class Window(Step):
         self.window = window
         self.axes = axes
         self.writeable = writeable
+        self.readonly = "" if writeable else WINDOWS
 
     def apply(self, parent: Tracer) -> Tracer:
         from jitc.numpy.windows import windows
@@ -141,23 +144,54 @@ class Window(Step):
                                                         writeable=self.writeable)
 
 
-def refuse_window_write(target: Tracer) -> None:
-    """numpy's windows are read-only (ValueError on a write), and where the caller asked
-    for writeable ones, a write lands on elements several windows share, in an order numpy
-    leaves to its strides: refused rather than guessed."""
-    windows = [] if target._view is None else \
-        [s for s in target._view.steps if isinstance(s, Window)]
-    if not windows and not target._readonly:
-        return
-    if target._readonly or not all(w.writeable for w in windows):
-        raise ValueError(located("assignment destination is read-only (a view taken with "
-                                 "np.lib.stride_tricks.sliding_window_view, as in numpy). "
-                                 "Write into a copy (.copy()) or into the array it views."))
-    raise TraceError(located(
-        "writing through sliding_window_view(..., writeable=True): the windows overlap, so "
-        "one element of the array is written from several windows; jitc does not trace that. "
-        "Compute the new array instead (np.where, np.concatenate, or a write into the array "
-        "itself) and take its windows afterwards."))
+class Broadcast(Step):
+    """np.broadcast_to: numpy's read-only view, whose stretched axes repeat one element of
+    the parent (writes into it are refused by `assign`)."""
+
+    readonly = "np.broadcast_to"
+
+    def __init__(self, shape: tuple[Any, ...]) -> None:
+        self.shape = shape
+        # A symbolic shape has no numpy counterpart: a returned broadcast is then its values.
+        self.static = all(isinstance(d, (int, np.integer)) for d in shape)
+
+    def apply(self, parent: Tracer) -> Tracer:
+        from jitc.numpy.shapes import broadcast_to
+        return broadcast_to(parent, self.shape)
+
+    def unapply(self, parent: Tracer, child: Tracer) -> Tracer:
+        raise AssertionError("assign refuses writes through broadcasts before unapplying them")
+
+    def on_numpy(self, array: np.ndarray) -> Any:
+        return np.broadcast_to(array, self.shape)
+
+
+WINDOWS = "np.lib.stride_tricks.sliding_window_view"
+
+
+def refuse_readonly_write(target: Tracer,
+                          message: str = "assignment destination is read-only") -> None:
+    """numpy's read-only views (broadcast_to's, and sliding_window_view's unless the caller
+    asked for writeable ones) refuse writes with a ValueError (numpy's `message` for the
+    kind of write); writeable windows overlap, so a write lands on elements several windows
+    share, in an order numpy leaves to its strides: refused rather than guessed."""
+    view = target._view
+    steps = () if view is None else view.steps
+    readonly = [s.readonly for s in steps if s.readonly]
+    if target._readonly:
+        readonly.append(target._readonly)
+    if view is not None and view.root._readonly:
+        readonly.append(view.root._readonly)
+    if readonly:
+        raise ValueError(located(f"{message} (a view taken with {readonly[0]}, as in "
+                                 "numpy). Write into a copy (.copy()) or into the array it "
+                                 "views."))
+    if any(isinstance(s, Window) for s in steps):
+        raise TraceError(located(
+            "writing through sliding_window_view(..., writeable=True): the windows overlap, so "
+            "one element of the array is written from several windows; jitc does not trace "
+            "that. Compute the new array instead (np.where, np.concatenate, or a write into "
+            "the array itself) and take its windows afterwards."))
 
 
 class View:
@@ -194,8 +228,12 @@ def derive(parent: Tracer, child: Tracer, step: Step) -> Tracer:
     if not (parent.aval.is_static and child.aval.is_static and root.aval.is_static) or \
             parent._symbolic_alias:
         scalar = isinstance(step, Index) and _scalar_index(step.index, parent.ndim)
-        if not (isinstance(step, (Index, Transpose)) and step.static) or scalar or \
-                parent._symbolic_alias:
+        # A reshape to the same shape views whatever the strides (x[:] makes one on the way).
+        same_shape = isinstance(step, Reshape) and tuple(step.shape) == tuple(parent.shape)
+        strides_free = (isinstance(step, (Index, Transpose)) and step.static) or \
+            isinstance(step, Broadcast) or same_shape
+        if not strides_free or \
+                scalar or parent._symbolic_alias:
             # Whether numpy views or copies (a reshape) depends on strides that symbolic
             # dimensions leave open; the result is computed as a copy, and writes through it,
             # or into the array it was taken of, are refused (assign): either would leave the
@@ -287,7 +325,7 @@ def assign(target: Tracer, new: Tracer) -> None:
             "traces it once, into a separate function, so the write cannot reach the array.\n"
             "Carry the array instead: pass it in the loop's carry (or as an operand of the "
             "branch), write into the carried value and return it."))
-    refuse_window_write(target)
+    refuse_readonly_write(target)
     refuse_symbolic_write(target, owner)
     target._known = None
     if view is None:
@@ -322,13 +360,15 @@ def broadcasts_into(shape: tuple, target: tuple) -> bool:
     return True
 
 
-def write_result(target: Tracer, result: Any, what: str) -> Tracer:
+def write_result(target: Tracer, result: Any, what: str,
+                 readonly: str = "output array is read-only") -> Tracer:
     """`target` <- `result` as numpy's `out=` does (casting="same_kind"), e.g. for `x += y`,
-    `np.add(a, b, out=x)` and `np.copyto(x, y)`."""
+    `np.add(a, b, out=x)` and `np.copyto(x, y)`; `readonly` is numpy's message where the
+    target is a read-only view."""
     from jitc.numpy._core import lift
     jnp = _numpy()
     view = target._view
-    refuse_window_write(target)
+    refuse_readonly_write(target, readonly)
     refuse_symbolic_write(target, target if view is None else view.root)
     value = lift(result)
     if not np.can_cast(value.dtype, target.dtype, "same_kind"):

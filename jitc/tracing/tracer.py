@@ -40,7 +40,9 @@ class Tracer:
     the writes into a root. `_symbolic_alias`: a copy standing for what numpy may return as a
     view (a reshape of an array with symbolic dimensions; writes into it are refused);
     `_symbolic_views`: an array such a copy was taken of (writes into it are refused too).
-    `_readonly`: such a copy standing for a read-only view (sliding_window_view's windows).
+    `_readonly`: an array standing for a read-only view that no view step records (a copy
+    standing for sliding_window_view's windows, broadcast_to of a scalar): the numpy function
+    that made it, or "".
     """
 
     __slots__ = ("_array", "_known", "_readonly", "_shadow", "_symbolic_alias",
@@ -57,7 +59,7 @@ class Tracer:
         self._shadow = None
         self._symbolic_alias = False
         self._symbolic_views = False
-        self._readonly = False  # numpy's writeable=False where no view step says so
+        self._readonly = ""  # numpy's writeable=False where no view step says so
         # The numpy value of an integer or boolean array made from constants and not written
         # since: indexing with it is static (bounds-checked, masks with known shapes).
         self._known: np.ndarray | None = None
@@ -222,7 +224,7 @@ class Tracer:
         # numpy writes in place: the functional update becomes this array's value, and its
         # root's where it is a view (jitc.tracing.effects). A read-only view refuses before
         # the update is computed, as numpy refuses before looking at the index.
-        effects.refuse_window_write(self)
+        effects.refuse_readonly_write(self)
         effects.assign(self, _numpy().setitem(self, _known_index(index), update))
 
     def __matmul__(self, other):

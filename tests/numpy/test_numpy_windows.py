@@ -4,6 +4,8 @@ numpy refuses it) and numpy's errors."""
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import numpy.lib.stride_tricks
 import pytest
@@ -113,10 +115,10 @@ def test_writes_into_windows_raise_numpy_error(write):
     def program(x):
         write(sliding_window_view(x, 3))
         return x
-    with pytest.raises(ValueError, match="read-only"):
+    with pytest.raises(ValueError, match="read-only") as numpy_error:
         program(np.arange(6.0))
-    with pytest.raises(ValueError, match=r"(?s)test_numpy_windows.py:\d+.*"
-                                         "assignment destination is read-only"):
+    with pytest.raises(ValueError, match=r"(?s)test_numpy_windows.py:\d+.*" +
+                       re.escape(str(numpy_error.value))):
         jitc.jit(program)(np.arange(6.0))
 
 
