@@ -208,6 +208,8 @@ class Jitted(_FastCall):
                 verify(module)
         if self.donate_argnums:
             options = options.with_(donated=self._donated_leaves(dynamic))
+        if side_effects.written:
+            options = options.with_(writebacks=tuple(side_effects.written))
         names = _leaf_names(dynamic) + [capture.path_name(p) for p, _ in captured.arrays]
         specs = (*specs, *(captured_specs(captured) if captured_types is None
                            else captured_types))

@@ -44,6 +44,10 @@ class Options:
     disabled_passes: frozenset[str] = frozenset()
     # Argument positions (flattened array arguments) whose buffers results may reuse.
     donated: frozenset[int] = frozenset()
+    # Argument positions the last len(writebacks) results are copied back into after a call
+    # (arguments the function writes in place): a backend may compute such a result in its
+    # argument's buffer, writing only what changed.
+    writebacks: tuple[int, ...] = ()
     num_threads: int = field(default_factory=lambda: default_num_threads())
     # Whether compiles look in and write to the persistent cache (where: cache_dir()).
     disk_cache: bool = True

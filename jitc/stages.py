@@ -155,7 +155,8 @@ class Compiled:
         outputs = list(self.executable(arrays))
         count = low.out_tree.num_leaves
         for index, value in zip(effects_.written, outputs[count:]):
-            np.copyto(leaves[index], value, casting="no")
+            if value is not leaves[index]:  # else computed in its own buffer, in place
+                np.copyto(leaves[index], value, casting="no")
         for write in effects_.rebound:
             write.apply(outputs, fun, instance)
         outputs = outputs[:count]

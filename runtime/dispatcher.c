@@ -133,8 +133,10 @@ static int Dispatcher_init(Dispatcher *self, PyObject *args, PyObject *kwds) {
         for (Py_ssize_t i = 0; i < self->nwrites; i++) {
             Py_ssize_t out = self->nouts - self->nwrites + i;
             /* A symbolic signature's sizes are compared per binding (fill_binding). */
+            /* A write-back may be computed in its own argument's buffer (donated to it). */
             if (self->writes_to[i] < 0 || self->writes_to[i] >= self->nargs || out < 0 ||
-                self->donated_from[out] >= 0 ||
+                (self->donated_from[out] >= 0 &&
+                 self->donated_from[out] != self->writes_to[i]) ||
                 (!self->binder && spec_bytes(&self->outs[out]) !=
                                       spec_bytes(&self->args[self->writes_to[i]]))) {
                 PyErr_SetString(PyExc_ValueError, "a write-back names no argument of its size");
@@ -379,6 +381,7 @@ static PyObject *execute(Dispatcher *self, PyObject *args, const CallShape *shap
     if (self->nwrites) {
         Py_ssize_t returned = self->nouts - self->nwrites;
         for (Py_ssize_t w = 0; w < self->nwrites; w++) {
+            if (self->donated_from[returned + w] >= 0) continue;  /* written in place */
             PyArrayObject *value = (PyArrayObject *)PyTuple_GET_ITEM(results, returned + w);
             PyArrayObject *target =
                 (PyArrayObject *)PyTuple_GET_ITEM(args, self->writes_to[w]);

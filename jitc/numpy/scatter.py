@@ -78,6 +78,8 @@ def _write(x: Tracer, index: Any, update: Any, ufunc: np.ufunc | None) -> Tracer
     basic = all(it is None or isinstance(it, slice) or _static_int(it) for it in expanded)
     if basic and ufunc is None:
         return _assign_basic(x, expanded, value)
+    if ufunc is None and _traced_row(x, expanded):
+        return _assign_row(x, expanded[0], value)
     lead = _row_prefix(expanded, x.ndim)
     positions = _positions(x, items, expanded, lead, target)
     return _scatter(x, lead, positions, value, ufunc)
@@ -216,6 +218,35 @@ def _write_dynamic(x: Tracer, items: tuple[Item, ...], value: Tracer,
     updated = _write(block, static_items, value, ufunc)
     start_tracers = [Tracer(x.trace, s) for s in starts]
     return emit(ops.DYNAMIC_UPDATE_SLICE, [x, updated, *start_tracers])
+
+
+def _traced_row(x: Tracer, items: list[Item]) -> bool:
+    """Whether `items` pick one row of a static x by a traced integer scalar (`x[t] = row`,
+    `cache[pos] = k`), the rest of the axes whole."""
+    first = items[0] if items else None
+    return (x.aval.is_static and len(items) == x.ndim and isinstance(first, Tracer)
+            and first.ndim == 0 and first.dtype.kind in "iu"
+            and all(isinstance(it, slice) and it == slice(None) for it in items[1:]))
+
+
+def _assign_row(x: Tracer, position: Tracer, value: Tracer) -> Tracer:
+    """x with row `position` replaced by `value`: one dynamic_update_slice of that row, which
+    a written argument's buffer takes in place (only the row is stored). A position out of
+    range writes nothing (the row written is the one already there), as for other traced
+    indices (docs/jit.md)."""
+    n = x.shape[0]
+    if n == 0:
+        return x
+    index = lift(position, np.int64)
+    zero = lift(np.int64(0))
+    wrapped = select(compare(index, zero, "lt"), np.add(index, np.int64(n)), index)
+    inside = np.logical_and(compare(wrapped, zero, "ge"), compare(wrapped, lift(np.int64(n)),
+                                                                  "lt"))
+    starts = [wrapped] + [zero] * (x.ndim - 1)
+    block = (1, *x.shape[1:])
+    current = emit(ops.DYNAMIC_SLICE, [x, *starts], {"sizes": list(block)})
+    row = select(broadcast_to(inside, block), reshape(value, block), current)
+    return emit(ops.DYNAMIC_UPDATE_SLICE, [x, row, *starts])
 
 
 # -- integer-array indices -------------------------------------------------------------------

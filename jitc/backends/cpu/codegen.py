@@ -114,6 +114,9 @@ def emit_kernel(module: ir.Module, plan: BufferPlan, name: str, inst: Instructio
                 program: Module) -> kernels.Kernel:
     if inst.op is FUSION:
         return emit_fusion(module, plan, name, inst, program)
+    if id(inst) in plan.in_place:  # a dynamic_update_slice in its operand's buffer
+        ctx = kernels.KernelContext(module, plan, name, kernels.buffers_used(inst, plan))
+        return kernels.update_in_place(ctx, inst, ctx.pointer(inst.results[0]))
     special = _SPECIAL.get(inst.op.name)
     if special is not None:
         return special(module, plan, name, inst)
@@ -149,17 +152,20 @@ def lower_module(module: Module, num_threads: int = 1, name: str = "jitc",
                  linkage: Linkage = Linkage(), donated: frozenset[int] = frozenset(),
                  partitions: int = 1, external_routines: bool = False,
                  native_ldexp: bool = False, native_vnni: bool = False,
-                 timing: int | None = None, symbols: tuple[str, ...] = ()) -> Lowering:
+                 timing: int | None = None, symbols: tuple[str, ...] = (),
+                 writebacks: tuple[int, ...] = ()) -> Lowering:
     """The LLVM IR of `module`: its kernels spread over up to `partitions` modules (the first
     until it holds SPLIT_INSTRUCTIONS instructions, then whichever holds the least code), the
     GEMM routines declared rather than defined when `external_routines`, the vector math
     scaling with llvm.ldexp when `native_ldexp`, byte products with VNNI when `native_vnni`,
     the entry timing its kernels for profile number `timing` when given (regions run untimed
     inside the kernel that steps them). A region of a symbolic program takes the program's
-    `symbols` (its entry gets their values after the workspace, like the program's)."""
+    `symbols` (its entry gets their values after the workspace, like the program's).
+    `writebacks`: the arguments the last results are copied back into (plan_buffers)."""
     assert partitions == 1 or not linkage.internal, "internal kernels must share one module"
     fn = module.entry
-    plan = plan_buffers(fn, donated, module, views=True, symbols=symbols)
+    plan = plan_buffers(fn, donated, module, views=True, symbols=symbols,
+                        writebacks=writebacks)
     parts = [ir.Module(name=name if p == 0 else f"{name}.{p}") for p in range(partitions)]
     if native_ldexp:  # the target scales vectors by powers of two in one instruction
         for part in parts:
@@ -227,6 +233,8 @@ def lower_module(module: Module, num_threads: int = 1, name: str = "jitc",
         values = fusion_buffers(inst, plan) if inst.op is FUSION else \
             kernels.buffers_used(inst, plan)
         key = kernel_key(inst, values, module)
+        if id(inst) in plan.in_place:  # stores only the block: not the same computation
+            key += "\nin place"
         # A body that takes slots of its own (a sort's scratch) after the buffers is not
         # shared: the wrapper passes only the buffers' slots.
         if key in bodies and len(bodies[key][0].args) == len(values) + 2:

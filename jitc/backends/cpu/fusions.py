@@ -50,6 +50,8 @@ def emit_fusion(module: ir.Module, plan: BufferPlan, name: str, inst: Instructio
     if kind == "loop":
         targets = [(root, ctx.pointer(result)) for root, result in
                    zip(body.outputs, inst.results)]
+        if id(inst) in plan.in_place:
+            return kernels.update_in_place(ctx, body.outputs[0].producer, targets[0][1])
         if _piecewise(body):
             return _concatenate_pieces(ctx, body.outputs[0].producer, targets[0][1])
         return kernels.multi_output_loop(ctx, inst.results[0].type, targets)

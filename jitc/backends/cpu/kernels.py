@@ -20,6 +20,7 @@ from jitc.backends.cpu.plan import BufferPlan, is_inline_constant
 from jitc.backends.llvm import extents, indexing
 from jitc.backends.llvm.convolution import convolution_element, window_size
 from jitc.backends.llvm.elemental import RULES, ElementalEmitter, convert_value
+from jitc.backends.llvm.elemental_movement import clamped_starts
 from jitc.backends.llvm.loops import for_range, loop_nest
 from jitc.backends.llvm.reductions import accumulator_dtype, combine
 from jitc.backends.llvm.types import I64, PTR, VOID, constant, memory_type, value_type
@@ -183,6 +184,20 @@ def multi_output_loop(ctx: KernelContext, t: TensorType,
             indexing.store(ctx.builder, ctx.emitter.value_at(value, index), target,
                            value.type, index)
     return _each_element(ctx, t, store, len(targets))
+
+
+def update_in_place(ctx: KernelContext, root: Instruction, target: ir.Value) -> Kernel:
+    """dynamic_update_slice `root` computed in its operand's own buffer (`target`; plan.py's
+    `_updated_in_place`): only the block is stored, at the start indices clamped as the op
+    clamps them; every other element already holds the operand's value."""
+    b = ctx.builder
+    operand, update = root.operands[0].type, root.operands[1]
+    starts = clamped_starts(ctx.emitter, root.operands[2:], operand.shape, update.type.shape)
+
+    def store(index: list[ir.Value]) -> None:
+        placed = [b.add(i, s) for i, s in zip(index, starts)]
+        indexing.store(b, ctx.emitter.value_at(update, index), target, operand, placed)
+    return _each_element(ctx, update.type, store, 1)
 
 
 def _elementwise_loop(ctx: KernelContext, t: TensorType, target: ir.Value,

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from jitc.ir import ops
 from jitc.ir.core import Function, Instruction, Module, Value
 from jitc.ir.opdef import Trait
 from jitc.ir.symbolic import Constraint, Dim, DimLike, is_static
@@ -47,6 +48,9 @@ class BufferPlan:
     copies: list[tuple[Value, int]] = field(default_factory=list)  # (source, output slot)
     aliases: dict[int, Value] = field(default_factory=dict)  # id(bitcast value) -> its operand
     donations: dict[int, int] = field(default_factory=dict)  # result index -> argument index
+    # Loop fusions rooted at a dynamic_update_slice of the buffer they are computed in (a
+    # written argument's own): only the block is written (see `_updated_in_place`).
+    in_place: set[int] = field(default_factory=set)  # id(fusion instruction)
     # Views: frame slot -> (slot of the buffer it lies in, byte offset); see plan_buffers.
     views: dict[int, tuple[int, DimLike]] = field(default_factory=dict)
     # The symbols of a symbolic function, in the order of the call's values, and the frame
@@ -129,6 +133,44 @@ def _donation(fn: Function, value: Value, donated: frozenset[int] | set[int],
     return None
 
 
+def _updated_in_place(fn: Function, value: Value, index: int, program: Module | None,
+                      views: bool) -> bool:
+    """Whether result `value`, written back into argument `index` after the call, can be
+    computed in that argument's buffer by writing only a block: its producer is a loop fusion
+    whose root is a dynamic_update_slice of that argument (`x[i] = row`, `cache[:, t] = k`),
+    which nothing reads after it and which the block itself does not read (computing the block
+    never sees an element the write changed)."""
+    producer, p = value.producer, fn.parameters[index]
+    if p.type != value.type or any(v is p for v in fn.outputs) or \
+            sum(v is p for v in producer.operands) != 1:
+        return False
+    if producer.op is ops.DYNAMIC_UPDATE_SLICE:
+        if producer.operands[0] is not p:
+            return False
+    elif producer.op is ops.FUSION and program is not None and producer.attrs["kind"] == "loop":
+        body = program.functions[producer.attrs["calls"]]  # type: ignore[index]
+        root = body.outputs[0].producer if len(body.outputs) == 1 else None
+        if root is None or root.op is not ops.DYNAMIC_UPDATE_SLICE:
+            return False
+        base = root.operands[0]
+        if base.producer.op is not ops.PARAMETER or \
+                producer.operands[base.producer.attrs["index"]] is not p or \
+                sum(v is base for inst in body.body for v in inst.operands) != 1:
+            return False
+    else:
+        return False
+    names = {id(p)}  # p and every alias of (part of) its buffer
+    for inst in fn.body:
+        if _is_alias(inst, views) and id(inst.operands[0]) in names:
+            names.add(id(inst.results[0]))
+    if any(id(v) in names and v is not p for v in [*fn.outputs, *producer.operands]):
+        return False
+    position = {id(inst): n for n, inst in enumerate(fn.body)}
+    users = [inst for inst in fn.body if not _is_alias(inst, views) and
+             any(id(v) in names for v in inst.operands)]
+    return max(position[id(u)] for u in users) == position[id(producer)]
+
+
 def _reads_in_step(inst: Instruction, operand_indices: list[int],
                    program: Module | None) -> bool:
     """Whether `inst` reads those operands only at the index of the element it writes."""
@@ -155,7 +197,8 @@ def _interval_overlaps(a: tuple[int, int], b: tuple[int, int]) -> bool:
 
 def plan_buffers(fn: Function, donated: frozenset[int] = frozenset(),
                  program: Module | None = None, views: bool = False,
-                 symbols: tuple[str, ...] = ()) -> BufferPlan:
+                 symbols: tuple[str, ...] = (), writebacks: tuple[int, ...] = ()
+                 ) -> BufferPlan:
     """Where every value lives: caller buffers for arguments and results, pointers for array
     constants, and offsets into one workspace for the rest.
 
@@ -168,6 +211,8 @@ def plan_buffers(fn: Function, donated: frozenset[int] = frozenset(),
     a frame slot of its own, set by the entry function to the operand's address plus an offset.
     `symbols`: the symbol values the function takes, when it is a region of a program with
     those symbols (its own parameters need not have them all); else those of its parameters.
+    `writebacks`: the arguments the last len(writebacks) results are copied back into; such a
+    result that updates a block of its argument is computed in the argument's buffer.
     """
     params = fn.parameters
     plan = BufferPlan(len(params), len(fn.outputs))
@@ -181,7 +226,14 @@ def plan_buffers(fn: Function, donated: frozenset[int] = frozenset(),
         if id(value) in plan.slots or producer in ("parameter", "constant"):
             plan.copies.append((value, slot))
             continue
-        donor = _donation(fn, value, donated - taken, program, views)
+        back = n - (len(fn.outputs) - len(writebacks))
+        donor = None
+        if back >= 0 and writebacks[back] not in taken and \
+                _updated_in_place(fn, value, writebacks[back], program, views):
+            donor = writebacks[back]
+            plan.in_place.add(id(value.producer))
+        else:
+            donor = _donation(fn, value, donated - taken, program, views)
         if donor is not None:
             taken.add(donor)
             plan.donations[n] = donor

@@ -254,8 +254,10 @@ def _concatenate_selected(e: ElementalEmitter, inst: Instruction, index: Index,
     return result
 
 
-def _clamped_starts(e: ElementalEmitter, starts: Sequence[Value], shape: Sequence[int],
+def clamped_starts(e: ElementalEmitter, starts: Sequence[Value], shape: Sequence[int],
                     sizes: Sequence[int]) -> Index:
+    """The start indices of a dynamic slice (or update) of `sizes`, clamped as the op clamps
+    them: into [0, dim - size]."""
     out = []
     for v, dim, size in zip(starts, shape, sizes):
         raw = e.to_index(e.scalar(v), v.type.dtype)
@@ -266,7 +268,7 @@ def _clamped_starts(e: ElementalEmitter, starts: Sequence[Value], shape: Sequenc
 @rule("dynamic_slice")
 def _dynamic_slice(e: ElementalEmitter, inst: Instruction, index: Index) -> ir.Value:
     operand = inst.operands[0].type
-    starts = _clamped_starts(e, inst.operands[1:], operand.shape,
+    starts = clamped_starts(e, inst.operands[1:], operand.shape,
                              inst.attrs["sizes"])  # type: ignore[arg-type]
     b = e.builder
     return e.operand(inst, 0, [b.add(s, i) for s, i in zip(starts, index)])
@@ -277,7 +279,7 @@ def _dynamic_update_slice(e: ElementalEmitter, inst: Instruction, index: Index) 
     operand, update = inst.operands[0].type, inst.operands[1].type
     if is_static(update.size) and update.size == 0:
         return e.operand(inst, 0, index)
-    starts = _clamped_starts(e, inst.operands[2:], operand.shape, update.shape)
+    starts = clamped_starts(e, inst.operands[2:], operand.shape, update.shape)
     b = e.builder
     inside: ir.Value = ir.Constant(I1, 1)
     local = []
