@@ -58,6 +58,22 @@ def test_a_constant_rhs_is_packed_once_and_the_product_is_exact(dtypes) -> None:
         assert packed.dtype == np.uint8 and packed.ctypes.data % 64 == 0
 
 
+@pytest.mark.parametrize("threads", [1, 2])
+def test_column_blocks_of_a_constant_or_an_argument_rhs_share_each_packed_strip(threads) -> None:
+    # 768 deep: column blocks of 672 (gemm_bytes.nc), so 1500 columns are three blocks that
+    # read the strips packed once (WHOLE_LHS_BYTES); 61 rows end in a short strip.
+    rng = np.random.default_rng(13)
+    x, w = _bytes(rng, np.uint8, (61, 768)), _bytes(rng, np.int8, (768, 1500))
+    want = _widened_product(x, w)
+    fused = jitc.jit(_product(_as_constant(w), True), num_threads=threads)
+    np.testing.assert_array_equal(fused(x), want * 3 + 1)
+
+    def argument(x, w):
+        return x.astype(np.int32) @ w.astype(np.int32)
+
+    np.testing.assert_array_equal(jitc.jit(argument, num_threads=threads)(x, w), want)
+
+
 def test_a_constant_that_is_also_read_otherwise_is_left_unpacked() -> None:
     rng = np.random.default_rng(8)
     x, w = _bytes(rng, np.uint8, (20, 70)), _bytes(rng, np.int8, (70, 50))

@@ -54,6 +54,10 @@ MAX_NC = 2048
 # With a fused epilogue a strip's products are finished in a scratch tile before the
 # epilogue reads them, so the whole depth is one block: deeper products use the generic kernel.
 EPILOGUE_MAX_DEPTH = KC
+# The largest lhs (the rows one kernel call covers, at most a batch index's) packed once for
+# all column blocks when the depth is one block: repacking each strip for every column block
+# took a quarter of the GPT-2 block's int8 time on one thread (64 rows, 2-5 column blocks).
+WHOLE_LHS_BYTES = 256 << 10
 # Multiply-adds per element operation of the threading cost model (gemm.FMAS_PER_OPERATION
 # for float32; a VNNI instruction does four times the work of an FMA).
 MACS_PER_OPERATION = 32
@@ -376,6 +380,9 @@ class _BytesGemm:
         width = _ceil(form.n, NR) * NR
         self.nc = max(min(RHS_BLOCK_BYTES // depth // NR * NR, width, MAX_NC), NR)
         self.depth = depth
+        strips = _ceil(form.m, MR) if isinstance(form.m, int) else 0
+        self.lhs_strips = strips if 0 < strips * MR * depth <= WHOLE_LHS_BYTES and \
+            form.k <= self.kc else 1
 
     def _buffer(self, etype: ir.Type, count: int, name: str) -> ir.Value:
         with self.b.goto_entry_block():
@@ -388,8 +395,8 @@ class _BytesGemm:
         if self.packed is None:
             self.packed_b = self._buffer(I8, self.depth * self.nc, "bpack")
             self.column_sums = self._buffer(I32, self.nc + NR, "colsums")
-        self.packed_a = self._buffer(I8, self.depth * MR, "apack")
-        self.row_sums = self._buffer(I32, MR, "rowsums")
+        self.packed_a = self._buffer(I8, self.depth * MR * self.lhs_strips, "apack")
+        self.row_sums = self._buffer(I32, MR * self.lhs_strips, "rowsums")
         self.scratch = None if self.epilogue is None else \
             self._buffer(I32, MR * self.nc, "products")
         per_batch = _ceil(form.m, MR)
@@ -428,6 +435,21 @@ class _BytesGemm:
         m0 = b.mul(lo, const(MR))
         m1 = minimum(b, b.mul(hi, const(MR)), const(form.m))
         a, rhs = form.a, form.b
+
+        def pack_strip(ic: ir.Value, pc: ir.Value, kc: ir.Value, slot: ir.Value
+                       ) -> tuple[ir.Value, ir.Value]:
+            strip, sums = at(b, self.packed_a, b.mul(slot, const(self.depth)), I8), \
+                at(b, self.row_sums, slot, I32)
+            source = at(b, a_base, b.add(b.mul(ic, const(a.free)),
+                                         b.mul(pc, const(a.contract))), I8)
+            b.call(self.strip, [strip, sums, source, minimum(b, const(MR), b.sub(m1, ic)), kc,
+                                const(a.free), const(a.contract)])
+            return strip, sums
+
+        whole = self.lhs_strips > 1
+        if whole:  # every strip of these rows once: one depth block, the whole depth
+            with for_range(b, m0, m1, MR, name="is") as ic:
+                pack_strip(ic, const(0), const(form.k), ic)
         with for_range(b, 0, form.n, self.nc, name="jc") as jc:
             nc = minimum(b, const(self.nc), b.sub(const(form.n), jc))
             with for_range(b, 0, form.k, self.kc, name="pc") as pc:
@@ -444,10 +466,11 @@ class _BytesGemm:
                 accumulate = b.icmp_signed("!=", pc, const(0))
                 with for_range(b, m0, m1, MR, name="ic") as ic:
                     mr = minimum(b, const(MR), b.sub(m1, ic))
-                    source = at(b, a_base, b.add(b.mul(ic, const(a.free)),
-                                                 b.mul(pc, const(a.contract))), I8)
-                    b.call(self.strip, [self.packed_a, self.row_sums, source, mr, kc,
-                                        const(a.free), const(a.contract)])
+                    if whole:
+                        strip, row_sums = at(b, self.packed_a, b.mul(ic, const(self.depth)),
+                                             I8), at(b, self.row_sums, ic, I32)
+                    else:
+                        strip, row_sums = pack_strip(ic, pc, kc, const(0))
                     if self.scratch is None:
                         target = at(b, c_base, b.add(b.mul(ic, const(form.c_row)), jc), I32)
                         ldc = const(form.c_row)
@@ -456,10 +479,9 @@ class _BytesGemm:
                     panel_bytes = b.mul(groups, const(4 * NR))
                     with for_range(b, 0, nc, NR, name="j") as j:
                         panel = at(b, packed_b, b.mul(b.udiv(j, const(NR)), panel_bytes), I8)
-                        b.call(self.tile, [groups, self.packed_a, panel, at(b, target, j, I32),
+                        b.call(self.tile, [groups, strip, panel, at(b, target, j, I32),
                                            ldc, mr, minimum(b, const(NR), b.sub(nc, j)),
-                                           accumulate, self.row_sums,
-                                           at(b, column_sums, j, I32)])
+                                           accumulate, row_sums, at(b, column_sums, j, I32)])
                     if self.scratch is not None:
                         self._apply_epilogue(batch_index, ic, mr, jc, nc)
 
