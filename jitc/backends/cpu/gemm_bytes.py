@@ -334,8 +334,8 @@ def pack_rhs(data: np.ndarray, layout: PackedRhs) -> np.ndarray:
     """The packed bytes of `layout` from the constant's buffer `data` (its bytes as the
     kernel reads them), 64-byte aligned like the packing buffers."""
     flat = np.ascontiguousarray(data).reshape(-1).view(np.int8 if layout.b_signed else np.uint8)
-    depth, columns = np.arange(layout.k), np.arange(layout.n)
-    matrix = flat[depth[:, None] * layout.contract + columns[None, :] * layout.free]
+    matrix = np.lib.stride_tricks.as_strided(flat, (layout.k, layout.n),
+                                             (layout.contract, layout.free), writeable=False)
     width = layout.width
     packed = aligned_zeros(layout.sums_offset + 4 * width * _ceil(layout.k, layout.kc))
     sums = packed[layout.sums_offset:].view(np.int32).reshape(-1, width)
