@@ -14,7 +14,7 @@ from jitc import compile_cache, profiling, progress
 from jitc.backends.cpu import objects
 from jitc.backends.cpu.codegen import ENTRY, Lowering, lower_module
 from jitc.backends.cpu.gemm_routines import declared_routines
-from jitc.backends.cpu.plan import contiguous_argument
+from jitc.backends.cpu.plan import aligned_copy, contiguous_argument
 from jitc.backends.cpu.runtime import register_runtime_symbols
 from jitc.backends.cpu.symbolic_call import Signature, SymbolicEntry
 from jitc.backends.llvm import target
@@ -277,7 +277,7 @@ class CpuBackend:
         """An executable from what `save` made: its objects linked into a new engine."""
         register_runtime_symbols()
         count = int(meta["objects"])
-        constants = [np.frombuffer(blob, np.dtype(d)).reshape(s).copy()
+        constants = [aligned_copy(np.frombuffer(blob, np.dtype(d)).reshape(s))
                      for blob, (s, d) in zip(blobs[count:], meta["constants"], strict=True)]
         def types(listed: list) -> list[tuple[tuple[DimLike, ...], np.dtype]]:
             return [(tuple(_dim_of_json(n) for n in s), np.dtype(d)) for s, d in listed]

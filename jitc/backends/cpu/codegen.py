@@ -29,7 +29,7 @@ has no such call.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -38,6 +38,7 @@ from llvmlite import ir
 from jitc.backends.cpu import gemm_bytes, gemm_routines, kernels
 from jitc.backends.cpu.control import RegionCode, emit_control
 from jitc.backends.cpu.fusions import emit_fusion, fusion_buffers
+from jitc.backends.cpu.packed_weights import pack_constants
 from jitc.backends.cpu.plan import ALIGNMENT, BufferPlan, plan_buffers
 from jitc.backends.cpu.sort_kernel import emit_sort
 from jitc.backends.llvm import extents
@@ -125,13 +126,16 @@ def emit_kernel(module: ir.Module, plan: BufferPlan, name: str, inst: Instructio
     return kernels.emit_elemental(module, plan, name, inst)
 
 
-def kernel_key(inst: Instruction, values: list, program: Module) -> str:
+def kernel_key(inst: Instruction, values: list, program: Module,
+               packed: Collection[int] = ()) -> str:
     """What a kernel computes, independent of which buffers it works on: two instructions with
-    the same key can share one compiled body."""
+    the same key can share one compiled body. `packed`: the ids of the constants passed packed
+    (a body reads them differently)."""
     position = {id(v): i for i, v in enumerate(values)}
     parts = [inst.op.name, "|".join(str(v.type) for v in inst.results),
-             "|".join(f"b{position[id(v)]}:{v.type}" if id(v) in position
-                      else f"c:{v.type}:{_literal_text(v)}" for v in inst.operands)]
+             "|".join((f"b{position[id(v)]}:{v.type}" + (":packed" if id(v) in packed else ""))
+                      if id(v) in position else f"c:{v.type}:{_literal_text(v)}"
+                      for v in inst.operands)]
     if inst.op is FUSION:
         body = program.functions[inst.attrs["calls"]]  # type: ignore[index]
         parts.append(inst.attrs["kind"])  # type: ignore[arg-type]
@@ -166,6 +170,7 @@ def lower_module(module: Module, num_threads: int = 1, name: str = "jitc",
     fn = module.entry
     plan = plan_buffers(fn, donated, module, views=True, symbols=symbols,
                         writebacks=writebacks)
+    pack_constants(fn, module, plan)
     parts = [ir.Module(name=name if p == 0 else f"{name}.{p}") for p in range(partitions)]
     if native_ldexp:  # the target scales vectors by powers of two in one instruction
         for part in parts:
@@ -232,7 +237,7 @@ def lower_module(module: Module, num_threads: int = 1, name: str = "jitc",
         name = f"{prefix}k{n}.{label}"
         values = fusion_buffers(inst, plan) if inst.op is FUSION else \
             kernels.buffers_used(inst, plan)
-        key = kernel_key(inst, values, module)
+        key = kernel_key(inst, values, module, plan.packed)
         if id(inst) in plan.in_place:  # stores only the block: not the same computation
             key += "\nin place"
         # A body that takes slots of its own (a sort's scratch) after the buffers is not

@@ -501,6 +501,17 @@ def _buffer_value(ctx: KernelContext, value: Value) -> Value | None:
     return value if id(value) in emitter.buffers else None
 
 
+def gemm_form(inst: Instruction, lhs: Value | None, rhs: Value | None) -> Form | None:
+    """The GEMM view of dot_general `inst` reading its operands from the buffers of `lhs`
+    and `rhs` (None: not a buffer of the kernel), or None when the generic kernel runs it."""
+    if lhs is None or rhs is None:
+        return None
+    if lhs.type.shape != inst.operands[0].type.shape or \
+            rhs.type.shape != inst.operands[1].type.shape:
+        return None
+    return analyse(inst, lhs, rhs)
+
+
 def generic_tests(form: Form, known: Sequence[symbolic.Constraint]
                 ) -> list[tuple[DimLike, int]]:
     """For a product with symbolic extents, the tests (`extent <= bound`) under which it runs
@@ -523,13 +534,11 @@ def emit(ctx: KernelContext, inst: Instruction, epilogue: Value | None = None,
     split extent and cost): a product whose size is known only at the call runs it for one
     row or column (`generic_tests`)."""
     lhs, rhs = (_buffer_value(ctx, v) for v in inst.operands)
-    if lhs is None or rhs is None or id(inst.results[0]) not in ctx.emitter.buffers:
-        return None
-    if lhs.type.shape != inst.operands[0].type.shape or \
-            rhs.type.shape != inst.operands[1].type.shape:
-        return None
-    form = analyse(inst, lhs, rhs)
+    form = gemm_form(inst, lhs, rhs) if id(inst.results[0]) in ctx.emitter.buffers else None
     if form is None:
+        # packed_weights.py packs a constant only for products that reach gemm_bytes.
+        assert not any(v is not None and id(v) in ctx.packed for v in (lhs, rhs)), \
+            "a packed constant left to the generic kernel"
         return None
     if inst.attrs.get("result"):
         from jitc.backends.cpu import gemm_bytes

@@ -28,12 +28,15 @@ from __future__ import annotations
 
 import math
 import weakref
+from dataclasses import dataclass
 
+import numpy as np
 from llvmlite import ir
 
 from jitc.backends.cpu.gemm import Form, _unflatten
 from jitc.backends.cpu.gemm_routines import at, const, minimum
 from jitc.backends.cpu.kernels import Kernel, KernelContext
+from jitc.backends.cpu.plan import aligned_zeros
 from jitc.backends.llvm import indexing
 from jitc.backends.llvm.loops import for_range
 from jitc.backends.llvm.types import I1, I8, I32, I64, PTR, VOID, declare
@@ -51,6 +54,10 @@ MAX_NC = 2048
 # With a fused epilogue a strip's products are finished in a scratch tile before the
 # epilogue reads them, so the whole depth is one block: deeper products use the generic kernel.
 EPILOGUE_MAX_DEPTH = KC
+# The largest lhs (the rows one kernel call covers, at most a batch index's) packed once for
+# all column blocks when the depth is one block: repacking each strip for every column block
+# took a quarter of the GPT-2 block's int8 time on one thread (64 rows, 2-5 column blocks).
+WHOLE_LHS_BYTES = 256 << 10
 # Multiply-adds per element operation of the threading cost model (gemm.FMAS_PER_OPERATION
 # for float32; a VNNI instruction does four times the work of an FMA).
 MACS_PER_OPERATION = 32
@@ -232,7 +239,8 @@ class _Routines:
             for acc in row:
                 acc.add_incoming(ir.Constant(VEC_I32, None), entry)
         panel = at(b, bp, b.mul(q, const(4 * NR)), I8)
-        rhs = [b.load(at(b, panel, v * 4 * LANES, I8), typ=VEC_I8, align=64) for v in range(2)]
+        # A constant packed at compile time may lie anywhere once the disk cache reloads it.
+        rhs = [b.load(at(b, panel, v * 4 * LANES, I8), typ=VEC_I8, align=1) for v in range(2)]
         strip = at(b, a, b.mul(q, const(4 * MR)), I8)
         tile = []
         for i in range(MR):
@@ -282,6 +290,70 @@ def _ceil(x: int, y: int) -> int:
     return -(-x // y)
 
 
+def depth_block(k: int) -> int:
+    """The depth of a packed block: equal blocks of at most KC."""
+    return _ceil(k, _ceil(k, KC))
+
+
+@dataclass(frozen=True)
+class PackedRhs:
+    """A constant rhs packed when the function was compiled, as `pack_block` would pack it
+    at every call: per depth block (`kc` deep, the last one possibly shallower), the panels of
+    all `n` columns, then, from `sums_offset` on, per depth block the `width` int32 column
+    corrections. `pack_rhs` makes the bytes."""
+
+    k: int
+    n: int
+    free: int               # element strides of the constant's buffer the packing read
+    contract: int
+    a_unsigned: bool        # the lhs it was packed for (its column corrections)
+    b_signed: bool
+
+    @property
+    def kc(self) -> int:
+        return depth_block(self.k)
+
+    @property
+    def width(self) -> int:
+        return _ceil(self.n, NR) * NR
+
+    @property
+    def block_bytes(self) -> int:
+        return _ceil(self.kc, 4) * 4 * self.width
+
+    @property
+    def sums_offset(self) -> int:
+        return _ceil(_ceil(self.k, self.kc) * self.block_bytes, LANES * 4) * LANES * 4
+
+    def matches(self, form: Form) -> bool:
+        return (form.k, form.n, form.b.free, form.b.contract) == \
+            (self.k, self.n, self.free, self.contract) and not any(form.b.batch)
+
+
+def pack_rhs(data: np.ndarray, layout: PackedRhs) -> np.ndarray:
+    """The packed bytes of `layout` from the constant's buffer `data` (its bytes as the
+    kernel reads them), 64-byte aligned like the packing buffers."""
+    flat = np.ascontiguousarray(data).reshape(-1).view(np.int8 if layout.b_signed else np.uint8)
+    matrix = np.lib.stride_tricks.as_strided(flat, (layout.k, layout.n),
+                                             (layout.contract, layout.free), writeable=False)
+    width = layout.width
+    packed = aligned_zeros(layout.sums_offset + 4 * width * _ceil(layout.k, layout.kc))
+    sums = packed[layout.sums_offset:].view(np.int32).reshape(-1, width)
+    for block, start in enumerate(range(0, layout.k, layout.kc)):
+        part = matrix[start:start + layout.kc]
+        groups = _ceil(part.shape[0], 4)
+        grid = np.zeros((groups * 4, width), np.uint8)
+        # The kernel's operand is unsigned: an int8 rhs is offset by +128 (its top bit flipped).
+        grid[:part.shape[0], :layout.n] = part.view(np.uint8) ^ (0x80 if layout.b_signed else 0)
+        # [panel][group of 4 depth steps][column of the panel][step]: pack_block's order.
+        panels = grid.reshape(groups, 4, width // NR, NR).transpose(2, 0, 3, 1)
+        offset = block * layout.block_bytes
+        packed[offset:offset + panels.size] = panels.reshape(-1)
+        if layout.a_unsigned:
+            sums[block, :layout.n] = part.astype(np.int64).sum(axis=0) * 128
+    return packed
+
+
 class _BytesGemm:
     """Emits one byte-product kernel into a KernelContext: threads split row strips."""
 
@@ -294,14 +366,23 @@ class _BytesGemm:
         b_signed = form.b.value.type.dtype is dtypes.int8
         routines = _Routines(ctx.module, not a_signed, b_signed)
         self.strip = routines.pack_strip(a_signed)
-        self.block = routines.pack_block(b_signed)
+        # A constant rhs that the plan packed at compile time (packed_weights.py) is read in
+        # place: no block is packed per call.
+        self.packed: PackedRhs | None = ctx.packed.get(id(form.b.value))
+        if self.packed is None:
+            self.block = routines.pack_block(b_signed)
+        else:
+            assert self.packed.matches(form) and self.packed.a_unsigned == (not a_signed), \
+                "a byte product's rhs was packed for another product"
         self.tile = routines.tile()
-        self.k_blocks = _ceil(form.k, KC)
-        self.kc = _ceil(form.k, self.k_blocks)
+        self.kc = depth_block(form.k)
         depth = _ceil(self.kc, 4) * 4
         width = _ceil(form.n, NR) * NR
         self.nc = max(min(RHS_BLOCK_BYTES // depth // NR * NR, width, MAX_NC), NR)
         self.depth = depth
+        strips = _ceil(form.m, MR) if isinstance(form.m, int) else 0
+        self.lhs_strips = strips if 0 < strips * MR * depth <= WHOLE_LHS_BYTES and \
+            form.k <= self.kc else 1
 
     def _buffer(self, etype: ir.Type, count: int, name: str) -> ir.Value:
         with self.b.goto_entry_block():
@@ -311,10 +392,11 @@ class _BytesGemm:
 
     def emit(self) -> Kernel:
         b, form = self.b, self.form
-        self.packed_b = self._buffer(I8, self.depth * self.nc, "bpack")
-        self.packed_a = self._buffer(I8, self.depth * MR, "apack")
-        self.column_sums = self._buffer(I32, self.nc + NR, "colsums")
-        self.row_sums = self._buffer(I32, MR, "rowsums")
+        if self.packed is None:
+            self.packed_b = self._buffer(I8, self.depth * self.nc, "bpack")
+            self.column_sums = self._buffer(I32, self.nc + NR, "colsums")
+        self.packed_a = self._buffer(I8, self.depth * MR * self.lhs_strips, "apack")
+        self.row_sums = self._buffer(I32, MR * self.lhs_strips, "rowsums")
         self.scratch = None if self.epilogue is None else \
             self._buffer(I32, MR * self.nc, "products")
         per_batch = _ceil(form.m, MR)
@@ -353,22 +435,42 @@ class _BytesGemm:
         m0 = b.mul(lo, const(MR))
         m1 = minimum(b, b.mul(hi, const(MR)), const(form.m))
         a, rhs = form.a, form.b
+
+        def pack_strip(ic: ir.Value, pc: ir.Value, kc: ir.Value, slot: ir.Value
+                       ) -> tuple[ir.Value, ir.Value]:
+            strip, sums = at(b, self.packed_a, b.mul(slot, const(self.depth)), I8), \
+                at(b, self.row_sums, slot, I32)
+            source = at(b, a_base, b.add(b.mul(ic, const(a.free)),
+                                         b.mul(pc, const(a.contract))), I8)
+            b.call(self.strip, [strip, sums, source, minimum(b, const(MR), b.sub(m1, ic)), kc,
+                                const(a.free), const(a.contract)])
+            return strip, sums
+
+        whole = self.lhs_strips > 1
+        if whole:  # every strip of these rows once: one depth block, the whole depth
+            with for_range(b, m0, m1, MR, name="is") as ic:
+                pack_strip(ic, const(0), const(form.k), ic)
         with for_range(b, 0, form.n, self.nc, name="jc") as jc:
             nc = minimum(b, const(self.nc), b.sub(const(form.n), jc))
             with for_range(b, 0, form.k, self.kc, name="pc") as pc:
                 kc = minimum(b, const(self.kc), b.sub(const(form.k), pc))
                 groups = b.udiv(b.add(kc, const(3)), const(4))
-                source = at(b, b_base, b.add(b.mul(jc, const(rhs.free)),
-                                             b.mul(pc, const(rhs.contract))), I8)
-                b.call(self.block, [self.packed_b, self.column_sums, source, kc, nc,
-                                    const(rhs.free), const(rhs.contract)])
+                if self.packed is None:
+                    packed_b, column_sums = self.packed_b, self.column_sums
+                    source = at(b, b_base, b.add(b.mul(jc, const(rhs.free)),
+                                                 b.mul(pc, const(rhs.contract))), I8)
+                    b.call(self.block, [packed_b, column_sums, source, kc, nc,
+                                        const(rhs.free), const(rhs.contract)])
+                else:
+                    packed_b, column_sums = self._packed_block(b_base, jc, pc, groups)
                 accumulate = b.icmp_signed("!=", pc, const(0))
                 with for_range(b, m0, m1, MR, name="ic") as ic:
                     mr = minimum(b, const(MR), b.sub(m1, ic))
-                    source = at(b, a_base, b.add(b.mul(ic, const(a.free)),
-                                                 b.mul(pc, const(a.contract))), I8)
-                    b.call(self.strip, [self.packed_a, self.row_sums, source, mr, kc,
-                                        const(a.free), const(a.contract)])
+                    if whole:
+                        strip, row_sums = at(b, self.packed_a, b.mul(ic, const(self.depth)),
+                                             I8), at(b, self.row_sums, ic, I32)
+                    else:
+                        strip, row_sums = pack_strip(ic, pc, kc, const(0))
                     if self.scratch is None:
                         target = at(b, c_base, b.add(b.mul(ic, const(form.c_row)), jc), I32)
                         ldc = const(form.c_row)
@@ -376,14 +478,25 @@ class _BytesGemm:
                         target, ldc = self.scratch, const(self.nc)
                     panel_bytes = b.mul(groups, const(4 * NR))
                     with for_range(b, 0, nc, NR, name="j") as j:
-                        panel = at(b, self.packed_b, b.mul(b.udiv(j, const(NR)), panel_bytes),
-                                   I8)
-                        b.call(self.tile, [groups, self.packed_a, panel, at(b, target, j, I32),
+                        panel = at(b, packed_b, b.mul(b.udiv(j, const(NR)), panel_bytes), I8)
+                        b.call(self.tile, [groups, strip, panel, at(b, target, j, I32),
                                            ldc, mr, minimum(b, const(NR), b.sub(nc, j)),
-                                           accumulate, self.row_sums,
-                                           at(b, self.column_sums, j, I32)])
+                                           accumulate, row_sums, at(b, column_sums, j, I32)])
                     if self.scratch is not None:
                         self._apply_epilogue(batch_index, ic, mr, jc, nc)
+
+    def _packed_block(self, base: ir.Value, jc: ir.Value, pc: ir.Value, groups: ir.Value
+                      ) -> tuple[ir.Value, ir.Value]:
+        """Where the packed constant holds the panels and column sums of the block at
+        columns `jc`, depth `pc` (`groups` groups of 4 deep)."""
+        b, packed = self.b, self.packed
+        assert packed is not None
+        block = b.udiv(pc, const(self.kc))
+        first = b.add(b.mul(block, const(packed.block_bytes)),
+                      b.mul(b.udiv(jc, const(NR)), b.mul(groups, const(4 * NR))))
+        sums = b.add(const(packed.sums_offset // 4),
+                     b.add(b.mul(block, const(packed.width)), jc))
+        return at(b, base, first, I8), at(b, base, sums, I32)
 
     def _apply_epilogue(self, batch_index: list[ir.Value], ic: ir.Value, mr: ir.Value,
                         jc: ir.Value, nc: ir.Value) -> None:
@@ -407,11 +520,15 @@ class _BytesGemm:
             indexing.store(b, value, self.ctx.pointer(out), epilogue.type, index)
 
 
+def runs(form: Form, fused_epilogue: bool) -> bool:
+    """Whether this kernel (rather than the generic one) runs a byte product of `form`."""
+    return form.k >= 4 and not (fused_epilogue and form.k > EPILOGUE_MAX_DEPTH)
+
+
 def emit(ctx: KernelContext, inst: Instruction, form: Form, epilogue: Value | None
          ) -> Kernel | None:
     """The VNNI kernel of byte product `inst`, or None when the generic kernel runs it."""
-    if form.k < 4:
-        return None
-    if epilogue is not None and form.k > EPILOGUE_MAX_DEPTH:
+    if not runs(form, epilogue is not None):
+        assert id(form.b.value) not in ctx.packed, "a packed rhs left to the generic kernel"
         return None
     return _BytesGemm(ctx, inst, form, epilogue).emit()

@@ -55,6 +55,7 @@ class KernelContext:
         self.module = module
         self.name = name
         self.constraints = plan.constraints
+        self.packed = plan.packed
         self.values = list(values)
         self.slots = [plan.slot(v) for v in self.values] + list(extra_slots)
         # A symbolic function's kernels also get the pointer to the symbol values, last.

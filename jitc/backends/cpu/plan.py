@@ -16,6 +16,7 @@ import bisect
 import heapq
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -25,11 +26,29 @@ from jitc.ir.opdef import Trait
 from jitc.ir.symbolic import Constraint, Dim, DimLike, is_static
 from jitc.ir.views import slice_view_offset
 
+if TYPE_CHECKING:
+    from jitc.backends.cpu.gemm_bytes import PackedRhs
+
 ALIGNMENT = 64
 
 
 def _aligned(n: DimLike) -> DimLike:
     return (n + ALIGNMENT - 1) // ALIGNMENT * ALIGNMENT
+
+
+def aligned_zeros(size: int) -> np.ndarray:
+    """`size` zero bytes whose data starts at a multiple of ALIGNMENT, like the workspace's
+    buffers and baked constants."""
+    raw = np.zeros(size + ALIGNMENT, np.uint8)
+    start = -raw.ctypes.data % ALIGNMENT
+    return raw[start:start + size]
+
+
+def aligned_copy(array: np.ndarray) -> np.ndarray:
+    """A C-contiguous copy of `array` whose data starts at a multiple of ALIGNMENT."""
+    copy = aligned_zeros(array.nbytes).view(array.dtype).reshape(array.shape)
+    copy[...] = array
+    return copy
 
 
 def _at_least_one(n: DimLike) -> DimLike:
@@ -60,6 +79,9 @@ class BufferPlan:
     # What the program's constraints say about the symbols' values (a kernel need not emit
     # code for sizes they rule out).
     constraints: tuple[Constraint, ...] = ()
+    # Constants passed packed for the byte products that read them (packed_weights.py):
+    # id(constant value) -> its layout; `constants` holds the packed bytes.
+    packed: dict[int, PackedRhs] = field(default_factory=dict)
 
     @property
     def num_slots(self) -> int:
