@@ -39,7 +39,7 @@ from jitc.numpy.ufuncs import compare, select
 from jitc.tracing import effects
 from jitc.tracing.effects import broadcasts_into
 from jitc.tracing.errors import IndexingError, ShapeError, TraceError, located
-from jitc.tracing.state import emit
+from jitc.tracing.state import emit, extent_value
 from jitc.tracing.tracer import Tracer
 
 Item = Any
@@ -58,6 +58,8 @@ def setitem(x: Tracer, index: Any, update: Any) -> Tracer:
 
 def _write(x: Tracer, index: Any, update: Any, ufunc: np.ufunc | None) -> Tracer:
     items = prepare(index, x.aval.short())
+    if ufunc is None and _traced_row(x, expand(items, x.ndim)):
+        return _assign_row(x, items[0], _value(x, update, x.shape[1:], items, ufunc))
     if not x.aval.is_static and (ufunc is not None or _indexes_symbolic_axes(x, items)):
         if ufunc is None and symbolic_write.writable(items):
             return symbolic_write.assign(x, items, update)
@@ -78,8 +80,6 @@ def _write(x: Tracer, index: Any, update: Any, ufunc: np.ufunc | None) -> Tracer
     basic = all(it is None or isinstance(it, slice) or _static_int(it) for it in expanded)
     if basic and ufunc is None:
         return _assign_basic(x, expanded, value)
-    if ufunc is None and _traced_row(x, expanded):
-        return _assign_row(x, expanded[0], value)
     lead = _row_prefix(expanded, x.ndim)
     positions = _positions(x, items, expanded, lead, target)
     return _scatter(x, lead, positions, value, ufunc)
@@ -221,10 +221,11 @@ def _write_dynamic(x: Tracer, items: tuple[Item, ...], value: Tracer,
 
 
 def _traced_row(x: Tracer, items: list[Item]) -> bool:
-    """Whether `items` pick one row of a static x by a traced integer scalar (`x[t] = row`,
-    `cache[pos] = k`), the rest of the axes whole."""
+    """Whether `items` pick one row of x by a traced integer scalar (`x[t] = row`,
+    `cache[pos] = k`), the rest of the axes whole and static."""
     first = items[0] if items else None
-    return (x.aval.is_static and len(items) == x.ndim and isinstance(first, Tracer)
+    return (all(is_static(d) for d in x.shape[1:]) and len(items) == x.ndim
+            and isinstance(first, Tracer)
             and first.ndim == 0 and first.dtype.kind in "iu"
             and all(isinstance(it, slice) and it == slice(None) for it in items[1:]))
 
@@ -235,13 +236,14 @@ def _assign_row(x: Tracer, position: Tracer, value: Tracer) -> Tracer:
     range writes nothing (the row written is the one already there), as for other traced
     indices (docs/jit.md)."""
     n = x.shape[0]
-    if n == 0:
+    if is_static(n) and n == 0:
         return x
+    # A symbolic row count is the call's (the block needs n >= 1: an empty x compiles exactly).
+    rows = lift(np.int64(n)) if is_static(n) else lift(extent_value(n), np.int64)
     index = lift(position, np.int64)
     zero = lift(np.int64(0))
-    wrapped = select(compare(index, zero, "lt"), np.add(index, np.int64(n)), index)
-    inside = np.logical_and(compare(wrapped, zero, "ge"), compare(wrapped, lift(np.int64(n)),
-                                                                  "lt"))
+    wrapped = select(compare(index, zero, "lt"), np.add(index, rows), index)
+    inside = np.logical_and(compare(wrapped, zero, "ge"), compare(wrapped, rows, "lt"))
     starts = [wrapped] + [zero] * (x.ndim - 1)
     block = (1, *x.shape[1:])
     current = emit(ops.DYNAMIC_SLICE, [x, *starts], {"sizes": list(block)})

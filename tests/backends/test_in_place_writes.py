@@ -106,3 +106,23 @@ def test_an_update_in_place_shares_no_kernel_with_a_copied_one() -> None:
 def test_non_contiguous_written_arguments_still_get_the_write() -> None:
     base = RNG.standard_normal((64, 16)).astype(np.float32)
     _same_as_numpy(set_row, base[:, ::2], np.ones(8, np.float32), 7)
+
+
+@pytest.mark.parametrize("backend", ["interpreter", "cpu", "c", "cuda-sim"])
+def test_a_traced_row_write_compiles_once_for_every_row_count(backend: str) -> None:
+    """cache[pos] = k over caches of changing length: one symbolic compilation (rows >= 2)
+    beside the exact ones for 1 and 0 rows, each call numpy's (an index out of range writes
+    nothing, docs/jit.md)."""
+    f = jitc.jit(set_then_read, backend=backend, disk_cache=False)
+    for rows in (1, 2, 5, 3, 0):
+        for pos in sorted({0, rows - 1, -1, 2, rows, -rows - 1}):
+            cache = RNG.standard_normal((rows, 4)).astype(np.float32)
+            k = RNG.standard_normal(4).astype(np.float32)
+            want, got = cache.copy(), cache.copy()
+            if -rows <= pos < rows:
+                expected = set_then_read(want, k, pos)
+                np.testing.assert_allclose(f(got, k, pos), expected, rtol=1e-5, atol=1e-5)
+            else:
+                f(got, k, pos)  # out of range: nothing written
+            np.testing.assert_array_equal(got, want)
+    assert sorted(s["symbolic"] for s in f.compile_stats()) == [False, False, True]
