@@ -67,9 +67,9 @@ class BufferPlan:
     copies: list[tuple[Value, int]] = field(default_factory=list)  # (source, output slot)
     aliases: dict[int, Value] = field(default_factory=dict)  # id(bitcast value) -> its operand
     donations: dict[int, int] = field(default_factory=dict)  # result index -> argument index
-    # Loop fusions rooted at a dynamic_update_slice of the buffer they are computed in (a
-    # written argument's own): only the block is written (see `_updated_in_place`).
-    in_place: set[int] = field(default_factory=set)  # id(fusion instruction)
+    # dynamic_update_slices (alone or at a loop fusion's root) computed in their operand's
+    # buffer, a written argument's own: only the block is written (`_updated_in_place`).
+    in_place: set[int] = field(default_factory=set)  # id(instruction)
     # Views: frame slot -> (slot of the buffer it lies in, byte offset); see plan_buffers.
     views: dict[int, tuple[int, DimLike]] = field(default_factory=dict)
     # The symbols of a symbolic function, in the order of the call's values, and the frame
@@ -158,10 +158,10 @@ def _donation(fn: Function, value: Value, donated: frozenset[int] | set[int],
 def _updated_in_place(fn: Function, value: Value, index: int, program: Module | None,
                       views: bool) -> bool:
     """Whether result `value`, written back into argument `index` after the call, can be
-    computed in that argument's buffer by writing only a block: its producer is a loop fusion
-    whose root is a dynamic_update_slice of that argument (`x[i] = row`, `cache[:, t] = k`),
-    which nothing reads after it and which the block itself does not read (computing the block
-    never sees an element the write changed)."""
+    computed in that argument's buffer by writing only a block: its producer is a
+    dynamic_update_slice of that argument (`x[i] = row`, `cache[pos] = k`), alone or at the root
+    of a loop fusion, which nothing reads after it and whose block reads the argument nowhere
+    (computing the block never sees an element the write changed)."""
     producer, p = value.producer, fn.parameters[index]
     if p.type != value.type or any(v is p for v in fn.outputs) or \
             sum(v is p for v in producer.operands) != 1:
