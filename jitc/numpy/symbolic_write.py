@@ -30,7 +30,7 @@ from jitc.numpy.indexing import apply_slice, expand, numpy_result_shape
 from jitc.numpy.shapes import broadcast_to, concatenate, reshape
 from jitc.numpy.ufuncs import compare, select
 from jitc.tracing.errors import IndexingError, ShapeError, located
-from jitc.tracing.state import emit
+from jitc.tracing.state import emit, extent_value
 from jitc.tracing.tracer import Tracer
 
 Item = Any
@@ -58,6 +58,8 @@ def assign(x: Tracer, items: tuple[Item, ...], update: Any) -> Tracer:
     expanded = expand(items, x.ndim)
     axes = _axes(x, expanded)
     value = _placed_value(x, expanded, axes, update)
+    if _one_row(x, axes):
+        return _row_update(x, int(axes[0][1]), value)
     mask = None
     for axis, item in axes:
         n = x.shape[axis]
@@ -73,6 +75,24 @@ def assign(x: Tracer, items: tuple[Item, ...], update: Any) -> Tracer:
         mask = spread if mask is None else np.logical_and(mask, spread)
     value = broadcast_to(value, x.shape)
     return value if mask is None else select(mask, value, x)
+
+
+def _one_row(x: Tracer, axes: list[tuple[int, Item]]) -> bool:
+    """Whether the write is one row of the symbolic first axis (`x[-1] = row`, `x[0] += v`),
+    every other axis whole and static."""
+    return (len(axes) == x.ndim and _is_int(axes[0][1]) and not is_static(x.shape[0])
+            and all(is_static(x.shape[a]) and _whole(item, x.shape[a]) for a, item in axes[1:]))
+
+
+def _row_update(x: Tracer, index: int, value: Tracer) -> Tracer:
+    """x with row `index` (counted from the end when negative; `_axes` required the call's
+    extent to hold it) replaced: one dynamic_update_slice, which the cpu backend stores in a
+    written argument's buffer in place, instead of a select over every row."""
+    position = lift(np.int64(index)) if index >= 0 else \
+        np.add(lift(extent_value(x.shape[0]), np.int64), np.int64(index))
+    block = broadcast_to(value, (1, *x.shape[1:]))
+    zero = lift(np.int64(0))
+    return emit(ops.DYNAMIC_UPDATE_SLICE, [x, block, position] + [zero] * (x.ndim - 1))
 
 
 def _is_int(item: Item) -> bool:

@@ -126,3 +126,22 @@ def test_a_traced_row_write_compiles_once_for_every_row_count(backend: str) -> N
                 f(got, k, pos)  # out of range: nothing written
             np.testing.assert_array_equal(got, want)
     assert sorted(s["symbolic"] for s in f.compile_stats()) == [False, False, True]
+
+
+@pytest.mark.parametrize("fn", [set_last, add_row])
+def test_row_writes_over_a_symbolic_length_are_computed_in_place(fn) -> None:
+    """x[-1] = row (a constant index: the call must have the row, as numpy's IndexError
+    requires) and cache[pos] += k compiled for every length still store only the row."""
+    from jitc.tracing.function import AbstractArray
+    spec = AbstractArray(("n", 8), np.float32)
+    extra = (np.ones(8, np.float32),) if fn is set_last else (np.ones(8, np.float32), 3)
+    compiled = jitc.jit(fn, disk_cache=False).lower(spec, *extra).compile()
+    assert compiled.executable.entry.donations == {0: 0}
+    f = jitc.jit(fn, disk_cache=False)
+    for rows in (4, 7, 5):
+        cache = RNG.standard_normal((rows, 8)).astype(np.float32)
+        want, got = cache.copy(), cache.copy()
+        fn(want, *extra)
+        f(got, *extra)
+        np.testing.assert_array_equal(got, want)
+    assert sum(s["symbolic"] for s in f.compile_stats()) == 1
