@@ -1,7 +1,8 @@
 """A written argument whose new value is a block update of the old one (`cache[pos] = k`,
-`x[-1] = row`, `x[3] += v`) is computed in the argument's own buffer on the cpu backend: the
-call stores the block and nothing else, where it used to build a whole new array and copy it
-back (a row into a 4096x256 float32 cache: 2 ms, now about 1 us; numpy 0.3 us)."""
+`x[-1] = row`, `x[3] += v`) is computed in the argument's own buffer on the cpu and c
+backends: the call stores the block and nothing else, where it used to build a whole new
+array and copy it back (a row into a 4096x256 float32 cache: 2 ms, now about 1 us; numpy
+0.3 us)."""
 
 from __future__ import annotations
 
@@ -13,11 +14,11 @@ import jitc
 RNG = np.random.default_rng(11)
 
 
-def _same_as_numpy(fn, *args) -> None:
+def _same_as_numpy(fn, *args, backend: str = "cpu") -> None:
     want_args = [a.copy() if isinstance(a, np.ndarray) else a for a in args]
     got_args = [a.copy() if isinstance(a, np.ndarray) else a for a in args]
     want = fn(*want_args)
-    got = jitc.jit(fn, disk_cache=False)(*got_args)
+    got = jitc.jit(fn, backend=backend, disk_cache=False)(*got_args)
     for w, g in zip(want_args, got_args):
         if isinstance(w, np.ndarray):
             np.testing.assert_array_equal(g, w)
@@ -48,11 +49,12 @@ def read_then_set(cache, k, pos):
     return before[pos] + cache[pos]
 
 
+@pytest.mark.parametrize("backend", ["cpu", "c"])
 @pytest.mark.parametrize("fn", [set_row, add_row, set_then_read, read_then_set])
 @pytest.mark.parametrize("pos", [0, 5, -1, -64, 63])
-def test_row_writes_equal_numpy(fn, pos: int) -> None:
+def test_row_writes_equal_numpy(fn, pos: int, backend: str) -> None:
     _same_as_numpy(fn, RNG.standard_normal((64, 8)).astype(np.float32),
-                   RNG.standard_normal(8).astype(np.float32), pos)
+                   RNG.standard_normal(8).astype(np.float32), pos, backend=backend)
 
 
 @pytest.mark.parametrize("pos", [64, -65, 1000])
@@ -76,6 +78,8 @@ def test_the_update_is_computed_in_the_arguments_buffer(fn, args) -> None:
     compiled = jitc.jit(fn, disk_cache=False).lower(*args).compile()
     # The write-back (the only result) lives in argument 0's buffer.
     assert compiled.executable.entry.donations == {0: 0}
+    compiled = jitc.jit(fn, backend="c", disk_cache=False).lower(*args).compile()
+    assert compiled.executable.plan.donations == {0: 0}
 
 
 def test_a_view_of_the_argument_returned_keeps_the_copy() -> None:
@@ -90,7 +94,8 @@ def test_a_view_of_the_argument_returned_keeps_the_copy() -> None:
     assert np.shares_memory(got, x) and np.array_equal(got[0], np.ones(4))
 
 
-def test_an_update_in_place_shares_no_kernel_with_a_copied_one() -> None:
+@pytest.mark.parametrize("backend", ["cpu", "c"])
+def test_an_update_in_place_shares_no_kernel_with_a_copied_one(backend: str) -> None:
     """The same block update of a fresh array and of a written argument: two kernels (one
     stores the whole array, the other the block only)."""
     def f(x, z, v):
@@ -100,12 +105,13 @@ def test_an_update_in_place_shares_no_kernel_with_a_copied_one() -> None:
         return w
 
     x, z = RNG.standard_normal((16, 4)), RNG.standard_normal((16, 4))
-    _same_as_numpy(f, x, z, np.ones(4))
+    _same_as_numpy(f, x, z, np.ones(4), backend=backend)
 
 
-def test_non_contiguous_written_arguments_still_get_the_write() -> None:
+@pytest.mark.parametrize("backend", ["cpu", "c"])
+def test_non_contiguous_written_arguments_still_get_the_write(backend: str) -> None:
     base = RNG.standard_normal((64, 16)).astype(np.float32)
-    _same_as_numpy(set_row, base[:, ::2], np.ones(8, np.float32), 7)
+    _same_as_numpy(set_row, base[:, ::2], np.ones(8, np.float32), 7, backend=backend)
 
 
 @pytest.mark.parametrize("backend", ["interpreter", "cpu", "c", "cuda-sim"])

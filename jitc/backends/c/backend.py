@@ -277,7 +277,8 @@ class CBackend:
             raise RuntimeError(f"the C backend is unavailable: {self.unavailable_reason()}")
         pool = _pool_address()
         translation = lower_module(module, options.donated,
-                                   options.num_threads if pool is not None else 1)
+                                   options.num_threads if pool is not None else 1,
+                                   options.writebacks)
         library = build.library(translation.source, self.compiler)
         if pool is not None and translation.source.count(POOL) > 1:
             ctypes.c_void_p.in_dll(library, POOL).value = pool

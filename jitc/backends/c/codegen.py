@@ -25,7 +25,7 @@ from jitc.ir.types import TensorType
 from .cgen import c_identifier, symbol_variable
 from .elemental import RULES
 from .extents import WorkspaceLayout, module_symbols, plan_symbolic, refuse_unsupported
-from .fusions import emit_fusion
+from .fusions import emit_fusion, update_in_place
 from .helpers import HELPERS, preamble
 from .kernels import Kernel, emit_arg, emit_convolution, emit_copy, emit_dot, emit_elemental
 from .kernels import emit_reduce as _emit_reduce
@@ -60,7 +60,8 @@ class Program:
     takes the symbols of the whole module (`symbols`), in its order."""
 
     def __init__(self, module: Module, donated: frozenset[int] = frozenset(),
-                 symbols: list[str] | None = None, prefix: str = "", threads: int = 1) -> None:
+                 symbols: list[str] | None = None, prefix: str = "", threads: int = 1,
+                 writebacks: tuple[int, ...] = ()) -> None:
         self.module = module
         self.threads = threads  # the most a kernel may run on (parallel.py)
         fn = module.entry
@@ -73,7 +74,7 @@ class Program:
             refuse_unsupported(module)
             self.plan, self.layout = plan_symbolic(fn, module, self.symbols)
         else:
-            self.plan = plan_buffers(fn, donated, module)
+            self.plan = plan_buffers(fn, donated, module, writebacks=writebacks)
         self.symbol_variables = [symbol_variable(s) for s in self.symbols]
         self.texts = instruction_texts(module)
         self.names: dict[int, str] = {}
@@ -145,6 +146,8 @@ def _unique(name: str, taken: set[str]) -> str:
 
 
 def emit_kernel(program: Program, name: str, inst: Instruction) -> Kernel:
+    if id(inst) in program.plan.in_place:  # a dynamic_update_slice in its operand's buffer
+        return update_in_place(program, name, inst)
     if inst.op is ops.FUSION:
         return emit_fusion(program, name, inst)
     special = _SPECIAL.get(inst.op)
@@ -178,11 +181,12 @@ class Unit:
 
 
 def lower_module(module: Module, donated: frozenset[int] = frozenset(),
-                 threads: int = 1) -> Translation:
+                 threads: int = 1, writebacks: tuple[int, ...] = ()) -> Translation:
     """The C source of an optimized module; `donated` names arguments whose buffers results
     may be computed in (buffer assignment decides where that is safe); large kernels run on
-    up to `threads` threads of the pool (parallel.py)."""
-    unit = lower_unit(module, donated, threads=threads)
+    up to `threads` threads of the pool (parallel.py); `writebacks`: the arguments the last
+    results are copied back into (a block update of one is stored in its buffer in place)."""
+    unit = lower_unit(module, donated, threads=threads, writebacks=writebacks)
     parts = [_header(module.entry, unit.program),
              "\n".join(f"#include <{h}>" for h in INCLUDES)]
     if unit.helpers:
@@ -194,14 +198,14 @@ def lower_module(module: Module, donated: frozenset[int] = frozenset(),
 
 def lower_unit(module: Module, donated: frozenset[int] = frozenset(), prefix: str = "",
                region: bool = False, symbols: list[str] | None = None,
-               threads: int = 1) -> Unit:
+               threads: int = 1, writebacks: tuple[int, ...] = ()) -> Unit:
     """The C functions of `module`. The entry of a `region` is `static void
     {prefix}entry(void **buffers)` taking `[arguments..., results..., workspace]` (with
     `dims` before the workspace when `symbols`, those of the whole module, are given), with
     its array constants baked into the unit; kernel names start with `prefix`."""
     from .control import emit_control
     fn = module.entry
-    program = Program(module, donated, symbols, prefix, threads)
+    program = Program(module, donated, symbols, prefix, threads, writebacks)
     kernels: list[Kernel] = []
     region_code: list[str] = []
     helpers: set[str] = set()

@@ -20,6 +20,7 @@ from .kernels import (
     Kernel,
     KernelContext,
     PairwiseSums,
+    buffers_used,
     convolution_into,
     declare_accumulator,
     dot_into,
@@ -27,18 +28,25 @@ from .kernels import (
     loop_over,
     reduce_into,
 )
+from .movement import clamped_starts
 
 if TYPE_CHECKING:
     from .codegen import Program
 
 
-def emit_fusion(program: Program, name: str, inst: Instruction) -> Kernel:
-    body = program.module.functions[inst.attrs["calls"]]  # type: ignore[index]
+def fusion_values(program: Program, inst: Instruction) -> list[Value]:
+    """The buffers fusion `inst`'s kernel touches: its results, then its materialised
+    operands."""
     values: list[Value] = list(inst.results)
     for operand in inst.operands:
         if program.plan.slot(operand) is not None and all(v is not operand for v in values):
             values.append(operand)
-    ctx = KernelContext(program, name, inst, values)
+    return values
+
+
+def emit_fusion(program: Program, name: str, inst: Instruction) -> Kernel:
+    body = program.module.functions[inst.attrs["calls"]]  # type: ignore[index]
+    ctx = KernelContext(program, name, inst, fusion_values(program, inst))
     ctx.parallel = True
     for param, operand in zip(body.parameters, inst.operands):
         ctx.e.aliases[id(param)] = operand
@@ -59,6 +67,29 @@ def emit_fusion(program: Program, name: str, inst: Instruction) -> Kernel:
         _dot_kernel(program, ctx, body, inst)
     else:
         _row_kernel(ctx, body, inst)
+    return ctx.finish()
+
+
+def update_in_place(program: Program, name: str, inst: Instruction) -> Kernel:
+    """A dynamic_update_slice (`inst`, or the root of loop fusion `inst`) computed in its
+    operand's buffer, a written argument's (the plan's `in_place`): only the block is stored,
+    at the starts clamped as the op clamps them."""
+    ctx = KernelContext(program, name, inst, fusion_values(program, inst)
+                        if inst.op is ops.FUSION else buffers_used(inst, program))
+    root = inst
+    if inst.op is ops.FUSION:
+        body = program.module.functions[inst.attrs["calls"]]  # type: ignore[index]
+        for param, operand in zip(body.parameters, inst.operands):
+            ctx.e.aliases[id(param)] = operand
+        root = body.outputs[0].producer
+    operand, update = root.operands[0].type, root.operands[1]
+    starts = clamped_starts(ctx.e, root.operands[2:], operand.shape, update.type.shape)
+    target = ctx.pointer(inst.results[0])
+
+    def element(index: list[str]) -> None:
+        placed = [ctx.e.let_index(f"{s} + {i}") for s, i in zip(starts, index)]
+        ctx.e.store(ctx.e.value_at(update, index), target, operand, placed)
+    loop_over(ctx, update.type, element)
     return ctx.finish()
 
 

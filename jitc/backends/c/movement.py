@@ -227,8 +227,10 @@ def _concatenate_run_time(e: CEmitter, inst: Instruction, index: Index) -> str:
     return result
 
 
-def _clamped_starts(e: CEmitter, starts: Sequence[Value], shape: Sequence[int],
+def clamped_starts(e: CEmitter, starts: Sequence[Value], shape: Sequence[int],
                     sizes: Sequence[int]) -> Index:
+    """The start indices of a dynamic slice (or update) of `sizes`, clamped as the op clamps
+    them: into [0, dim - size]."""
     return [e.clamp_index(e.to_index(e.scalar(v)), 0, dim - size)
             for v, dim, size in zip(starts, shape, sizes)]
 
@@ -236,7 +238,7 @@ def _clamped_starts(e: CEmitter, starts: Sequence[Value], shape: Sequence[int],
 @rule("dynamic_slice")
 def _dynamic_slice(e: CEmitter, inst: Instruction, index: Index) -> str:
     operand = inst.operands[0].type
-    starts = _clamped_starts(e, inst.operands[1:], operand.shape,
+    starts = clamped_starts(e, inst.operands[1:], operand.shape,
                              inst.attrs["sizes"])  # type: ignore[arg-type]
     return e.operand(inst, 0, [e.let_index(f"{s} + {i}") for s, i in zip(starts, index)])
 
@@ -246,7 +248,7 @@ def _dynamic_update_slice(e: CEmitter, inst: Instruction, index: Index) -> str:
     operand, update = inst.operands[0].type, inst.operands[1].type
     if update.size == 0:
         return e.operand(inst, 0, index)
-    starts = _clamped_starts(e, inst.operands[2:], operand.shape, update.shape)
+    starts = clamped_starts(e, inst.operands[2:], operand.shape, update.shape)
     conditions, local = [], []
     for i, s, size in zip(index, starts, update.shape):
         delta = e.let_index(f"{i} - {s}")
