@@ -310,6 +310,16 @@ def _worth_a_kernel(group: Group) -> bool:
     return len(real) > 1
 
 
+def _updates_a_parameter(fn: Function, group: Group) -> bool:
+    """Whether `group` is a block update of a parameter that the function returns (a written
+    argument's new value, `cache[pos] = k`): it stays a kernel of its own, which backends
+    store in the argument's buffer in place (only the block), rather than a second output of
+    a kernel that writes every element."""
+    root = group.root
+    return (root.op is ops.DYNAMIC_UPDATE_SLICE and root.operands[0].producer.op is
+            ops.PARAMETER and any(v is root.results[0] for v in fn.outputs))
+
+
 def _merge_siblings(fn: Function, groups: list[Group]) -> list[Group]:
     """Join kernels of one kind and shape that read a common input into one multi-output
     kernel, so the input is read once (a sum and a sum of squares of the same rows).
@@ -328,7 +338,7 @@ def _merge_siblings(fn: Function, groups: list[Group]) -> list[Group]:
     kernel_at: dict[int, Group] = {}
     for group in sorted(groups, key=lambda g: position[id(g.root)]):
         mine = _input_values(group)
-        if group.kind not in ("loop", "row"):
+        if group.kind not in ("loop", "row") or _updates_a_parameter(fn, group):
             merged.append(group)
             continue
         signature = (group.kind, group.shape, group.outer, group.root.results[0].type.shape)
@@ -397,6 +407,7 @@ def _merge_producers(fn: Function, groups: list[Group]) -> list[Group]:
                 producer = by_root.get(id(v.producer))
                 if (producer is None or producer is consumer or id(producer) in gone
                         or producer.kind != "loop" or producer.siblings
+                        or _updates_a_parameter(fn, producer)
                         or producer.shape != consumer.shape
                         or producer.root.results[0].type.shape != consumer.shape
                         or not all(id(u) in consumer.owned or position[id(u)] > at

@@ -151,3 +151,22 @@ def test_row_writes_over_a_symbolic_length_are_computed_in_place(fn) -> None:
         f(got, *extra)
         np.testing.assert_array_equal(got, want)
     assert sum(s["symbolic"] for s in f.compile_stats()) == 1
+
+
+@pytest.mark.parametrize("backend", ["cpu", "c"])
+def test_an_update_read_by_a_kernel_of_its_shape_stays_in_place(backend: str) -> None:
+    """Fusion keeps a written argument's block update out of the kernels that read the new
+    array (which would make it their second output, every element written): a decode step's
+    cache read right after the write."""
+    def step(cache, k, q, pos):
+        cache[pos] = k
+        return cache.astype(np.float64) @ q
+
+    args = (RNG.standard_normal((64, 8)).astype(np.float32), np.ones(8, np.float32),
+            RNG.standard_normal(8), 9)
+    _same_as_numpy(step, *args, backend=backend)
+    executable = jitc.jit(step, backend=backend, disk_cache=False).lower(*args).compile() \
+        .executable
+    donations = executable.entry.donations if backend == "cpu" else \
+        executable.plan.donations
+    assert donations == {1: 0}
