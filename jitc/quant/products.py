@@ -277,14 +277,9 @@ class Rewriter:
         contract = _dims(attrs, side)[1]
         channels = int(np.prod([operands[side].shape[d] for d in range(operands[side].ndim)
                                 if d not in contract]))
-        name, array = self.plan.weights[weight_id]
-        if channels < self.plan.min_channels:  # too narrow to gain (a classifier's logits)
-            self.plan.left_float[name] = (array.shape, channels)
+        product = self._planned(weight_id, channels)
+        if product is None:
             return None
-        occurrence = self._use(name)
-        if occurrence is None:
-            return None
-        product = self.plan.product(name, occurrence, array)
         activation = operands[1 - side]
         x_batch, x_contract = _dims(attrs, 1 - side)
         x_free = _roles(activation.ndim, x_batch, x_contract)
@@ -297,6 +292,19 @@ class Rewriter:
             return None
         return (self._rewrite(product, product.quantized, side, activation, operands,
                               attrs),)
+
+    def _planned(self, weight_id: int, channels: int) -> Product | None:
+        """The plan's product for this use of weight `weight_id` with `channels` output
+        channels; None when it stays float32: too narrow to gain (a classifier's logits,
+        left_float) or kept float by `agreement` (kept_float)."""
+        name, array = self.plan.weights[weight_id]
+        if channels < self.plan.min_channels:
+            self.plan.left_float[name] = (array.shape, channels)
+            return None
+        occurrence = self._use(name)
+        if occurrence is None:
+            return None
+        return self.plan.product(name, occurrence, array)
 
     def _use(self, name: str) -> int | None:
         """Count a use of the weight `name`; its occurrence, or None when that product is
@@ -325,15 +333,10 @@ class Rewriter:
                              kernel.shape[dims.rhs_out] // groups < MIN_OUT_FEATURES):
             return None
         weight_id, moves = found
-        name, array = self.plan.weights[weight_id]
         channels = kernel.shape[dims.rhs_out]
-        if channels < self.plan.min_channels:
-            self.plan.left_float[name] = (array.shape, channels)
+        product = self._planned(weight_id, channels)
+        if product is None:
             return None
-        occurrence = self._use(name)
-        if occurrence is None:
-            return None
-        product = self.plan.product(name, occurrence, array)
         product.convolution = True
         # The kernel as the rhs of a product contracting its input features and window.
         as_product = {"lhs_batch": [], "rhs_batch": [], "lhs_contract": [],

@@ -122,6 +122,22 @@ def _is_alias(inst: Instruction, views: bool) -> bool:
     return is_bitcast(inst) or (views and slice_view_offset(inst) is not None)
 
 
+def _read_last_by(fn: Function, p: Value, producer: Instruction, views: bool) -> bool:
+    """Whether `producer` is the last instruction to read argument `p` (reads through a
+    bitcast or a view of it count as reads of it, where their kernel runs) and reads it only
+    directly, with no alias of `p` returned: then `producer` may write into `p`'s buffer."""
+    names = {id(p)}  # p and every alias of (part of) its buffer
+    for inst in fn.body:
+        if _is_alias(inst, views) and id(inst.operands[0]) in names:
+            names.add(id(inst.results[0]))
+    if any(id(v) in names and v is not p for v in [*fn.outputs, *producer.operands]):
+        return False
+    position = {id(inst): n for n, inst in enumerate(fn.body)}
+    users = [inst for inst in fn.body if not _is_alias(inst, views) and
+             any(id(v) in names for v in inst.operands)]
+    return bool(users) and max(position[id(u)] for u in users) == position[id(producer)]
+
+
 def _donation(fn: Function, value: Value, donated: frozenset[int] | set[int],
               program: Module | None, views: bool) -> int | None:
     """A donated argument whose buffer can hold `value`: same type, row-major, read for the
@@ -131,23 +147,13 @@ def _donation(fn: Function, value: Value, donated: frozenset[int] | set[int],
     producer may read the argument only directly."""
     producer = value.producer
     params = fn.parameters
-    position = {id(inst): n for n, inst in enumerate(fn.body)}
     for index in sorted(donated):
         if index >= len(params):
             continue
         p = params[index]
         if p.type != value.type or not p.type.is_row_major or any(v is p for v in fn.outputs):
             continue
-        names = {id(p)}  # p and every alias of (part of) its buffer
-        for inst in fn.body:
-            if _is_alias(inst, views) and id(inst.operands[0]) in names:
-                names.add(id(inst.results[0]))
-        if any(id(v) in names and v is not p for v in fn.outputs) or \
-                any(id(v) in names and v is not p for v in producer.operands):
-            continue
-        users = [inst for inst in fn.body if not _is_alias(inst, views) and
-                 any(id(v) in names for v in inst.operands)]
-        if not users or max(position[id(u)] for u in users) != position[id(producer)]:
+        if not _read_last_by(fn, p, producer, views):
             continue
         if _reads_in_step(producer, [n for n, v in enumerate(producer.operands) if v is p],
                           program):
@@ -181,16 +187,7 @@ def _updated_in_place(fn: Function, value: Value, index: int, program: Module | 
             return False
     else:
         return False
-    names = {id(p)}  # p and every alias of (part of) its buffer
-    for inst in fn.body:
-        if _is_alias(inst, views) and id(inst.operands[0]) in names:
-            names.add(id(inst.results[0]))
-    if any(id(v) in names and v is not p for v in [*fn.outputs, *producer.operands]):
-        return False
-    position = {id(inst): n for n, inst in enumerate(fn.body)}
-    users = [inst for inst in fn.body if not _is_alias(inst, views) and
-             any(id(v) in names for v in inst.operands)]
-    return max(position[id(u)] for u in users) == position[id(producer)]
+    return _read_last_by(fn, p, producer, views)
 
 
 def _reads_in_step(inst: Instruction, operand_indices: list[int],
