@@ -5,6 +5,8 @@ and `jit`'s policy then compiles exactly."""
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 from symbolic_programs import B1, PROGRAMS, W1, W2, floats, mlp, softmax
@@ -353,18 +355,25 @@ def test_the_generic_kernel_is_emitted_only_for_sizes_the_constraints_allow() ->
         np.testing.assert_allclose(got, x @ w1 @ w2, rtol=1e-4, atol=1e-3)
 
 
-def test_a_softmax_row_of_symbolic_length_keeps_its_exp_when_the_row_fits() -> None:
-    # The exp that the sum reduces and the division reads again is kept in a row buffer of
-    # ROW_BUFFER_LIMIT elements for the rows that fit it (decided per call), recomputed for
-    # longer ones; before, a row of symbolic length always recomputed it (1.8x the time of the
-    # exact kernel for GPT-2's 256-long attention rows).
+def test_a_softmax_row_of_symbolic_length_keeps_its_exp_in_one_copy_of_the_row_code() -> None:
+    # The exp that the sum reduces and the division reads again is kept in a row buffer:
+    # ROW_BUFFER_LIMIT elements on the stack for the rows that fit it (decided per call), a
+    # heap block for longer ones, freed after the rows. Before the buffer, a row of symbolic
+    # length always recomputed the exp (1.8x the time of the exact kernel for GPT-2's 256-long
+    # attention rows); before the heap block, the kernel held a second, recomputing copy of
+    # the row code, which doubled LLVM's time for it.
     from jitc.backends.cpu.codegen import lower_module
     from jitc.backends.cpu.fusions import ROW_BUFFER_LIMIT
 
-    lowered = jitc.jit(softmax).lower(AbstractArray("f32[2,S]"))
+    lowered = jitc.jit(softmax).lower(AbstractArray("f32[R,S]"))
     text = str(lower_module(lowered.optimize()).llvm_ir)
     assert f"alloca float, i64 {ROW_BUFFER_LIMIT}" in text
+    assert text.count('call ptr @"malloc"') == 1 and text.count('call void @"free"') == 1
+    # The exp only in the sum's block loop and remainder loop: the division reads it from
+    # the buffer (7 calls before: a second copy of the rows, and a chunk loop of its own).
+    assert len(re.findall(r'call .*@"jitc.vmath.exp', text)) == 2
     compiled = lowered.compile()
-    for n in (3, ROW_BUFFER_LIMIT, ROW_BUFFER_LIMIT + 1, 3 * ROW_BUFFER_LIMIT):
-        x = floats(2, n) * 4.0
+    for rows, n in ((2, 3), (2, ROW_BUFFER_LIMIT), (2, ROW_BUFFER_LIMIT + 1),
+                    (7, 3 * ROW_BUFFER_LIMIT), (1, 1)):
+        x = floats(rows, n) * 4.0
         np.testing.assert_allclose(compiled(x), softmax(x), rtol=2e-5, atol=1e-9)

@@ -70,7 +70,8 @@ SYMBOLIC_GUESS = 1024
 
 
 # Emits the generic kernel's code where the builder is; returns its split extent and cost.
-RowKernel = Callable[[], tuple[DimLike, DimLike]]
+# Its argument: a symbolic extent that is at most 1 where this code runs.
+RowKernel = Callable[[DimLike], tuple[DimLike, DimLike]]
 
 
 # -- which dot_generals become a GEMM ------------------------------------------------------
@@ -303,20 +304,26 @@ class _Gemm:
             self.ctx.finish()
             return Kernel(self.ctx.name, outer, cost)
         assert rows is not None
-        few = None
-        for extent, bound in generic:
-            test = b.icmp_signed("<=", self._value(extent), const(bound))
-            few = test if few is None else b.or_(few, test)
-        with b.if_else(few) as (by_rows, blocked):
-            with by_rows:
-                row_outer, row_cost = rows()
-            with blocked:
-                outer = self._emit_variants(self.variants)
+        outer, cost = self._generic_or_blocked(rows, generic, cost)
         self.ctx.finish()
-        for extent, bound in reversed(generic):
-            outer = extents.Choice(extent, bound, row_outer, outer)
-            cost = extents.Choice(extent, bound, row_cost, cost)
         return Kernel(self.ctx.name, outer, cost)
+
+    def _generic_or_blocked(self, rows: RowKernel, generic: Sequence[tuple[DimLike, int]],
+                            cost: DimLike | extents.Choice
+                            ) -> tuple[DimLike | extents.Choice, DimLike | extents.Choice]:
+        """The generic kernel for the first test of `generic` that holds at the call (one
+        copy per test: one row and one column take different loops), else the GEMM."""
+        if not generic:
+            return self._emit_variants(self.variants), cost
+        (extent, bound), rest = generic[0], generic[1:]
+        b = self.b
+        with b.if_else(b.icmp_signed("<=", self._value(extent), const(bound))) as (few, more):
+            with few:
+                row_outer, row_cost = rows(extent)
+            with more:
+                outer, cost = self._generic_or_blocked(rows, rest, cost)
+        return (extents.Choice(extent, bound, row_outer, outer),
+                extents.Choice(extent, bound, row_cost, cost))
 
     def _emit_variants(self, variants: list[tuple[int | None, bool, bool]]
                        ) -> DimLike | extents.Choice:

@@ -216,28 +216,37 @@ def reduction_loops(b: ir.IRBuilder, t: TensorType, order: list[int], count: int
             pending = b.alloca(I64)
         b.store(zero, pending)
 
-    def blocks(fixed: dict[int, ir.Value], start: ir.Value | int, stop: ir.Value | int
-               ) -> None:
+    def blocks(fixed: dict[int, ir.Value], start: ir.Value | DimLike, stop: ir.Value | DimLike,
+               flush_chunks: bool = False) -> None:
         with for_range(b, start, stop, count, name="block") as first:
             if each_block is not None:
                 each_block({**fixed, inner: first})
             with for_range(b, 0, count, name="lane") as lane:
                 accumulate(lane, {**fixed, inner: b.add(first, lane, flags=["nsw"])})
+            if flush_chunks:  # after each `chunk` elements, as the chunk loop flushes
+                end = b.add(first, ir.Constant(I64, count), flags=["nsw"])
+                with b.if_then(b.icmp_signed("==", b.urem(end, ir.Constant(I64, chunk)),
+                                             zero)):
+                    assert flush is not None
+                    flush()
 
     def innermost(counters: list[ir.Value]) -> None:
         fixed = dict(zip(outer, counters))
-        if not chunk:
-            chunked: DimLike = 0
+        if chunk and not is_static(main):
+            # One block loop that flushes every `chunk` elements, not a chunk loop and a loop
+            # for the blocks after the last chunk: the same sums, one copy of the element
+            # code for LLVM to optimize instead of two.
+            blocks(fixed, 0, main, flush_chunks=True)
         else:
-            chunked = main - main % chunk if is_static(main) else main // chunk * chunk
-        # Symbolic bounds emit each loop; its trip count may be zero at the call.
-        if not is_static(chunked) or chunked:
-            with for_range(b, 0, chunked, chunk, name="chunk") as first:
-                blocks(fixed, first, b.add(first, ir.Constant(I64, chunk), flags=["nsw"]))
-                assert flush is not None
-                flush()
-        if not (is_static(chunked) and is_static(main)) or chunked < main:
-            blocks(fixed, chunked, main)
+            chunked = main - main % chunk if chunk else 0
+            if chunked:
+                with for_range(b, 0, chunked, chunk, name="chunk") as first:
+                    blocks(fixed, first, b.add(first, ir.Constant(I64, chunk), flags=["nsw"]))
+                    assert flush is not None
+                    flush()
+            # A symbolic bound emits the loop; its trip count may be zero at the call.
+            if not is_static(main) or chunked < main:
+                blocks(fixed, chunked, main)
         if not is_static(n) or main < n:
             with for_range(b, 0, n - main, name="rest") as lane:
                 position = b.add(extents.value(b, main), lane, flags=["nsw"])
