@@ -21,6 +21,7 @@ import numpy as np
 from jitc import dispatch, jit_pickle, profiling, progress
 from jitc import dynamic as dynamic_policy
 from jitc.backends import get_backend
+from jitc.ir import symbolic
 from jitc.ir.core import Module, transform_module
 from jitc.ir.verifier import verify
 from jitc.options import Options
@@ -405,7 +406,8 @@ class Jitted(_FastCall):
             return None, plan.refused(refused)
         signature = ", ".join(str(s) for s in plan.specs)
         try:
-            with collector_paused(), progress.watch(self.name, signature):
+            with collector_paused(), progress.watch(self.name, signature), \
+                    symbolic.given(plan.guards):
                 count = len(arguments)
                 lowered = self._lower(dynamic, static, treedef, plan.specs[:count], captured,
                                       instance, captured_types=plan.specs[count:])

@@ -168,6 +168,75 @@ def test_a_refused_symbolic_compilation_falls_back_to_exact_ones() -> None:
                                                     "symbolic compilation is refused (")
 
 
+# Code that asks about a symbolic extent's value at the call: equality with a number or with
+# another extent, containment, a dict or set key. Each answer used to be the structural one
+# (the expression `n` is not the number 5), so the trace took the `!= 5` branch and the size-5
+# call ran it: a silent wrong answer.
+VALUE_QUESTIONS = {
+    "== 5": lambda x: x * 2.0 if x.shape[0] == 5 else x + 1.0,
+    "!= 4": lambda x: x * 2.0 if x.shape[0] != 4 else x + 1.0,
+    "in a tuple": lambda x: x * 3.0 if x.shape[0] in (3, 6) else x,
+    "a dict key": lambda x: x * {3: 1.5, 5: 2.5}.get(x.shape[0], 0.5),
+    "in a set": lambda x: x * 3.0 if x.shape[0] in {2, 4} else x,
+    "two extents": lambda x, y: x.sum() + y.sum() * (2.0 if x.shape[0] == y.shape[0] else 3.0),
+}
+
+
+@pytest.mark.parametrize("question", sorted(VALUE_QUESTIONS))
+def test_a_question_about_a_symbolic_extent_s_value_is_answered_per_size(question: str
+                                                                          ) -> None:
+    fun = VALUE_QUESTIONS[question]
+    f = jitc.jit(fun, backend="interpreter")
+    for n in (1, 2, 3, 4, 5, 6, 7, 0):
+        args = [_floats(n, 3)] + ([_floats(7 - n, 3)] if question == "two extents" else [])
+        np.testing.assert_allclose(f(*args), fun(*args), rtol=1e-6, err_msg=f"size {n}")
+    # The symbolic compilation is refused with the question named, never run.
+    reasons = [reason for _, reason, symbolic in _reasons(f) if not symbolic]
+    assert len(reasons) == len(_reasons(f)) == 8
+    assert any("the symbolic compilation is refused" in r and "until the call" in r
+               for r in reasons)
+
+
+def test_a_question_that_the_guard_answers_keeps_the_symbolic_compilation() -> None:
+    # The automatic policy's guard n >= 2 is known while tracing: an extent is never 0 or 1.
+    def f(x):
+        if x.shape[0] == 0 or x.shape[0] == 1 or x.shape[0] + 1 == 2:
+            return x * 0.0
+        return x * (2.0 if x.shape[0] != 1 else 3.0)
+
+    jitted = jitc.jit(f, backend="interpreter")
+    for n in (1, 2, 3, 9):
+        x = _floats(n, 3)
+        np.testing.assert_allclose(jitted(x), f(x), rtol=1e-6)
+    assert [r[2] for r in _reasons(jitted)] == [False, True]
+
+
+def test_extents_that_the_trace_has_made_equal_compare_equal() -> None:
+    def f(x, y):
+        total = x + y  # records a == b
+        return total * (2.0 if x.shape[0] == y.shape[0] else 3.0)
+
+    jitted = jitc.jit(f, backend="interpreter", dynamic={"x": {0: "a"}, "y": {0: "b"}})
+    for n in (2, 5):
+        x, y = _floats(n, 3), _floats(n, 3)
+        np.testing.assert_allclose(jitted(x, y), f(x, y), rtol=1e-6)
+    assert [r[2] for r in _reasons(jitted)] == [True]
+
+
+def test_extents_compare_as_expressions_outside_a_trace() -> None:
+    # The compiler's question (the same expression?) outside a trace, the call's value inside.
+    from jitc.ir import symbolic
+    n = symbolic.symbol("n")
+    assert (n == 5) is False and n != 5 and n + 1 != n and n == symbolic.symbol("n")
+    assert {n: 1}[symbolic.symbol("n")] == 1
+    with symbolic.recording():
+        assert n + 1 != n and n == symbolic.symbol("n")  # the same at every size
+        with pytest.raises(symbolic.UnknownDimensionError, match="equals 5"):
+            _ = n == 5
+        with pytest.raises(symbolic.UnknownDimensionError, match="key"):
+            _ = {n: 1}
+
+
 def test_an_extent_used_as_a_float_is_the_call_s_value() -> None:
     def scaled(x):
         return x * (x.shape[0] * 2.0)

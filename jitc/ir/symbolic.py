@@ -19,6 +19,7 @@ import contextvars
 import math
 import operator
 import re
+import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from fractions import Fraction
@@ -140,6 +141,40 @@ class Dim:
         raise UnknownDimensionError(f"whether the symbolic dimension {self} is zero is not "
                                     "known until the call")
 
+    # Equality is structural: the compiler asks whether two extents are the same expression
+    # (so equal at every call). Code being traced asks about the call's values instead
+    # (`if x.shape[0] == 5:`, `{3: a}.get(n)`): an answer that holds for every size is
+    # given, any other raises, so the trace never takes a branch that a size would not.
+    def __eq__(self, other: object) -> bool:
+        return self._equals(other)
+
+    def __ne__(self, other: object) -> bool:
+        equal = self._equals(other)
+        return equal if equal is NotImplemented else not equal
+
+    def _equals(self, other: object) -> bool:
+        if isinstance(other, Dim):
+            same = self.terms == other.terms
+        elif _is_number(other):
+            same = False
+        else:
+            return NotImplemented
+        if not same and _asked_by_traced_code(depth=3):
+            difference = self - other if _is_dim_like(other) else None
+            if _is_dim_like(other) and implied(equal(self, other), known_constraints()):
+                return True  # `x.shape[0] == y.shape[0]` after `x + y` recorded it
+            if not (isinstance(difference, int) or _never_zero(difference)):
+                raise UnknownDimensionError(f"whether the symbolic dimension {self} equals "
+                                            f"{other} is not known until the call")
+        return same
+
+    def __hash__(self) -> int:
+        if _asked_by_traced_code(depth=2):
+            raise UnknownDimensionError(f"the symbolic dimension {self} is used as a dict or "
+                                        "set key, which needs its value, not known until the "
+                                        "call")
+        return hash(self.terms)
+
     def _difference(self, other: object) -> int:
         """`self - other` when it is the same for every size (`n+1` and `n`: 1); else the
         order is not known until the call."""
@@ -227,6 +262,25 @@ def _value(a: object, op: str, b: object) -> object:
         require(at_least(b, 1), f"{a} / {b}")
     a, b = (value_of(v) if isinstance(v, Dim) else v for v in (a, b))
     return _OPERATORS[op](a, b)
+
+
+def _asked_by_traced_code(depth: int) -> bool:
+    """Whether the question being asked comes from code that jitc traces (not jitc's own),
+    while a trace records constraints: such code means the extents' values at the call.
+    `depth`: the asking frame, counted from the caller of this function as 1."""
+    active = _ACTIVE.get()
+    if active is None or not active.record:
+        return False
+    name = sys._getframe(depth).f_globals.get("__name__", "")
+    return not (name == "jitc" or name.startswith("jitc."))
+
+
+def _never_zero(value: object) -> bool:
+    """Whether the constraints recorded so far prove `value` nonzero at every call."""
+    if not isinstance(value, Dim):
+        return False
+    known = known_constraints()
+    return implied(at_least(value, 1), known) or implied(at_least(-value, 1), known)
 
 
 def _is_number(value: object) -> bool:
@@ -605,9 +659,24 @@ def _scope(assumptions: Assumptions) -> Iterator[Assumptions]:
         _ACTIVE.reset(token)
 
 
+# Facts the caller guarantees for the traces started inside `given` (jit's guards).
+_GIVEN: contextvars.ContextVar[tuple[Constraint, ...]] = contextvars.ContextVar(
+    "jitc_symbolic_given", default=())
+
+
+@contextlib.contextmanager
+def given(facts: Iterable[Constraint]) -> Iterator[None]:
+    """Recording scopes opened inside start from `facts` (which their constraints list)."""
+    token = _GIVEN.set((*_GIVEN.get(), *facts))
+    try:
+        yield
+    finally:
+        _GIVEN.reset(token)
+
+
 def recording(known: Iterable[Constraint] = ()) -> contextlib.AbstractContextManager:
     """Rules run inside add the constraints they need; `.constraints` lists them after."""
-    return _scope(Assumptions(known, record=True))
+    return _scope(Assumptions((*_GIVEN.get(), *known), record=True))
 
 
 def checking(known: Iterable[Constraint]) -> contextlib.AbstractContextManager:
