@@ -189,6 +189,32 @@ def gpt2_block(xp, x, ln1_g, ln1_b, w_qkv, b_qkv, w_o, b_o, ln2_g, ln2_b, w_fc, 
     return x + gelu(xp, h @ w_fc + b_fc) @ w_pr + b_pr
 
 
+def gpt2_decode(xp, x, kc, vc, pos, ln1_g, ln1_b, w_qkv, b_qkv, w_o, b_o, ln2_g, ln2_b,
+                w_fc, b_fc, w_pr, b_pr):
+    """One token through a GPT-2 block with a KV cache of heads x positions x head size,
+    written in place at `pos` and attended through a mask of the positions so far."""
+    d = x.shape[0]
+    heads, length, hd = kc.shape
+    h = layernorm(xp, x, ln1_g, ln1_b)
+    qkv = h @ w_qkv + b_qkv
+    q, k, v = qkv[:d], qkv[d:2 * d], qkv[2 * d:]
+    kc[:, pos] = k.reshape(heads, hd)
+    vc[:, pos] = v.reshape(heads, hd)
+    scores = (kc @ q.reshape(heads, hd, 1))[..., 0] * (1.0 / math.sqrt(hd))
+    scores = xp.where(xp.arange(length) <= pos, scores, -1e9)
+    attn = (softmax(xp, scores)[:, None, :] @ vc)[:, 0, :].reshape(d)
+    x = x + attn @ w_o + b_o
+    h = layernorm(xp, x, ln2_g, ln2_b)
+    return x + gelu(xp, h @ w_fc + b_fc) @ w_pr + b_pr
+
+
+def _gpt2_decode_inputs(rng, quick):
+    x, *weights = _gpt2_inputs(rng, quick)
+    heads, length, hd = 12, 256, 64
+    return (x[0], _normal(rng, heads, length, hd), _normal(rng, heads, length, hd), 100,
+            *weights)
+
+
 def cholesky(xp, a):
     return xp.linalg.cholesky(a)
 
@@ -330,6 +356,16 @@ def _matmul_inputs(n):
     return make
 
 
+def _matrix_vector(rows, columns, row=False):
+    """A @ x (or, with `row`, x @ A) in float32: one output column (row)."""
+    def make(rng, quick):
+        scale = 8 if quick else 1
+        a = _normal(rng, rows // scale, columns // scale)
+        x = _normal(rng, (rows if row else columns) // scale)
+        return (x, a) if row else (a, x)
+    return make
+
+
 def _int8_matmul_inputs(n):
     def make(rng, quick):
         m = min(n, 256) if quick else n
@@ -456,6 +492,9 @@ WORKLOADS = [
     Workload("matmul 512", matmul, _matmul_inputs(512), "matmul"),
     Workload("matmul 1024", matmul, _matmul_inputs(1024), "matmul"),
     Workload("matmul 2048", matmul, _matmul_inputs(2048), "matmul"),
+    Workload("matrix-vector 4096x1024", matmul, _matrix_vector(4096, 1024), "matmul"),
+    Workload("vector-matrix 1024x4096", matmul, _matrix_vector(1024, 4096, row=True),
+             "matmul"),
     # Beside "matmul 1024" (float32) with --only "matmul 1024".
     Workload("int8 matmul 1024", int8_matmul, _int8_matmul_inputs(1024), "matmul"),
     Workload("sort 1e6", sort, _vector(1_000_000), "sorting"),
@@ -477,6 +516,8 @@ WORKLOADS = [
     Workload("int8 GPT-2 block (jitc.quant)", gpt2_block, _gpt2_inputs, "model",
              form=quantized_form(gpt2_block, ("w_qkv", "w_o", "w_fc", "w_pr"))),
     Workload("GPT-2 12 layers", gpt2_forward, _gpt2_stack_inputs(12), "model"),
+    Workload("GPT-2 decode step (KV cache 12x256x64)", gpt2_decode, _gpt2_decode_inputs,
+             "model"),
     Workload("GPT-2 12 layers, c backend", gpt2_forward, _gpt2_stack_inputs(12), "model",
              backend="c"),
     # Its PTX for a GPU: trace, optimize and emit, nothing runs (the first-call column).
