@@ -1,6 +1,6 @@
 """Products with one output row or column (x @ W, A @ x, a batch of q . k) have loops of
 their own on the cpu and c backends: a column's elements sum in lanes, a row's columns
-split over threads in blocks of vector registers (jitc/backends/cpu/kernels.py,
+split over threads in blocks of vector registers (jitc/backends/cpu/dots.py,
 jitc/backends/c/kernels.py). Checked against numpy on depths and widths around the lane
 counts, size 0, epilogues, integer and float64 products, and views."""
 

@@ -35,7 +35,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 from llvmlite import ir
 
-from jitc.backends.cpu import gemm_bytes, gemm_routines, kernels
+from jitc.backends.cpu import dots, gemm_bytes, gemm_routines, kernels
 from jitc.backends.cpu.control import RegionCode, emit_control
 from jitc.backends.cpu.fusions import emit_fusion, fusion_buffers
 from jitc.backends.cpu.packed_weights import pack_constants
@@ -62,7 +62,7 @@ PARALLEL_GRAIN = 1 << 15
 SPLIT_INSTRUCTIONS = 150
 
 _SPECIAL = {"reduce": kernels.emit_reduce, "argmax": kernels.emit_arg,
-            "argmin": kernels.emit_arg, "dot_general": kernels.emit_dot,
+            "argmin": kernels.emit_arg, "dot_general": dots.emit_dot,
             "convolution": kernels.emit_convolution, "sort": emit_sort}
 
 

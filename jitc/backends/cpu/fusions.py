@@ -10,7 +10,7 @@ import math
 
 from llvmlite import ir
 
-from jitc.backends.cpu import kernels
+from jitc.backends.cpu import dots, kernels
 from jitc.backends.cpu.kernels import Kernel, KernelContext
 from jitc.backends.cpu.lanes import Lanes, flush_count, lane_count, reduction_loops
 from jitc.backends.cpu.plan import BufferPlan
@@ -65,7 +65,7 @@ def emit_fusion(module: ir.Module, plan: BufferPlan, name: str, inst: Instructio
         ctx.emitter.buffers[id(core.results[0])] = ctx.pointer(inst.results[0])
         epilogue = body.outputs[0] if body.outputs[0] is not core.results[0] else None
         if core.op is ops.DOT_GENERAL:
-            return kernels.dot_into(ctx, core, epilogue)
+            return dots.dot_into(ctx, core, epilogue)
         return kernels.convolution_into(ctx, core, epilogue)
     return _row_kernel(ctx, body, inst)
 

@@ -47,7 +47,7 @@ from jitc.ir import dtypes, symbolic
 from jitc.ir.core import Instruction, Value
 from jitc.ir.symbolic import DimLike, at_most, is_static
 
-# Below this many multiply-adds (over all batch indices) the row kernel in kernels.py is
+# Below this many multiply-adds (over all batch indices) the row kernel in dots.py is
 # used: the blocked kernel is faster from about 20^3 up, but under 32^3 that saves less than
 # a microsecond, not worth compiling the shared GEMM routines for.
 MIN_WORK = 1 << 15

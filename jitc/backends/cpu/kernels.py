@@ -9,7 +9,6 @@ vectorize.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -25,13 +24,10 @@ from jitc.backends.llvm.elemental_movement import clamped_starts
 from jitc.backends.llvm.loops import for_range, loop_nest
 from jitc.backends.llvm.reductions import accumulator_dtype, combine
 from jitc.backends.llvm.types import (
-    I32,
     I64,
     PTR,
     VOID,
     constant,
-    declare,
-    memory_type,
     value_type,
 )
 from jitc.ir import dtypes
@@ -427,320 +423,13 @@ def arg_into(ctx: KernelContext, inst: Instruction) -> Kernel:
     return Kernel(ctx.name, outer_extent(out.type), extents.positive(in_type.size))
 
 
-# -- dot_general -----------------------------------------------------------------------------
-
-def emit_dot(module: ir.Module, plan: BufferPlan, name: str, inst: Instruction) -> Kernel:
-    return dot_into(KernelContext(module, plan, name, buffers_used(inst, plan)), inst)
-
-
-def dot_into(ctx: KernelContext, inst: Instruction, epilogue: Value | None = None) -> Kernel:
-    """out[batch, lhs free, rhs free] = sum over contracting dims.
-
-    For each output row (batch and lhs-free indices) the kernel zeroes the row, then for each
-    contracting index adds lhs * rhs-row into it: the innermost loop runs over the rhs free
-    dimensions, contiguous in row-major operands, so it vectorizes into FMAs. float16 uses a
-    float32 accumulator per element instead. Float GEMM-shaped products large enough to
-    amortize packing go to the blocked kernel in gemm.py instead; one with a symbolic row or
-    column count holds both and runs this one for a single row or column (gemm.generic_tests).
-    """
-    from jitc.backends.cpu import gemm
-    blocked = gemm.emit(ctx, inst, epilogue,
-                        lambda few: _dot_rows(ctx, inst, epilogue, few))
-    if blocked is not None:
-        return blocked
-    outer, cost = _dot_rows(ctx, inst, epilogue)
-    ctx.finish()
-    return Kernel(ctx.name, outer, cost)
-
-
-def _dot_rows(ctx: KernelContext, inst: Instruction, epilogue: Value | None,
-              small: DimLike | None = None) -> tuple[DimLike, DimLike]:
-    """The code of dot_into's own kernel at the builder's position (without returning);
-    returns its split extent and cost. `small`: a symbolic extent that the caller tested to
-    be at most 1 at the call; a dimension of that extent then picks the loops that a static
-    1 picks, so the code is the one an exact compilation of that size runs."""
-    attrs = inst.attrs
-    lhs, rhs = inst.operands
-    out = inst.results[0]
-    lb, rb = list(attrs["lhs_batch"]), list(attrs["rhs_batch"])  # type: ignore[arg-type]
-    lc, rc = list(attrs["lhs_contract"]), list(attrs["rhs_contract"])  # type: ignore[arg-type]
-    lf = [d for d in range(lhs.type.rank) if d not in lb and d not in lc]
-    rf = [d for d in range(rhs.type.rank) if d not in rb and d not in rc]
-    nb, nlf, nrf = len(lb), len(lf), len(rf)
-    b = ctx.builder
-    dtype = out.type.dtype
-    row_dims = list(range(nb + nlf))
-    col_dims = list(range(nb + nlf, nb + nlf + nrf))
-    contract_sizes = [lhs.type.shape[d] for d in lc]
-
-    def operand_index(operand_rank: int, batch: list[int], contract: list[int],
-                      free: list[int], out_index: list[ir.Value], k: list[ir.Value],
-                      free_offset: int) -> list[ir.Value]:
-        index: list[ir.Value] = [ir.Constant(I64, 0)] * operand_rank
-        for j, d in enumerate(batch):
-            index[d] = out_index[j]
-        for j, d in enumerate(contract):
-            index[d] = k[j]
-        for j, d in enumerate(free):
-            index[d] = out_index[free_offset + j]
-        return index
-
-    def product(out_index: list[ir.Value], k: list[ir.Value], acc: dtypes.DType) -> ir.Value:
-        x = ctx.emitter.value_at(lhs, operand_index(lhs.type.rank, lb, lc, lf, out_index, k,
-                                                    nb))
-        y = ctx.emitter.value_at(rhs, operand_index(rhs.type.rank, rb, rc, rf, out_index, k,
-                                                    nb + nlf))
-        x = convert_value(b, x, lhs.type.dtype, acc)
-        y = convert_value(b, y, rhs.type.dtype, acc)
-        return b.fmul(x, y) if acc.is_float else b.mul(x, y)
-
-    def add(x: ir.Value, y: ir.Value, acc: dtypes.DType) -> ir.Value:
-        return b.fadd(x, y) if acc.is_float else b.add(x, y)
-
-    out_ptr = ctx.pointer(out)
-    bounds_rows: list[tuple[ir.Value | int, ir.Value | int]] = \
-        [(0, out.type.shape[d]) for d in row_dims]
-    if bounds_rows:
-        bounds_rows[0] = (ctx.begin, ctx.end)
-
-    # A byte product's epilogue may narrow its int32 sums (requantization to int8): the
-    # output buffer cannot hold the sums, so each is kept in a register until finished.
-    narrowing = epilogue is not None and epilogue.type.dtype is not dtype
-    if dtype is dtypes.float16 or narrowing:
-        acc_dtype = dtypes.float32 if dtype is dtypes.float16 else dtype
-
-        def element(counters: list[ir.Value]) -> None:
-            out_index = counters
-            with b.goto_entry_block():
-                slot = b.alloca(memory_type(acc_dtype))
-            b.store(constant(acc_dtype, 0), slot)
-
-            def step(k: list[ir.Value]) -> None:
-                b.store(add(b.load(slot), product(out_index, k, acc_dtype), acc_dtype), slot)
-            loop_nest(b, [(0, s) for s in contract_sizes], step, name="k")
-            value = convert_value(b, b.load(slot), acc_dtype, dtype)
-            if narrowing:
-                assert epilogue is not None
-                ctx.emitter.registers[id(out)] = value
-                finished = ctx.emitter.value_at(epilogue, out_index)
-                del ctx.emitter.registers[id(out)]
-                indexing.store(b, finished, out_ptr, epilogue.type, out_index)
-                return
-            indexing.store(b, value, out_ptr, out.type, out_index)
-            _apply_epilogue(ctx, epilogue, out_ptr, out.type, out_index)
-        all_bounds = bounds_rows + [(0, out.type.shape[d]) for d in col_dims]
-        if not all_bounds:
-            with b.if_then(b.icmp_signed("<", ctx.begin, ctx.end)):
-                element([])
-        elif not bounds_rows:
-            with b.if_then(b.icmp_signed("<", ctx.begin, ctx.end)):
-                loop_nest(b, all_bounds, element)
-        else:
-            loop_nest(b, all_bounds, element)
-    elif len(col_dims) == 1 and contract_sizes and (dtype.is_float or dtype.is_int) and \
-            all(_at_most_one(out.type.shape[d], small) for d in row_dims):
-        return _vector_times_matrix(ctx, out, product, epilogue, row_dims, contract_sizes,
-                                    _prefetcher(ctx, rhs, rc, rf))
-    elif contract_sizes and (dtype.is_float or dtype.is_int) and \
-            all(_at_most_one(out.type.shape[d], small) for d in col_dims):
-        # Each output element is a dot of two vectors (A @ x, a batch of q . k): its products
-        # accumulate in lanes, which vectorize without reassociating anything, summed
-        # pairwise as a reduction is (lanes.py). One running sum was a chain of dependent
-        # adds: 1024x768 @ 768 took 8 times numpy's time.
-        summed = TensorType(dtype, tuple(contract_sizes))
-        order = list(range(len(contract_sizes)))
-        count = lane_count([dtype])
-        flushes = flush_count(summed, order, count)
-
-        def dot_elements(rows: list[list[ir.Value]]) -> None:
-            indices = [r + [ir.Constant(I64, 0)] * len(col_dims) for r in rows]
-            sums = [Lanes(b, "sum", dtype, count, flushes) for _ in indices]
-
-            def accumulate(lane: ir.Value, at: dict[int, ir.Value]) -> None:
-                k = [at[d] for d in order]
-                for index, lanes in zip(indices, sums):
-                    lanes.accumulate(lane, product(index, k, dtype))
-
-            def flush() -> None:
-                for lanes in sums:
-                    lanes.flush()
-            reduction_loops(b, summed, order, count, accumulate, flush=flush)
-            for index, lanes in zip(indices, sums):
-                indexing.store(b, lanes.total(), out_ptr, out.type, index)
-                _apply_epilogue(ctx, epilogue, out_ptr, out.type, index)
-
-        columns = math.prod(out.type.shape[d] for d in col_dims)
-        with b.if_then(b.icmp_signed(">", extents.value(b, columns), ir.Constant(I64, 0))):
-            if len(bounds_rows) == 1:
-                # DOT_ROWS rows at a time: as many memory streams for the prefetchers, and one
-                # load of the vector for all of them (the same sums, row by row).
-                begin, end = ctx.begin, ctx.end
-                blocked = b.add(begin, b.mul(b.sdiv(b.sub(end, begin), _i64(DOT_ROWS)),
-                                             _i64(DOT_ROWS)))
-                with for_range(b, begin, blocked, DOT_ROWS, name="m") as first:
-                    dot_elements([[b.add(first, _i64(r))] for r in range(DOT_ROWS)])
-                with for_range(b, blocked, end, name="m") as row:
-                    dot_elements([[row]])
-            elif bounds_rows:  # (a symbolic column count tested <= 1 may be 0)
-                loop_nest(b, bounds_rows, lambda counters: dot_elements([counters]), name="m")
-            else:
-                with b.if_then(b.icmp_signed("<", ctx.begin, ctx.end)):
-                    dot_elements([[]])
-    else:
-        zero = constant(dtype, 0)
-
-        def row(row_counters: list[ir.Value]) -> None:
-            col_bounds = [(0, out.type.shape[d]) for d in col_dims]
-
-            def clear(cols: list[ir.Value]) -> None:
-                indexing.store(b, zero, out_ptr, out.type, row_counters + cols)
-            loop_nest(b, col_bounds, clear, name="z")
-
-            def contract(k: list[ir.Value]) -> None:
-                def accumulate(cols: list[ir.Value]) -> None:
-                    index = row_counters + cols
-                    current = indexing.load(b, out_ptr, out.type, index)
-                    indexing.store(b, add(current, product(index, k, dtype), dtype), out_ptr,
-                                   out.type, index)
-                loop_nest(b, col_bounds, accumulate, name="n")
-            loop_nest(b, [(0, s) for s in contract_sizes], contract, name="k")
-            if epilogue is not None:
-                def finish_row(cols: list[ir.Value]) -> None:
-                    _apply_epilogue(ctx, epilogue, out_ptr, out.type, row_counters + cols)
-                loop_nest(b, col_bounds, finish_row, name="e")
-
-        if bounds_rows:
-            loop_nest(b, bounds_rows, row, name="m")
-        else:
-            with b.if_then(b.icmp_signed("<", ctx.begin, ctx.end)):
-                row([])
-    outer = out.type.shape[0] if row_dims else 1
-    return outer, extents.positive(out.type.size) * extents.positive(_product(contract_sizes))
-
-
-# The rows a product of one output column sums at once.
-DOT_ROWS = 4
-
-
-def _i64(value: int) -> ir.Constant:
-    return ir.Constant(I64, value)
-
-
-def _at_most_one(extent: DimLike, small: DimLike | None) -> bool:
-    if is_static(extent):
-        return extent == 1
-    return small is not None and extent == small
-
-
-def _vector_times_matrix(ctx: KernelContext, out: Value,
-                         product: Callable[[list[ir.Value], list[ir.Value], dtypes.DType],
-                                           ir.Value],
-                         epilogue: Value | None, row_dims: list[int],
-                         contract_sizes: list[DimLike],
-                         prefetch: Callable[[ir.Value, ir.Value, int], None] | None
-                         ) -> tuple[DimLike, DimLike]:
-    """A product with one row (x @ W): threads split its columns into blocks of a few vector
-    registers, which accumulate over the whole contraction before they are stored. The row
-    kernel's loop order (each step of the contraction adds into the whole output row) read
-    and wrote the row once per step, on one thread: 2.4 times numpy's time for 768x2304.
-    Each element still sums its products in contraction order, so the bits are the row
-    kernel's. `prefetch(k, first, bytes)`, when given, fetches the matrix's block at step k.
-    """
-    b = ctx.builder
-    dtype = out.type.dtype
-    width = lane_count([dtype])
-    columns = out.type.shape[-1]
-    blocks = (columns + (width - 1)) // width
-    element = value_type(dtype)
-    with b.goto_entry_block():
-        sums = b.alloca(ir.ArrayType(element, width))
-        sums.align = 64
-    zero = ir.Constant(I64, 0)
-    out_ptr = ctx.pointer(out)
-
-    def block_of_rows(first: ir.Value, count: ir.Value | int) -> None:
-        def row(row_counters: list[ir.Value]) -> None:
-            with for_range(b, 0, count, name="clear") as lane:
-                b.store(constant(dtype, 0), b.gep(sums, [zero, lane], inbounds=True))
-
-            def step(k: list[ir.Value]) -> None:
-                if prefetch is not None:
-                    prefetch(b.add(k[0], _i64(PREFETCH_STEPS)), first,
-                             width * dtype.itemsize)
-                with for_range(b, 0, count, name="lane") as lane:
-                    slot = b.gep(sums, [zero, lane], inbounds=True)
-                    term = product(row_counters + [b.add(first, lane, flags=["nsw"])], k, dtype)
-                    current = b.load(slot)
-                    b.store(b.fadd(current, term) if dtype.is_float else b.add(current, term),
-                            slot)
-            loop_nest(b, [(0, s) for s in contract_sizes], step, name="k")
-            with for_range(b, 0, count, name="store") as lane:
-                index = row_counters + [b.add(first, lane, flags=["nsw"])]
-                indexing.store(b, b.load(b.gep(sums, [zero, lane], inbounds=True)), out_ptr,
-                               out.type, index)
-                _apply_epilogue(ctx, epilogue, out_ptr, out.type, index)
-        loop_nest(b, [(0, out.type.shape[d]) for d in row_dims], row, name="m")
-
-    columns_value = extents.value(b, columns)
-    full = b.sdiv(columns_value, ir.Constant(I64, width))
-    last = b.select(b.icmp_signed("<", ctx.end, full), ctx.end, full)
-    with for_range(b, ctx.begin, last, name="cb") as block:
-        block_of_rows(b.mul(block, ir.Constant(I64, width)), width)
-    # The last, partial block (its own copy, so that the full blocks keep a constant width).
-    tail = b.mul(full, ir.Constant(I64, width))
-    with b.if_then(b.and_(b.icmp_signed("<", tail, columns_value),
-                          b.and_(b.icmp_signed("<=", ctx.begin, full),
-                                 b.icmp_signed("<", full, ctx.end)))):
-        block_of_rows(tail, b.sub(columns_value, tail))
-    cost = extents.positive(out.type.size) * extents.positive(_product(contract_sizes))
-    return blocks, cost
-
-
-# How many steps of the contraction ahead a product of one row fetches its matrix's blocks:
-# a block's rows are a matrix row apart, too far for the hardware's stride prefetchers.
-# 1x768 @ 768x2304: 175 us without, 137-145 with 4 steps (numpy 122-133); 16 or 32 steps
-# were slower than none.
-PREFETCH_STEPS = 4
-
-
-def _prefetcher(ctx: KernelContext, rhs: Value, contract: list[int], free: list[int]
-                ) -> Callable[[ir.Value, ir.Value, int], None] | None:
-    """prefetch(k, column, bytes): fetch `bytes` of the rhs matrix from [k, column] on, when
-    the rhs is a matrix in a buffer of the kernel; None otherwise."""
-    from jitc.backends.cpu.gemm import _buffer_value
-    source = _buffer_value(ctx, rhs)
-    if source is None or source.type.rank != 2 or contract != [0] or free != [1] \
-            or source.type.shape != rhs.type.shape or source.type.strides[1] != 1:
-        return None  # a row-major matrix: the columns of a block are adjacent
-    b = ctx.builder
-    intrinsic = declare(b.module, "llvm.prefetch.p0",
-                        ir.FunctionType(VOID, [PTR, I32, I32, I32]))
-    item = memory_type(rhs.type.dtype)
-
-    def prefetch(k: ir.Value, column: ir.Value, size: int) -> None:
-        base = b.gep(ctx.pointer(source), [indexing.linear_offset(b, source.type, [k, column])],
-                     source_etype=item)
-        for line in range(0, size, 64):
-            address = b.gep(base, [_i64(line)], source_etype=ir.IntType(8))
-            b.call(intrinsic, [address, ir.Constant(I32, 0), ir.Constant(I32, 3),
-                               ir.Constant(I32, 1)])
-    return prefetch
-
-
-def _apply_epilogue(ctx: KernelContext, epilogue: Value | None, target: ir.Value,
+def apply_epilogue(ctx: KernelContext, epilogue: Value | None, target: ir.Value,
                     t: TensorType, index: list[ir.Value]) -> None:
     """Rewrite one finished element of a contraction with its fused epilogue, in place: the
     epilogue reads the contraction's value from the same buffer it writes."""
     if epilogue is not None:
         value = ctx.emitter.value_at(epilogue, index)
         indexing.store(ctx.builder, value, target, t, index)
-
-
-def _product(xs: Sequence[int]) -> int:
-    n = 1
-    for x in xs:
-        n *= x
-    return n
 
 
 # -- convolution -----------------------------------------------------------------------------
@@ -766,7 +455,7 @@ def convolution_into(ctx: KernelContext, inst: Instruction,
         out_index = logical_index(physical_order(out.type), counters)
         value = convolution_element(ctx.emitter, inst, out_index, _multiply_then_add)
         indexing.store(b, value, ctx.pointer(out), out.type, out_index)
-        _apply_epilogue(ctx, epilogue, ctx.pointer(out), out.type, out_index)
+        apply_epilogue(ctx, epilogue, ctx.pointer(out), out.type, out_index)
 
     loop_nest(b, _outer_bounds(ctx, out.type), element)
     ctx.finish()
