@@ -25,7 +25,6 @@ from jitc.ir.types import TensorType
 
 from .cgen import (
     Writer,
-    extent,
     float_suffix,
     literal,
     loop_nest,
@@ -35,7 +34,7 @@ from .cgen import (
 )
 from .elemental import CEmitter, accumulator_dtype, combine, convert_value
 from .parallel import split_outer_loop, thread_count
-from .tiled_dot import tiled_dot
+from .tiled_dot import dot_per_element, tiled_dot
 
 if TYPE_CHECKING:
     from .codegen import Program
@@ -465,7 +464,7 @@ def dot_into(ctx: KernelContext, inst: Instruction, target: str,
     # float32 and float64 accumulate with fused multiply-adds, in contracting order.
     fused = f"fma{float_suffix(dtype)}" if dtype.is_float else ""
     if fused and len(contract) == 1 and all(stop == 1 for _, stop in cols):
-        _dot_per_element(ctx, rows, len(cols), contract[0][1], factors, fused, dtype,
+        dot_per_element(ctx, rows, len(cols), contract[0][1], factors, fused, dtype,
                          lambda index, value: (ctx.e.store(value, target, out.type, index),
                                                finish(index)))
         return
@@ -496,46 +495,6 @@ def dot_into(ctx: KernelContext, inst: Instruction, target: str,
             with ctx.w.loop(blocks * DOT_ROW_BLOCK, height) as i:
                 row_block([counters + [i]])
     loop_nest(ctx.w, rows[:-1], outer)
-
-
-# The bytes of partial sums of a dot of two vectors: four AVX-512 registers, enough
-# independent chains to hide the latency of the multiply-adds.
-DOT_LANE_BYTES = 256
-
-
-def _dot_per_element(ctx: KernelContext, rows: list[tuple[int, DimLike]], columns: int,
-                     depth: DimLike, factors: Callable[..., tuple[str, str]], fused: str,
-                     dtype: DType, store: Callable[[list[str], str], object]) -> None:
-    """A product with one output column (A @ x, a batch of q . k): each element is a dot of
-    two vectors, summed in DOT_LANE_BYTES of partial sums that the C compiler keeps in vector
-    registers (lane l takes the steps l, l + lanes, ...), then combined pairwise. One
-    running sum is a chain of dependent adds, and the column tiles had one column to share:
-    1024x768 @ 768 took 35 times numpy's time."""
-    e, w = ctx.e, ctx.w
-    ctype = register_type(dtype)
-    lanes = DOT_LANE_BYTES // dtype.itemsize
-    main = f"({extent(depth)} / {lanes} * {lanes})"
-
-    def element(row_counters: list[str]) -> None:
-        index = row_counters + ["0"] * columns
-        sums = w.fresh("lanes")
-        w.line(f"{ctype} {sums}[{lanes}] = {{0}};")
-        start = w.fresh("k")
-        with w.block(f"for (int64_t {start} = 0; {start} < {main}; {start} += {lanes})"), \
-                w.loop(0, lanes) as lane:
-            x, y = factors(index, [e.let_index(f"{start} + {lane}")], dtype)
-            w.line(f"{sums}[{lane}] = {fused}({x}, {y}, {sums}[{lane}]);")
-        with w.loop(main, depth) as k:
-            x, y = factors(index, [k], dtype)
-            lane = f"{sums}[{k} - {main}]"
-            w.line(f"{lane} = {fused}({x}, {y}, {lane});")
-        half = lanes // 2
-        while half:
-            with w.loop(0, half) as lane:
-                w.line(f"{sums}[{lane}] += {sums}[{lane} + {half}];")
-            half //= 2
-        store(index, f"{sums}[0]")
-    loop_nest(w, rows, element)
 
 
 # -- convolution -----------------------------------------------------------------------------
