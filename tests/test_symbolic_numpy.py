@@ -79,6 +79,9 @@ def test_mean_var_and_std_over_a_symbolic_axis(fun) -> None:
     lambda x: x.shape[0] > x.sum(axis=1),
     lambda x: np.arange(3) + x.shape[0],
     lambda x: x.astype(np.int8) + x.shape[0],
+    lambda x: np.where(x > 0, x, x.shape[0]),  # promoted as numpy's Python int would be
+    lambda x: np.maximum(x, x.shape[0] - 1.5),
+    lambda x: np.clip(x, 0, x.shape[0]),
 ])
 def test_an_extent_used_as_a_number_is_the_call_s_value(fun) -> None:
     check_sizes(fun, ["f32[n,3]"], lambda n: [_floats(n, 3)])

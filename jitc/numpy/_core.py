@@ -113,8 +113,8 @@ def dtype_key(x: object) -> object:
         return x.dtype
     if isinstance(x, bool):
         return np.dtype(np.bool_)
-    if is_python_scalar(x):
-        return type(x)
+    if is_python_scalar(x) or isinstance(x, Dim):  # an extent is the Python int numpy sees
+        return int if isinstance(x, Dim) else type(x)
     if isinstance(x, (np.dtype, type, str)):  # np.result_type(x, np.float64) passes dtypes
         return np.dtype(x)
     return np.asarray(x).dtype

@@ -459,7 +459,9 @@ def diff(a, n=1, axis=-1, prepend=np._NoValue, append=np._NoValue):
     if len(parts) > 1:
         x = concatenate(parts, axis=ax)
     for _ in range(check_static_int(n, "the diff order n")):
-        later, earlier = slice_axis(x, ax, 1, x.shape[ax]), slice_axis(x, ax, 0, x.shape[ax] - 1)
+        length = x.shape[ax]
+        step = min(1, length) if is_static(length) else 1  # an empty axis stays empty
+        later, earlier = slice_axis(x, ax, step, length), slice_axis(x, ax, 0, length - step)
         x = np.not_equal(later, earlier) if x.dtype == np.bool_ else np.subtract(later, earlier)
     return x
 

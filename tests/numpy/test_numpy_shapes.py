@@ -145,6 +145,8 @@ JOINS = [
     ("diff n=2 axis 0", lambda a, b, c: np.diff(np.vstack([a, b, a]), n=2, axis=0)),
     ("diff prepend append", lambda a, b, c: np.diff(c, prepend=0.0, append=c[:, :1])),
     ("diff bool", lambda a, b, c: np.diff(c > 0, axis=-1)),
+    ("diff of an empty axis", lambda a, b, c: np.diff(c[:0], n=2, axis=0)),
+    ("diff past the length", lambda a, b, c: np.diff(c[:2], n=3, axis=0)),
     ("take_along_axis", lambda a, b, c: np.take_along_axis(c, np.argmax(c, 1)[:, None], 1)),
     ("take_along_axis static", lambda a, b, c: np.take_along_axis(
         c, np.array([[4, 0, 0], [1, 2, 3]]), axis=-1)),
