@@ -256,6 +256,34 @@ def test_a_write_to_captured_state_is_replayed_on_every_symbolic_call() -> None:
     assert [s["symbolic"] for s in f.compile_stats()] == [True]
 
 
+SORTS = {
+    "sort axis 0": (lambda x: np.sort(x, axis=0), "f32[n,3]", np.float32),
+    "argsort axis 0": (lambda x: np.argsort(x, axis=0, kind="stable"), "f32[n,3]", np.float32),
+    "sort axis 1, float64": (lambda x: np.sort(x, axis=1), "f64[2,n]", np.float64),
+    "argsort of int8": (lambda x: np.argsort(x, axis=0, kind="stable"), "i8[n,2]", np.int8),
+    "sort of int64": (lambda x: np.sort(x, axis=0), "i64[n]", np.int64),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SORTS))
+def test_a_sort_along_a_symbolic_axis_compiles_once_for_every_length(name: str) -> None:
+    # The radix sort's row length, scratch and passes come from the call (it was refused,
+    # and each length compiled exactly); -0.0 and nan come back as numpy's stable sort has them.
+    fun, spec, dtype = SORTS[name]
+    compiled = jitc.jit(fun).lower(AbstractArray(spec)).compile()  # refused before
+    rng = np.random.default_rng(3)
+    for n in (0, 1, 2, 7, 300, 20000):
+        shape = [int(d) if d != "n" else n for d in spec[spec.index("[") + 1:-1].split(",")]
+        if dtype == np.int8 or dtype == np.int64:
+            x = rng.integers(-100, 100, shape).astype(dtype)
+        else:
+            x = rng.standard_normal(shape).astype(dtype)
+            if x.size > 4:
+                x.flat[1], x.flat[3] = -0.0, np.nan
+        got, want = compiled(x), fun(x)
+        assert got.dtype == want.dtype and np.array_equal(got, want, equal_nan=True), n
+
+
 def _chunks(f, x: np.ndarray, w: np.ndarray, tmp_path) -> list[str]:
     """The [begin:end] ranges the thread pool's chunks of the product kernel covered in a call
     of `f` (a profile's chunk spans)."""

@@ -5,6 +5,8 @@ share it and the scratch stays a few rows' size however many rows there are."""
 
 from __future__ import annotations
 
+import math
+
 from llvmlite import ir
 
 from jitc.backends.cpu.kernels import Kernel, KernelContext, buffers_used, physical_order
@@ -25,20 +27,22 @@ GROUPS = 16
 def emit_sort(module: ir.Module, plan: BufferPlan, name: str, inst: Instruction) -> Kernel:
     axis = inst.attrs["axis"]
     operand, out = inst.operands[0], inst.results[0]
-    n = extents.static(operand.type.shape[axis], "sorting along a symbolic axis")
+    n = operand.type.shape[axis]
     radix = radix_plan(n, operand.type.dtype)
     row_dims = [d for d in physical_order(out.type) if d != axis]
-    rows = out.type.size // n if n else 0
+    rows = math.prod(out.type.shape[d] for d in row_dims)
+    if is_static(n) and n == 0:
+        rows = 0
     # A symbolic row count is taken as large: GROUPS groups, some empty when it is small.
     groups = max(1, min(rows, GROUPS)) if is_static(rows) else GROUPS
-    row_bytes = -(-radix.scratch_bytes() // 64) * 64
+    row_bytes = (radix.scratch_bytes() + 63) // 64 * 64
     scratch_slot = plan.add_scratch(groups * row_bytes)
     ctx = KernelContext(module, plan, name, buffers_used(inst, plan), [scratch_slot])
     b = ctx.builder
     indices = inst.attrs["output"] == "indices"
 
     def row(group: ir.Value, r: ir.Value) -> None:
-        scratch = b.gep(ctx.extra[0], [b.mul(group, ir.Constant(I64, row_bytes))],
+        scratch = b.gep(ctx.extra[0], [b.mul(group, extents.value(b, row_bytes))],
                         source_etype=I8)
         index: list[ir.Value] = [ir.Constant(I64, 0)] * out.type.rank
         rest = r

@@ -15,16 +15,19 @@ from dataclasses import dataclass
 
 from llvmlite import ir
 
+from jitc.backends.llvm import extents
 from jitc.backends.llvm.loops import for_range
 from jitc.backends.llvm.types import I32, I64
 from jitc.ir.dtypes import DType, Kind
+from jitc.ir.symbolic import DimLike, is_static
 
 
 @dataclass(frozen=True)
 class RadixPlan:
-    """The static shape of one row's sort: key width, digit width, scratch layout."""
+    """The shape of one row's sort: key width, digit width, scratch layout. The row length
+    `n` may be symbolic: its rows are taken as long ones (11-bit digits, 64-bit positions)."""
 
-    n: int
+    n: DimLike
     key_bits: int
     digit_bits: int
 
@@ -38,22 +41,22 @@ class RadixPlan:
 
     @property
     def position_type(self) -> ir.IntType:
-        return I32 if self.n < 2**31 else I64
+        return I32 if is_static(self.n) and self.n < 2**31 else I64
 
     @property
     def key_type(self) -> ir.IntType:
         return ir.IntType(self.key_bits)
 
-    def scratch_bytes(self) -> int:
+    def scratch_bytes(self) -> DimLike:
         """Two key arrays and two position arrays; the digit counts live on the stack."""
         return 2 * self.n * (self.key_bits // 8 + self.position_type.width // 8)
 
 
-def radix_plan(n: int, dtype: DType) -> RadixPlan:
+def radix_plan(n: DimLike, dtype: DType) -> RadixPlan:
     bits = max(8, dtype.numpy.itemsize * 8)
     # 11-bit digits take 3 passes for 32-bit keys and 6 for 64-bit ones, and their counts
     # still fit in the L1 cache; short rows keep 8-bit digits, cheaper to clear.
-    digit = 11 if bits >= 32 and n >= 1 << 14 else 8
+    digit = 11 if bits >= 32 and (not is_static(n) or n >= 1 << 14) else 8
     return RadixPlan(n, bits, digit)
 
 
@@ -116,9 +119,11 @@ def emit_sort_row(b: ir.IRBuilder, plan: RadixPlan, dtype: DType, scratch: ir.Va
     `scratch` holds `plan.scratch_bytes()` bytes."""
     n, key_t, pos_t = plan.n, plan.key_type, plan.position_type
     i64 = lambda v: ir.Constant(I64, v)  # noqa: E731
-    keys = [scratch, b.gep(scratch, [i64(n * plan.key_bits // 8)], source_etype=ir.IntType(8))]
-    pos_base = b.gep(scratch, [i64(2 * n * plan.key_bits // 8)], source_etype=ir.IntType(8))
-    positions = [pos_base, b.gep(pos_base, [i64(n * pos_t.width // 8)],
+    size = lambda v: extents.value(b, v)  # noqa: E731  (a byte count: static or the call's)
+    keys = [scratch, b.gep(scratch, [size(n * (plan.key_bits // 8))],
+                           source_etype=ir.IntType(8))]
+    pos_base = b.gep(scratch, [size(2 * n * (plan.key_bits // 8))], source_etype=ir.IntType(8))
+    positions = [pos_base, b.gep(pos_base, [size(n * (pos_t.width // 8))],
                                  source_etype=ir.IntType(8))]
     count_t = pos_t
     with b.goto_entry_block():
@@ -176,8 +181,9 @@ def emit_sort_row(b: ir.IRBuilder, plan: RadixPlan, dtype: DType, scratch: ir.Va
         # Every element has the digit of some element (buffer 0 always holds a permutation
         # of the keys): then the pass would move nothing.
         some_key = b.load(keys[0], typ=key_t)
+        length = size(n) if count_t == I64 else b.trunc(size(n), count_t)
         uniform = b.icmp_unsigned("==", b.load(counts_at(p, digit(some_key, p)), typ=count_t),
-                                  ir.Constant(count_t, n))
+                                  length)
         with b.if_then(b.not_(uniform)):
             b.store(ir.Constant(count_t, 0), sum_slot)
             with for_range(b, 0, plan.buckets, name="scan") as d:
