@@ -360,6 +360,23 @@ def test_sorting_along_a_symbolic_axis(fun) -> None:
 
 
 @pytest.mark.parametrize("fun", [
+    lambda x: np.linspace(0, 1, x.shape[0])[:, None] * x,
+    lambda x: np.linspace(-2.0, 3.0, x.shape[0], endpoint=False)[:, None] + x,
+    lambda x: np.linspace(x[0], x[-1], x.shape[0]),
+    lambda x: np.linspace(0, 5, x.shape[0], retstep=True)[1] * x,
+    lambda x: np.linspace(0, 10, x.shape[0], dtype=np.int32)[:, None] + x,
+    lambda x: np.linspace(1.0, 1.0, x.shape[0])[:, None] * x,
+])
+def test_linspace_with_a_symbolic_number_of_samples(fun) -> None:
+    # numpy's rounding step for step (it was refused: numpy's linspace needs an int). One
+    # sample divides by zero in numpy's branch for more: the call needs n >= 2 (or 1 without
+    # the endpoint), and other sizes compile exactly.
+    lowered = check_sizes(fun, ["f64[n,3]"], lambda n: [_floats(n, 3).astype(np.float64)],
+                          sizes=(2, 3, 7, 50))
+    assert "constraint n >= " in lowered.as_text()
+
+
+@pytest.mark.parametrize("fun", [
     lambda x: np.cumsum(x, axis=0),
     lambda x: np.cumprod(x, axis=0),
     lambda x: np.cumsum(x),

@@ -61,7 +61,8 @@ def implements(*numpy_functions: Callable, eager: Callable | None = None):
 
         @functools.wraps(impl)
         def public(*args: Any, **kwargs: Any) -> Any:
-            if fallback is not None and not tracers_in(args) and not tracers_in(kwargs.values()):
+            if fallback is not None and not tracers_in(args) and \
+                    not tracers_in(kwargs.values()) and not _extents_in(args, kwargs):
                 return fallback(*args, **kwargs)
             return impl(*args, **kwargs)
 
@@ -69,6 +70,14 @@ def implements(*numpy_functions: Callable, eager: Callable | None = None):
             HANDLED[fn] = impl
         return public
     return wrap
+
+
+def _extents_in(args: tuple, kwargs: dict) -> bool:
+    """Whether a symbolic extent is among the arguments (or in a shape tuple among them):
+    numpy would need its value (`np.linspace(0, 1, x.shape[0])`), jitc takes it."""
+    return any(isinstance(v, Dim) or (isinstance(v, tuple) and any(isinstance(d, Dim)
+                                                                     for d in v))
+               for v in (*args, *kwargs.values()))
 
 
 def unsupported(name: str, hint: str = "") -> TraceError:

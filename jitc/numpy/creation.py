@@ -249,10 +249,18 @@ def _from_numpy(fn):
     return traced
 
 
+def _linspace(*args, **kwargs):
+    """numpy.linspace, or jitc's for a symbolic number of samples (numpy's needs an int)."""
+    if _symbolic(*args, *kwargs.values()):
+        from jitc.numpy.ranges import linspace
+        return linspace(*args, **kwargs)
+    return np.linspace(*args, **kwargs)
+
+
 TRACED_CREATION = {
     np.zeros: _traced_zeros, np.ones: _traced_ones, np.empty: _traced_zeros,
     np.full: _traced_full, np.array: _traced_array, np.asarray: _traced_asarray,
-    np.linspace: _from_numpy(np.linspace), np.arange: _from_numpy(arange),
+    np.linspace: _from_numpy(_linspace), np.arange: _from_numpy(arange),
     np.eye: _from_numpy(eye), np.identity: _from_numpy(identity), np.tri: _from_numpy(tri),
 }
 

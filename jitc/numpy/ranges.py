@@ -1,6 +1,6 @@
 """Evenly spaced values and coordinate grids: linspace, logspace, geomspace and meshgrid, with
-traced ends (the number of values is static). Each follows numpy's own algorithm step by step,
-so the rounding is numpy's."""
+traced ends (the number of values is static, or for linspace a symbolic extent). Each follows
+numpy's own algorithm step by step, so the rounding is numpy's."""
 
 from __future__ import annotations
 
@@ -9,7 +9,11 @@ import operator
 
 import numpy as np
 
+from jitc.ir import symbolic
+from jitc.ir.ops.rules import broadcast_shapes
+from jitc.ir.symbolic import Dim, DimLike, is_static
 from jitc.numpy._core import convert, implements, ir_dtype, lift, result_type
+from jitc.numpy.creation import arange
 from jitc.numpy.reductions import any as any_
 from jitc.numpy.shapes import (
     broadcast_arrays,
@@ -25,7 +29,9 @@ from jitc.tracing.errors import ShapeError, located
 from jitc.tracing.tracer import Tracer
 
 
-def _count(num: object) -> int:
+def _count(num: object) -> DimLike:
+    if isinstance(num, Dim):
+        return num  # the call's (linspace records the constraint it needs)
     if isinstance(num, Tracer):
         from jitc.numpy._core import check_static_int
         return check_static_int(num, "the number of samples num")
@@ -49,25 +55,32 @@ def linspace(start, stop, num=50, endpoint=True, retstep=False, dtype=None, axis
              device=None):
     num = _count(num)
     div = num - 1 if endpoint else num
+    if not is_static(num):
+        # A symbolic number of samples: numpy's branch for a positive divisor, which the
+        # call must then have (1 sample, or 0, compiles exactly).
+        try:
+            symbolic.require(symbolic.at_least(div, 1), "numpy.linspace with a symbolic num")
+        except symbolic.ConstraintError as exc:
+            raise ShapeError(located(str(exc))) from None
     dt = result_type(start, stop)
     if dt.kind != "f":
         dt = np.dtype(np.float64)
     start_, stop_ = lift(start), lift(stop)
     delta = np.subtract(lift(stop_, dt), lift(start_, dt))
-    y = lift(np.arange(num, dtype=dt).reshape((-1,) + (1,) * delta.ndim))
-    if div > 0:
+    y = reshape(convert(lift(arange(num)), dt), (num,) + (1,) * delta.ndim)
+    if not is_static(div) or div > 0:
         step = np.true_divide(delta, div)
         zero_step = np.equal(step, 0)
         if delta.ndim:  # numpy asks whether any step is zero, not each one
             zero_step = any_(zero_step)
         spread = np.true_divide(y, div)
-        y = select(broadcast_to(zero_step, np.broadcast_shapes(y.shape, delta.shape)),
+        y = select(broadcast_to(zero_step, broadcast_shapes([y.shape, delta.shape])),
                    np.multiply(spread, delta), np.multiply(y, step))
     else:
         step = math.nan
         y = np.multiply(y, delta)
     y = convert(np.add(y, start_), dt)
-    if endpoint and num > 1:
+    if endpoint and (not is_static(num) or num > 1):
         y = _replace_end(y, lift(stop_, dt), last=True)
     if axis != 0:
         y = moveaxis(y, 0, axis)
