@@ -101,6 +101,38 @@ def whole_views_then_written(x):
     return whole * 1.0
 
 
+def _masked_scores(x):
+    scores = x @ x.T
+    scores[~np.tri(x.shape[0], dtype=bool)] = -np.inf  # a causal mask over a symbolic axis
+    return np.exp(scores - scores.max(axis=1, keepdims=True))
+
+
+def _clamped(x):
+    y = x.copy()
+    y[y < 0] = -1.0
+    return y
+
+
+def _rows_by_mask(x):
+    y = x.copy()
+    y[y[:, 0] > 0] = np.arange(3.0)  # a value per column, not per selected element
+    return y
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("fun", [_masked_scores, _clamped, _rows_by_mask])
+def test_a_write_through_a_traced_mask_compiles_once_for_every_size(fun, backend: str
+                                                                    ) -> None:
+    # A select at the mask's positions, which no extent decides (it was refused over a
+    # symbolic axis, and each size compiled exactly).
+    f = jitc.jit(fun, backend=backend, disk_cache=False, dynamic={"x": {0: "n"}})
+    rng = np.random.default_rng(2)
+    for n in (1, 2, 5, 9):
+        x = rng.standard_normal((n, 3))
+        np.testing.assert_allclose(f(x), fun(x), rtol=1e-12)
+    assert [s["symbolic"] for s in f.compile_stats()] == [True]
+
+
 def test_a_whole_slice_and_a_same_shape_reshape_are_views_under_symbolic_dimensions() -> None:
     f = jitc.jit(whole_views_then_written, dynamic=True, disk_cache=False)
     for n in (1, 3, 6):

@@ -20,7 +20,9 @@ from typing import Any
 import numpy as np
 
 from jitc.ir import dtypes, ops
+from jitc.ir.opdef import IRTypeError
 from jitc.ir.ops import reduce_identity
+from jitc.ir.ops.rules import broadcast_shapes
 from jitc.ir.symbolic import DimLike, is_static
 from jitc.ir.types import TensorType
 from jitc.numpy import symbolic_write
@@ -64,6 +66,11 @@ def _write(x: Tracer, index: Any, update: Any, ufunc: np.ufunc | None) -> Tracer
         target = (*x.shape[:axis], *x.shape[axis + 1:])
         return _assign_at(x, axis, expanded[axis], _value(x, update, target, items, ufunc))
     if not x.aval.is_static and (ufunc is not None or _indexes_symbolic_axes(x, items)):
+        if ufunc is None and any(is_traced_mask(it) for it in items):
+            # A select of the masked elements (`scores[mask] = -inf`): the positions are
+            # the mask's, whatever the extents.
+            _check_whole_mask_value(x, items, update)
+            return _assign_traced_mask(x, items, update)
         if ufunc is None and symbolic_write.writable(items):
             return symbolic_write.assign(x, items, update)
         raise _symbolic_write_refused(x, ufunc)
@@ -433,8 +440,8 @@ def _assign_traced_mask(x: Tracer, items: tuple[Item, ...], update: Any) -> Trac
                 "Use np.place(x, mask, v), or np.where(mask, w, x) with w shaped like x.")
         shape = shape[:len(shape) - len(after) - 1] + (1,) * mask.ndim + inner
     try:
-        fits = len(shape) <= x.ndim and np.broadcast_shapes(shape, x.shape) == x.shape
-    except ValueError:
+        fits = len(shape) <= x.ndim and broadcast_shapes([shape, x.shape]) == x.shape
+    except (ValueError, IRTypeError):
         fits = False
     if not fits:
         raise ShapeError(located(f"could not broadcast the assigned value {value.aval.short()} "
