@@ -377,10 +377,7 @@ def dot_into(ctx: KernelContext, inst: Instruction, target: str,
     attrs = inst.attrs
     lhs, rhs = inst.operands
     out = inst.results[0]
-    lb, rb = list(attrs["lhs_batch"]), list(attrs["rhs_batch"])  # type: ignore[arg-type]
-    lc, rc = list(attrs["lhs_contract"]), list(attrs["rhs_contract"])  # type: ignore[arg-type]
-    lf = [d for d in range(lhs.type.rank) if d not in lb and d not in lc]
-    rf = [d for d in range(rhs.type.rank) if d not in rb and d not in rc]
+    lb, rb, lc, rc, lf, rf = linalg_ops.dot_axes(lhs.type.rank, rhs.type.rank, attrs)
     nb, nlf = len(lb), len(lf)
     dtype = out.type.dtype
     rows = [(0, out.type.shape[d]) for d in range(nb + nlf)]

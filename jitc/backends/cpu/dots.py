@@ -25,6 +25,7 @@ from jitc.backends.llvm.loops import for_range, loop_nest
 from jitc.backends.llvm.types import I32, I64, PTR, VOID, constant, declare, memory_type, value_type
 from jitc.ir import dtypes
 from jitc.ir.core import Instruction, Value
+from jitc.ir.ops.linalg import dot_axes
 from jitc.ir.symbolic import DimLike, is_static
 from jitc.ir.types import TensorType
 
@@ -62,10 +63,7 @@ def _dot_rows(ctx: KernelContext, inst: Instruction, epilogue: Value | None,
     attrs = inst.attrs
     lhs, rhs = inst.operands
     out = inst.results[0]
-    lb, rb = list(attrs["lhs_batch"]), list(attrs["rhs_batch"])  # type: ignore[arg-type]
-    lc, rc = list(attrs["lhs_contract"]), list(attrs["rhs_contract"])  # type: ignore[arg-type]
-    lf = [d for d in range(lhs.type.rank) if d not in lb and d not in lc]
-    rf = [d for d in range(rhs.type.rank) if d not in rb and d not in rc]
+    lb, rb, lc, rc, lf, rf = dot_axes(lhs.type.rank, rhs.type.rank, attrs)
     nb, nlf, nrf = len(lb), len(lf), len(rf)
     b = ctx.builder
     dtype = out.type.dtype

@@ -45,6 +45,7 @@ from jitc.backends.llvm.loops import for_range
 from jitc.backends.llvm.types import memory_type
 from jitc.ir import dtypes, symbolic
 from jitc.ir.core import Instruction, Value
+from jitc.ir.ops.linalg import dot_axes
 from jitc.ir.symbolic import DimLike, at_most, is_static
 
 # Below this many multiply-adds (over all batch indices) the row kernel in dots.py is
@@ -129,10 +130,7 @@ def analyse(inst: Instruction, lhs: Value, rhs: Value) -> Form | None:
     if not attrs.get("result") and (dtype not in (dtypes.float32, dtypes.float64) or
                                     lhs.type.dtype is not dtype or rhs.type.dtype is not dtype):
         return None
-    lb, rb = list(attrs["lhs_batch"]), list(attrs["rhs_batch"])  # type: ignore[arg-type]
-    lc, rc = list(attrs["lhs_contract"]), list(attrs["rhs_contract"])  # type: ignore[arg-type]
-    lf = [d for d in range(lhs.type.rank) if d not in lb and d not in lc]
-    rf = [d for d in range(rhs.type.rank) if d not in rb and d not in rc]
+    lb, rb, lc, rc, lf, rf = dot_axes(lhs.type.rank, rhs.type.rank, attrs)
     sl, sr, so = lhs.type.strides, rhs.type.strides, out.strides
     nb, nlf = len(lb), len(lf)
     rows = _collapse([lhs.type.shape[d] for d in lf],

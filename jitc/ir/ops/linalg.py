@@ -53,6 +53,17 @@ def _dot_dtype(types: Sequence[TensorType], attrs: Attrs) -> DType:
     return dtypes.by_name(str(result))
 
 
+def dot_axes(lhs_rank: int, rhs_rank: int, attrs: Attrs
+             ) -> tuple[list[int], list[int], list[int], list[int], list[int], list[int]]:
+    """dot_general's axes, as the kernels walk them: the lhs and rhs batch axes, contracting
+    axes and free axes (the rest, in order); the result is batch, lhs free, rhs free."""
+    lb, rb = list(attrs["lhs_batch"]), list(attrs["rhs_batch"])  # type: ignore[call-overload]
+    lc, rc = list(attrs["lhs_contract"]), list(attrs["rhs_contract"])  # type: ignore
+    lf = [d for d in range(lhs_rank) if d not in lb and d not in lc]
+    rf = [d for d in range(rhs_rank) if d not in rb and d not in rc]
+    return lb, rb, lc, rc, lf, rf
+
+
 def _dot_rule(types: Sequence[TensorType], attrs: Attrs, declared):
     lhs, rhs = types
     dtype = _dot_dtype(types, attrs)
