@@ -65,24 +65,20 @@ def _write(x: Tracer, index: Any, update: Any, ufunc: np.ufunc | None) -> Tracer
     if axis is not None:
         target = (*x.shape[:axis], *x.shape[axis + 1:])
         return _assign_at(x, axis, expanded[axis], _value(x, update, target, items, ufunc))
-    if not x.aval.is_static and (ufunc is not None or _indexes_symbolic_axes(x, items)):
-        if ufunc is None and any(is_traced_mask(it) for it in items):
-            # A select of the masked elements (`scores[mask] = -inf`): the positions are
-            # the mask's, whatever the extents.
-            _check_whole_mask_value(x, items, update)
-            return _assign_traced_mask(x, items, update)
-        if ufunc is None and symbolic_write.writable(items):
-            return symbolic_write.assign(x, items, update)
-        raise _symbolic_write_refused(x, ufunc)
     if ufunc is None:
         _check_whole_mask_value(x, items, update)
     if any(is_traced_mask(it) for it in items):
         if ufunc is not None:
             raise unsupported(f"numpy.{ufunc.__name__}.at with a traced boolean mask",
                               f"Use np.where(mask, np.{ufunc.__name__}(x, v), x).")
+        # A select at the mask's positions (`scores[mask] = -inf`), whatever the extents.
         return _assign_traced_mask(x, items, update)
+    if not x.aval.is_static and (ufunc is not None or _indexes_symbolic_axes(x, items)):
+        if ufunc is None and symbolic_write.writable(items):
+            return symbolic_write.assign(x, items, update)
+        raise _symbolic_write_refused(x, ufunc)
     target = numpy_result_shape(x.shape, items, x.aval.short()) if x.aval.is_static else \
-        _basic_target(x, expand(items, x.ndim))
+        _basic_target(x, expanded)
     value = _value(x, update, target, items, ufunc)
     if any(isinstance(it, slice) and _traced_slice(it) for it in items):
         return _write_dynamic(x, items, value, target, ufunc)

@@ -386,14 +386,8 @@ def dot_into(ctx: KernelContext, inst: Instruction, target: str,
 
     def operand_index(rank: int, batch: list[int], contracting: list[int], free: list[int],
                       out_index: list[str], k: list[str], free_offset: int) -> list[str]:
-        index = ["0"] * rank
-        for j, d in enumerate(batch):
-            index[d] = out_index[j]
-        for j, d in enumerate(contracting):
-            index[d] = k[j]
-        for j, d in enumerate(free):
-            index[d] = out_index[free_offset + j]
-        return index
+        return linalg_ops.dot_operand_index("0", rank, batch, contracting, free, out_index, k,
+                                            free_offset)
 
     def rhs_at(out_index: list[str], k: list[str]) -> str:
         return ctx.e.value_at(rhs, operand_index(rhs.type.rank, rb, rc, rf, out_index, k,

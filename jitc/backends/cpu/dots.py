@@ -25,7 +25,7 @@ from jitc.backends.llvm.loops import for_range, loop_nest
 from jitc.backends.llvm.types import I32, I64, PTR, VOID, constant, declare, memory_type, value_type
 from jitc.ir import dtypes
 from jitc.ir.core import Instruction, Value
-from jitc.ir.ops.linalg import dot_axes
+from jitc.ir.ops.linalg import dot_axes, dot_operand_index
 from jitc.ir.symbolic import DimLike, is_static
 from jitc.ir.types import TensorType
 
@@ -74,14 +74,8 @@ def _dot_rows(ctx: KernelContext, inst: Instruction, epilogue: Value | None,
     def operand_index(operand_rank: int, batch: list[int], contract: list[int],
                       free: list[int], out_index: list[ir.Value], k: list[ir.Value],
                       free_offset: int) -> list[ir.Value]:
-        index: list[ir.Value] = [ir.Constant(I64, 0)] * operand_rank
-        for j, d in enumerate(batch):
-            index[d] = out_index[j]
-        for j, d in enumerate(contract):
-            index[d] = k[j]
-        for j, d in enumerate(free):
-            index[d] = out_index[free_offset + j]
-        return index
+        return dot_operand_index(_i64(0), operand_rank, batch, contract, free, out_index, k,
+                                 free_offset)
 
     def product(out_index: list[ir.Value], k: list[ir.Value], acc: dtypes.DType) -> ir.Value:
         x = ctx.emitter.value_at(lhs, operand_index(lhs.type.rank, lb, lc, lf, out_index, k,

@@ -6,6 +6,7 @@ import itertools
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 import numpy as np
 
@@ -25,6 +26,9 @@ from jitc.ir.ops.rules import (
 from jitc.ir.types import TensorType
 
 Attrs = Mapping[str, object]
+
+
+T = TypeVar("T")
 
 
 def _wide(dtype: np.dtype) -> np.dtype:
@@ -62,6 +66,21 @@ def dot_axes(lhs_rank: int, rhs_rank: int, attrs: Attrs
     lf = [d for d in range(lhs_rank) if d not in lb and d not in lc]
     rf = [d for d in range(rhs_rank) if d not in rb and d not in rc]
     return lb, rb, lc, rc, lf, rf
+
+
+def dot_operand_index(zero: T, rank: int, batch: Sequence[int], contract: Sequence[int],
+                      free: Sequence[int], out_index: Sequence[T], k: Sequence[T],
+                      free_offset: int) -> list[T]:
+    """The index of one operand's element for an output index and a contracting index, in
+    whatever form a backend writes indices (`zero` for the axes none of them covers)."""
+    index = [zero] * rank
+    for j, d in enumerate(batch):
+        index[d] = out_index[j]
+    for j, d in enumerate(contract):
+        index[d] = k[j]
+    for j, d in enumerate(free):
+        index[d] = out_index[free_offset + j]
+    return index
 
 
 def _dot_rule(types: Sequence[TensorType], attrs: Attrs, declared):
