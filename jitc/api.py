@@ -14,6 +14,7 @@ import time
 import types
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -38,6 +39,7 @@ from jitc.tracing.function import (
     _Signature,
     abstractify,
     captured_specs,
+    extent_carrier,
     trace_function,
 )
 from jitc.tracing.state import trace_stack
@@ -100,6 +102,8 @@ class Jitted(_FastCall):
         self._explicit_options = frozenset(explicit_options)
         self.signature = _Signature(fun, static_argnums, static_argnames)
         self._static_args = (tuple(static_argnums), tuple(static_argnames))
+        # Python int arguments used as extents, carried as zero-size arrays (_specialize).
+        self._extent_args: tuple[str, ...] = ()
         self.donate_argnums = frozenset(donate_argnums)
         self.name = getattr(fun, "__name__", "function")
         # Least recently used first: past `cache_limit` signatures the oldest is dropped (a
@@ -153,11 +157,25 @@ class Jitted(_FastCall):
         dynamic, static = self.signature.split(args, kwargs)
         if instance is not _NO_SELF:
             dynamic.pop(self._self_name, None)
+        carried = []
+        for name in self._extent_args:
+            value = dynamic.get(name)
+            if type(value) is int:
+                if value >= 0:
+                    dynamic[name] = extent_carrier(value)
+                    carried.append(name)
+                else:  # no extent is negative: this call compiles for the value
+                    del dynamic[name]
+                    static = (*static, (name, value))
         leaves, treedef = _flatten_arguments(dynamic)
         paths = _leaf_names(dynamic)
         specs = tuple(abstractify(leaf, f"{self.name}: argument "
                                         f"{paths[i] if i < len(paths) else i}")
                       for i, leaf in enumerate(leaves))
+        if carried:
+            carriers = {id(dynamic[name]) for name in carried}
+            specs = tuple(replace(spec, extent=True) if id(leaf) in carriers else spec
+                          for spec, leaf in zip(specs, leaves))
         return dynamic, static, leaves, treedef, specs
 
     def lower(self, *args: Any, **kwargs: Any) -> Lowered:
@@ -249,13 +267,19 @@ class Jitted(_FastCall):
         return self._call(args, kwargs, self._instance)
 
     def _specialize(self, name: str) -> None:
-        """From now on compile for each value of the Python int argument `name`: the function
-        used it as a Python int (a shape, `range(n)`), which only a static value can be."""
+        """The function used the Python int argument `name` as a Python int (a shape, a slice
+        bound, `range(n)`), which only a known value can be. Under the automatic dynamic
+        policy it becomes an extent: compiled for its value, and once it changes for every
+        value of at least 2 as a symbolic dimension (a negative value, which no extent is,
+        compiles for itself). Otherwise compile for each value."""
+        self._fast = None
+        self._forms = {}
+        if self.dynamic is None and name not in self._extent_args:
+            self._extent_args = (*self._extent_args, name)
+            return
         argnums, argnames = self._static_args
         self._static_args = (argnums, (*argnames, name))
         self.signature = _Signature(self.fun, *self._static_args)
-        self._fast = None
-        self._forms = {}
 
     def _call(self, args: tuple, kwargs: dict[str, Any], instance: object) -> Any:
         return self._specializing(lambda: self._call_once(args, kwargs, instance))

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from jitc.tracing import capture, effects, guards, pytree
+from jitc.tracing.function import extent_carrier, symbol_values
 
 if TYPE_CHECKING:
     from jitc.api import Compiled, Jitted
@@ -89,7 +90,8 @@ def positional_path(jitted: Jitted, compiled: Compiled, captured: capture.Captur
     simple_out = out == pytree.LEAF or out.kind == "none" or (
         out.kind == "tuple" and all(c == pytree.LEAF for c in out.children))
     if not jitted.signature.simple or low.in_tree != flat or not simple_out or \
-            any(s.weak or not s.array for s in low.specs[:arguments]) or effects_.returned \
+            any(s.weak or s.extent or not s.array for s in low.specs[:arguments]) or \
+            effects_.returned \
             or effects_.scalars not in ((), (0,)) or (effects_.scalars and out != pytree.LEAF):
         return None
     dispatch = _dispatcher(compiled, _result_kind(out))
@@ -159,6 +161,9 @@ class _FormWriter(guards.CheckWriter):
                         low_, high = max(low_, int(narrow.min)), min(high, int(narrow.max))
                 self.fail_unless(f"{low_} <= {var} <= {high}")
             self.lines.append(f"{var} = asarray({var}, {self.constant(spec.type.dtype.numpy)})")
+        elif spec.extent:  # a Python int carried as an extent (tracing/function.py)
+            self.fail_unless(f"type({var}) is int and {var} >= 0")
+            self.lines.append(f"{var} = extent_carrier({var})")
         elif not spec.array:  # a numpy scalar: the same scalar type, as a 0-d array
             self.fail_unless(f"type({var}) is {self.constant(type(leaves[index]))}")
             self.lines.append(f"{var} = asarray({var})")
@@ -243,6 +248,7 @@ def form_path(jitted: Jitted, compiled: Compiled, captured: capture.Captured,
     source = f"def fast(args, kwargs, instance):\n    {body}\n"
     return writer.build(source, "fast", f"<jitc call form of {jitted.name}>",
                         {"MISS": MISS, "asarray": np.asarray, "dispatch": dispatch,
+                         "extent_carrier": extent_carrier,
                          "read": read, "finish": _finisher(low)})
 
 
@@ -252,11 +258,14 @@ def _finisher(low: Any) -> Callable[[Any, tuple], Any]:
     out, returned = low.out_tree, low.side_effects.returned
     scalars = low.side_effects.scalars
 
+    symbolic = any(not spec.type.is_static for spec in low.specs)
+
     def finish(result: Any, leaves: tuple) -> Any:
         outputs = [result] if out == pytree.LEAF else list(result)
+        env = symbol_values(low.specs, leaves) if symbolic and returned else None
         for position, index, steps in returned:
             with contextlib.suppress(ValueError):
-                outputs[position] = effects.numpy_view(leaves[index], steps)
+                outputs[position] = effects.numpy_view(leaves[index], steps, env)
         for position in scalars:
             outputs[position] = outputs[position][()]
         return pytree.unflatten(out, outputs)

@@ -72,8 +72,8 @@ def _symbol_name(leaf: str, axis: int) -> str:
 
 
 def _alike(a: ArgSpec, b: ArgSpec) -> bool:
-    return (a.weak, a.array, a.type.dtype, a.type.rank) == (b.weak, b.array, b.type.dtype,
-                                                            b.type.rank)
+    return (a.weak, a.array, a.extent, a.type.dtype, a.type.rank) == \
+        (b.weak, b.array, b.extent, b.type.dtype, b.type.rank)
 
 
 def _with_symbols(specs: Sequence[ArgSpec], symbols: Mapping[tuple[int, int], str]

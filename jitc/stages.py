@@ -39,6 +39,7 @@ from jitc.tracing.function import (
     _ir_name,
     _Signature,
     abstractify,
+    symbol_values,
 )
 
 
@@ -160,11 +161,12 @@ class Compiled:
         for write in effects_.rebound:
             write.apply(outputs, fun, instance)
         outputs = outputs[:count]
+        env = symbol_values(low.specs, leaves) if effects_.returned else None
         for position, index, steps in effects_.returned:
             # The argument itself, or the same view of it; where its strides make numpy copy
             # instead (a reshape of a transposed array), the computed copy is numpy's answer.
             with contextlib.suppress(ValueError):
-                outputs[position] = effects.numpy_view(leaves[index], steps)
+                outputs[position] = effects.numpy_view(leaves[index], steps, env)
         for position in effects_.scalars:
             outputs[position] = outputs[position][()]
         return pytree.unflatten(low.out_tree, outputs)

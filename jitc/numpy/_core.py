@@ -204,7 +204,7 @@ def stack_values(xs: Sequence[ArrayLike], dtype: object = None) -> Tracer:
 
 def check_static_int(value: object, what: str) -> int:
     if isinstance(value, Tracer):
-        name = value.trace.specializable.get(id(value))
+        name = value.trace.argument_source(value.value)
         if name is not None:
             raise SpecializeArgument(name)
         raise TraceError(located(f"{what} must be a static integer, not a traced value; make "

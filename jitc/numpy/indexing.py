@@ -31,7 +31,13 @@ from jitc.numpy.shapes import (
     transpose,
 )
 from jitc.numpy.ufuncs import compare, select
-from jitc.tracing.errors import IndexingError, ShapeError, TraceError, located
+from jitc.tracing.errors import (
+    IndexingError,
+    ShapeError,
+    SpecializeArgument,
+    TraceError,
+    located,
+)
 from jitc.tracing.state import emit
 from jitc.tracing.tracer import Tracer
 
@@ -76,6 +82,11 @@ def dynamic_slice_length(item: slice, size: int) -> tuple[Any, int, int]:
     if item.start is not None and item.stop is not None:
         length = static_difference(item.stop, item.start)
     if length is None:
+        for bound in (item.start, item.stop):
+            name = bound.trace.argument_source(bound.value) if isinstance(bound, Tracer) \
+                else None
+            if name is not None:
+                raise SpecializeArgument(name)  # computed from int arguments: made static
         raise unsupported(
             "a slice whose length depends on traced values (x[t:] or x[:t])",
             "Write the slice with a static length, x[t:t + L] (L a Python int), or mask "
@@ -140,6 +151,13 @@ def static_stand_in(shape: tuple[int, ...], index: Any) -> tuple[Item, ...]:
                  for it, ax in zip(items, axes))
 
 
+def _holds_extent(item: Item) -> bool:
+    """A symbolic extent as an index or a slice bound (`x[pos]`, `x[:pos + 1]` with `pos` an
+    int argument that the symbolic compilation gives as a dimension)."""
+    return isinstance(item, Dim) or (isinstance(item, slice) and any(
+        isinstance(part, Dim) for part in (item.start, item.stop, item.step)))
+
+
 @functools.lru_cache(maxsize=1024)
 def _dummy(shape: tuple[int, ...]) -> np.ndarray:
     """A read-only array of `shape` over one byte, for numpy to index."""
@@ -156,7 +174,8 @@ def numpy_result_shape(shape: tuple[DimLike, ...], items: tuple[Item, ...],
     stand_ins = tuple(_stand_in(it, shape, None if ax is None else ax % max(len(shape), 1))
                       for it, ax in zip(items, axes))
     if not all(is_static(d) for d in shape) or any(
-            isinstance(it, Tracer) and not it.aval.is_static for it in items):
+            (isinstance(it, Tracer) and not it.aval.is_static) or _holds_extent(it)
+            for it in items):
         return symbolic_index.result_shape(shape, items, axes, stand_ins, indexed)
     dummy = _dummy(tuple(shape))
     try:
@@ -223,7 +242,8 @@ def index_positions(x: Tracer, items: tuple[Item, ...], want: tuple[DimLike, ...
             kinds.append("array")
         else:
             n = x.shape[axis]
-            i = int(item) % n if is_static(n) else symbolic_index.integer_position(n, item)
+            i = item if isinstance(item, Dim) else int(item) % n if is_static(n) else \
+                symbolic_index.integer_position(n, item)
             x = slice_axis(x, axis, i, i + 1)
             kinds.append("int")
         axis += 1

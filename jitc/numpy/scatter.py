@@ -19,11 +19,11 @@ from typing import Any
 
 import numpy as np
 
-from jitc.ir import dtypes, ops
+from jitc.ir import dtypes, ops, symbolic
 from jitc.ir.opdef import IRTypeError
 from jitc.ir.ops import reduce_identity
 from jitc.ir.ops.rules import broadcast_shapes
-from jitc.ir.symbolic import DimLike, is_static
+from jitc.ir.symbolic import Dim, DimLike, is_static
 from jitc.ir.types import TensorType
 from jitc.numpy import symbolic_write
 from jitc.numpy._core import implements, lift, unsupported
@@ -61,6 +61,9 @@ def setitem(x: Tracer, index: Any, update: Any) -> Tracer:
 def _write(x: Tracer, index: Any, update: Any, ufunc: np.ufunc | None) -> Tracer:
     items = prepare(index, x.aval.short())
     expanded = expand(items, x.ndim)
+    if any(_holds_extent(it) for it in expanded):
+        items = tuple(_extents_as_positions(x, expanded))
+        expanded = list(items)
     axis = _traced_position(x, expanded) if ufunc is None else None
     if axis is not None:
         target = (*x.shape[:axis], *x.shape[axis + 1:])
@@ -223,6 +226,47 @@ def _write_dynamic(x: Tracer, items: tuple[Item, ...], value: Tracer,
     updated = _write(block, static_items, value, ufunc)
     start_tracers = [Tracer(x.trace, s) for s in starts]
     return emit(ops.DYNAMIC_UPDATE_SLICE, [x, updated, *start_tracers])
+
+
+def _extents_as_positions(x: Tracer, items: list[Item]) -> list[Item]:
+    """`items` with each symbolic position on a static axis (an int argument the symbolic
+    compilation gives as an extent: `cache[pos] = k`, `x[pos:pos + 2] += v`) as a traced
+    one, the call's constraints keeping it in range; where numpy would wrap a negative one or
+    raise IndexError, the call compiles exactly instead. A slice of symbolic length stays (its
+    write is refused: exact compilations)."""
+    out: list[Item] = []
+    axes = iter(x.shape)
+    for item in items:
+        n = next(axes) if item is not None else None
+        if n is None or not is_static(n) or not _holds_extent(item):
+            out.append(item)
+            continue
+        start, length = (item, 1) if not isinstance(item, slice) else _static_length(item, n)
+        if length is None:
+            out.append(item)
+            continue
+        why = f"writing {x.aval.short()} at a position given by an int argument"
+        symbolic.require(symbolic.at_least(start, 0), why)
+        symbolic.require(symbolic.at_least(n - length, start), why)
+        position = extent_value(start) if isinstance(start, Dim) else start
+        out.append(position if not isinstance(item, slice) else
+                   slice(position, position + length))
+    return out
+
+
+def _static_length(item: slice, n: int) -> tuple[Any, int | None]:
+    """(start, length) of a unit-step slice whose bounds differ by a constant (`pos:pos + 2`),
+    else (None, None)."""
+    if item.step not in (None, 1) or item.start is None or item.stop is None:
+        return None, None
+    length = item.stop - item.start
+    return (item.start, length) if isinstance(length, int) and 0 <= length <= n else \
+        (None, None)
+
+
+def _holds_extent(item: Item) -> bool:
+    return isinstance(item, Dim) or (isinstance(item, slice) and any(
+        isinstance(part, Dim) for part in (item.start, item.stop, item.step)))
 
 
 def _traced_position(x: Tracer, items: list[Item]) -> int | None:

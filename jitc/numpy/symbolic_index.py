@@ -90,7 +90,7 @@ def slice_bounds(size: DimLike, item: slice) -> tuple[DimLike, DimLike, int, boo
 
 
 def _is_advanced(item: Any) -> bool:
-    return not (item is None or item is Ellipsis or isinstance(item, slice) or (
+    return not (item is None or item is Ellipsis or isinstance(item, (slice, Dim)) or (
         isinstance(item, (int, np.integer)) and not isinstance(item, (bool, np.bool_))))
 
 
@@ -154,8 +154,9 @@ def result_shape(shape: tuple[DimLike, ...], items: tuple[Any, ...],
             _require_in_range(shape[axis], positions, indexed)  # type: ignore[arg-type,index]
             stand_in = np.zeros(positions.shape, np.intp)
         # numpy would check an integer against the placeholder: the call checks it instead.
-        if on_symbol and not _is_advanced(item) and isinstance(item, (int, np.integer)):
-            stand_in = 0
+        if (on_symbol and not _is_advanced(item) and isinstance(item, (int, np.integer))) \
+                or isinstance(item, Dim):
+            stand_in = 0  # a symbolic position: the slice taking it records that it fits
         elif isinstance(item, slice) and any(isinstance(b, Dim) for b in (item.start,
                                                                           item.stop)):
             stand_in = slice(None, None, item.step)  # symbolic bounds: the slice rule checks

@@ -17,11 +17,12 @@ array (see `jitc.tracing.capture` and `jitc.api`).
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from jitc.ir import symbolic
 from jitc.ir.opdef import IRTypeError
 from jitc.ir.ops.rules import require_equal
 from jitc.tracing.errors import TraceError, located
@@ -70,7 +71,7 @@ class Step:
     def unapply(self, parent: Tracer, child: Tracer) -> Tracer:
         raise NotImplementedError
 
-    def on_numpy(self, array: np.ndarray) -> Any:
+    def on_numpy(self, array: np.ndarray, env: Mapping[str, int] | None = None) -> Any:
         raise NotImplementedError
 
 
@@ -83,6 +84,9 @@ class Index(Step):
         self.index = index
         self.stand_in = stand_in
         self.static = stand_in is index
+        # Symbolic bounds (`x[:pos + 1]`, pos an int argument given as an extent) are the
+        # call's values: `on_numpy` takes them from `env`.
+        self.symbolic = _holds_symbols(stand_in)
 
     def apply(self, parent: Tracer) -> Tracer:
         return _numpy().getitem(parent, self.index)
@@ -90,8 +94,29 @@ class Index(Step):
     def unapply(self, parent: Tracer, child: Tracer) -> Tracer:
         return _numpy().setitem(parent, self.index, child)
 
-    def on_numpy(self, array: np.ndarray) -> Any:
-        return array[self.stand_in]
+    def on_numpy(self, array: np.ndarray, env: Mapping[str, int] | None = None) -> Any:
+        return array[_bound(self.stand_in, env) if self.symbolic else self.stand_in]
+
+
+def _holds_symbols(index: Any) -> bool:
+    if isinstance(index, tuple):
+        return any(map(_holds_symbols, index))
+    if isinstance(index, slice):
+        return any(map(_holds_symbols, (index.start, index.stop, index.step)))
+    return isinstance(index, symbolic.Dim)
+
+
+def _bound(index: Any, env: Mapping[str, int] | None) -> Any:
+    """`index` with each symbolic extent as its value in `env` (the call's symbols)."""
+    if isinstance(index, tuple):
+        return tuple(_bound(item, env) for item in index)
+    if isinstance(index, slice):
+        return slice(*(_bound(part, env) for part in (index.start, index.stop, index.step)))
+    if isinstance(index, symbolic.Dim):
+        if env is None:
+            raise AssertionError(f"a view at symbolic position {index} taken without values")
+        return symbolic.evaluate(index, env)
+    return index
 
 
 class Reshape(Step):
@@ -104,7 +129,7 @@ class Reshape(Step):
     def unapply(self, parent: Tracer, child: Tracer) -> Tracer:
         return _numpy().reshape(child, parent.shape)
 
-    def on_numpy(self, array: np.ndarray) -> Any:
+    def on_numpy(self, array: np.ndarray, env: Mapping[str, int] | None = None) -> Any:
         return np.reshape(array, self.shape, copy=False)  # ValueError where numpy copies
 
 
@@ -118,7 +143,7 @@ class Transpose(Step):
     def unapply(self, parent: Tracer, child: Tracer) -> Tracer:
         return _numpy().transpose(child, tuple(np.argsort(self.permutation)))
 
-    def on_numpy(self, array: np.ndarray) -> Any:
+    def on_numpy(self, array: np.ndarray, env: Mapping[str, int] | None = None) -> Any:
         return np.transpose(array, self.permutation)
 
 
@@ -139,7 +164,7 @@ class Window(Step):
     def unapply(self, parent: Tracer, child: Tracer) -> Tracer:
         raise AssertionError("assign refuses writes through windows before unapplying them")
 
-    def on_numpy(self, array: np.ndarray) -> Any:
+    def on_numpy(self, array: np.ndarray, env: Mapping[str, int] | None = None) -> Any:
         return np.lib.stride_tricks.sliding_window_view(array, self.window, self.axes,
                                                         writeable=self.writeable)
 
@@ -162,7 +187,7 @@ class Broadcast(Step):
     def unapply(self, parent: Tracer, child: Tracer) -> Tracer:
         raise AssertionError("assign refuses writes through broadcasts before unapplying them")
 
-    def on_numpy(self, array: np.ndarray) -> Any:
+    def on_numpy(self, array: np.ndarray, env: Mapping[str, int] | None = None) -> Any:
         return np.broadcast_to(array, self.shape)
 
 
@@ -225,9 +250,16 @@ def derive(parent: Tracer, child: Tracer, step: Step) -> Tracer:
     pview = parent._view
     root = parent if pview is None else pview.root
     shadow: np.ndarray | None = None
+    # A position given by a symbol (`kc[pos]`, pos an int argument given as an extent) has no
+    # stand-in to view on a shadow, even where the shapes are static.
+    symbolic_position = isinstance(step, Index) and step.symbolic
     if not (parent.aval.is_static and child.aval.is_static and root.aval.is_static) or \
-            parent._symbolic_alias:
+            parent._symbolic_alias or symbolic_position:
         scalar = isinstance(step, Index) and _scalar_index(step.index, parent.ndim)
+        if scalar and symbolic_position and parent.aval.is_static:
+            scalar_child = _own(child, parent)  # v[pos]: numpy's scalar, as for an int
+            scalar_child._array = False
+            return scalar_child
         # A reshape to the same shape views whatever the strides (x[:] makes one on the way).
         same_shape = isinstance(step, Reshape) and tuple(step.shape) == tuple(parent.shape)
         strides_free = (isinstance(step, (Index, Transpose)) and step.static) or \
@@ -268,7 +300,8 @@ def _scalar_index(index: Any, ndim: int) -> bool:
     """Whether numpy's basic `x[index]` is a scalar: one integer per axis, nothing else."""
     items = index if isinstance(index, tuple) else (index,)
     return len(items) == ndim and all(
-        isinstance(i, (int, np.integer)) and not isinstance(i, (bool, np.bool_)) for i in items)
+        isinstance(i, (int, np.integer, symbolic.Dim)) and not isinstance(i, (bool, np.bool_))
+        for i in items)
 
 
 def _own(child: Tracer, parent: Tracer) -> Tracer:
@@ -383,8 +416,10 @@ def write_result(target: Tracer, result: Any, what: str,
     return target
 
 
-def numpy_view(array: np.ndarray, steps: Sequence[Step]) -> np.ndarray:
-    """The same view of a real array (the caller's argument) as the traced steps took."""
+def numpy_view(array: np.ndarray, steps: Sequence[Step],
+               env: Mapping[str, int] | None = None) -> np.ndarray:
+    """The same view of a real array (the caller's argument) as the traced steps took; `env`:
+    the call's values of the symbols (a symbolic compilation's)."""
     for step in steps:
-        array = step.on_numpy(array)
+        array = step.on_numpy(array, env)
     return array

@@ -8,6 +8,7 @@ into arguments and rebinding of captured state come back as `SideEffects`.
 
 from __future__ import annotations
 
+import functools
 import inspect
 import re
 import types
@@ -31,7 +32,7 @@ from jitc.tracing.errors import (
     numpy_function_in,
     user_location_in,
 )
-from jitc.tracing.state import TraceState, trace_stack
+from jitc.tracing.state import TraceState, extent_value, trace_stack
 from jitc.tracing.tracer import Tracer
 
 
@@ -43,9 +44,34 @@ class ArgSpec:
     type: TensorType
     weak: bool = False
     array: bool = True  # an ndarray (writable in place), not a Python or numpy scalar
+    # A Python int argument the function uses as an extent (a slice bound, a size): carried
+    # as the length of a zero-size array (`extent_carrier`) so that it can be a symbolic
+    # dimension like an array's; the function is given that length.
+    extent: bool = False
 
     def __str__(self) -> str:
+        if self.extent:
+            return f"int {self.type.shape[0]} (an extent)"
         return self.type.short() + (" (Python scalar)" if self.weak else "")
+
+
+def symbol_values(specs: Sequence[ArgSpec], leaves: Sequence[object]) -> dict[str, int]:
+    """The values a call binds to the symbols of `specs` (a symbolic compilation's) from its
+    flat `leaves`: each symbolic extent is the extent of the leaf there."""
+    env: dict[str, int] = {}
+    for spec, leaf in zip(specs, leaves):
+        for dim, size in zip(spec.type.shape, np.shape(leaf)):
+            name = symbolic.symbol_name(dim)
+            if name is not None:
+                env[name] = size
+    return env
+
+
+@functools.lru_cache(maxsize=1024)
+def extent_carrier(value: int) -> np.ndarray:
+    """The zero-size array that carries the Python int argument `value` (>= 0) as its first
+    extent; never written, so one per value serves every call."""
+    return np.empty((value, 0), np.int8)
 
 
 class AbstractArray:
@@ -252,12 +278,14 @@ def trace_function(fun: Callable, signature: _Signature, dynamic: dict[str, Any]
     traced_values = pytree.unflatten(treedef, tracers[:argument_count])
     for name, value in zip(dynamic, traced_values):
         if type(dynamic[name]) is int:
-            state.specializable[id(value)] = name
+            state.specializable[id(value.value)] = name
+    carriers = {id(t) for t, spec in zip(tracers, specs) if spec.extent}
+    call_args = {name: value.shape[0] if id(value) in carriers else value
+                 for name, value in zip(dynamic, traced_values)}
     shadow = capture.Shadow({p: t for (p, _), t in zip(captured.arrays,
                                                          tracers[argument_count:])},
                             captured.prefixes())
     state.captured = {id(a): t for (_, a), t in zip(captured.arrays, tracers[argument_count:])}
-    call_args = dict(zip(dynamic, traced_values))
     shadow_self = _NO_SELF
     if instance is not _NO_SELF:
         shadow_self = call_args[self_name] = shadow.make(instance, (("self",),))
@@ -295,6 +323,8 @@ def trace_function(fun: Callable, signature: _Signature, dynamic: dict[str, Any]
             outputs.append(leaf.value)
         elif isinstance(leaf, (np.ndarray, np.generic, bool, int, float)):
             outputs.append(state.constant(np.asarray(leaf)).value)
+        elif isinstance(leaf, symbolic.Dim):  # an int argument's extent, or one computed
+            outputs.append(extent_value(leaf, state).value)
         else:
             raise TraceError(f"{name} returned a {type(leaf).__name__} (output {i}); jitc "
                              "functions return arrays, scalars, or tuples/lists/dicts of them")

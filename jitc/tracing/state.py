@@ -33,8 +33,9 @@ class TraceState:
         # id(array) -> its Tracer, for the captured arrays (jitc.tracing.capture): however the
         # function reaches one (a helper's globals), it reads the implicit argument.
         self.captured: dict[int, Tracer] = {}
-        # id(tracer) -> argument name, for Python int arguments: used as a Python int (a
-        # shape, range(n)), such an argument is made static (errors.SpecializeArgument).
+        # id(parameter value) -> argument name, for Python int arguments: used as a Python
+        # int (a shape, range(n), a slice bound), such an argument, or a value computed from
+        # such arguments alone (pos + 1), is made static (errors.SpecializeArgument).
         self.specializable: dict[int, str] = {}
         # explain mode (Jitted.explain): obstacles are noted here and tracing goes on.
         self.obstacles: list[JitcError] | None = None
@@ -75,12 +76,39 @@ class TraceState:
             self._constants[key] = cached
         return cached
 
+    def argument_source(self, value: Value) -> str | None:
+        """The name of a Python int argument that `value` is computed from, when it is computed
+        from such arguments and constants alone (`pos`, `pos + 1`, `n // 2`); else None (it
+        depends on array data or on a loop's variables, which no static value fixes)."""
+        pending, seen, names = [value], set(), []
+        while pending:
+            current = pending.pop()
+            if id(current) in seen:
+                continue
+            seen.add(id(current))
+            if len(seen) > _SOURCE_WALK_LIMIT:
+                return None
+            producer = current.producer
+            if producer.op is ops.PARAMETER:
+                name = self.specializable.get(id(current))
+                if name is None:
+                    return None
+                names.append(name)
+            else:
+                pending.extend(producer.operands)
+        return names[0] if names else None
+
     def constant_source(self, value: Value) -> int | None:
         """id() of the numpy array whose constant `value` is, if it is one of this trace."""
         for key, tracer in self._constants.items():
             if key[0] == "array" and tracer.value is value:
                 return key[1]  # type: ignore[return-value]
         return None
+
+
+# How many values `argument_source` looks through: a scalar index is a short expression, and
+# the walk runs only where a traced value must be a Python int (about to raise otherwise).
+_SOURCE_WALK_LIMIT = 256
 
 
 def _zero_signs(value: object) -> object:

@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from jitc.ir import symbolic
 from jitc.ir.core import Value
 from jitc.ir.types import TensorType
 from jitc.tracing import effects
@@ -109,11 +110,15 @@ class Tracer:
 
     def __len__(self) -> int:
         if not self.shape:
+            self._int_argument()
             raise TypeError("len() of a 0-d traced array")
         return self.shape[0]
 
     def __iter__(self):
         if not self.shape:
+            # numpy asks a shape for __index__ first, and on a TypeError (which the int
+            # argument's SpecializeArgument is) for a sequence: np.zeros(n) lands here.
+            self._int_argument()
             raise TypeError("iteration over a 0-d traced array")
         return (self[i] for i in range(self.shape[0]))
 
@@ -140,12 +145,17 @@ class Tracer:
             "traced, or compare instead (idx[..., None] == np.arange(n) is a one-hot "
             "encoding)."))
 
+    def _int_argument(self) -> None:
+        """SpecializeArgument when this value is computed from Python int arguments alone:
+        jit compiles for their values (or makes them extents) instead of failing."""
+        name = self.trace.argument_source(self.value)
+        if name is not None:
+            raise SpecializeArgument(name)
+
     def _concrete(self, what: str, fallback: Any = 0) -> Any:
         """The value a Python construct needs now; an error, or in `explain` mode a note and
         `fallback` so that tracing goes on to the next obstacle."""
-        name = self.trace.specializable.get(id(self))
-        if name is not None:
-            raise SpecializeArgument(name)
+        self._int_argument()
         loc = user_location()
         fn = loc.function if loc else "the traced function"
         error = ConcretizationError(
@@ -287,8 +297,9 @@ def _is_basic_index(index: Any) -> bool:
             continue
         if isinstance(item, slice):
             continue
-        if isinstance(item, (int, np.integer)) and not isinstance(item, (bool, np.bool_)):
-            continue
+        if isinstance(item, (int, np.integer, symbolic.Dim)) and \
+                not isinstance(item, (bool, np.bool_)):
+            continue  # a Dim: an int argument the symbolic compilation gives as an extent
         return False
     return True
 

@@ -234,8 +234,9 @@ def test_traced_slice_start_is_clamped_past_the_end():
     (lambda x, t: x[t + 2:t:-1], "positive step"),
 ])
 def test_traced_slice_errors(fn, fragment):
+    # A numpy integer stays traced (a Python int would be an extent: test_int_extents.py).
     with pytest.raises(jitc.TraceError) as info:
-        jitc.jit(fn)(np.arange(5.0), 1)
+        jitc.jit(fn)(np.arange(5.0), np.int64(1))
     where, source, explanation = str(info.value).split("\n", 2)
     assert "test_numpy_indexing.py" in where and "lambda x, t" in source
     assert fragment in explanation
