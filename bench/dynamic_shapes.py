@@ -23,6 +23,7 @@ executables called directly (the machine code, and the symbolic one's binding of
 from __future__ import annotations
 
 import argparse
+import math
 import time
 from collections.abc import Callable, Sequence
 
@@ -30,7 +31,15 @@ import numpy as np
 
 import jitc
 from bench.runner import bind_numpy
-from bench.workloads import _gpt2_inputs, _mlp_inputs, gpt2_block, mlp
+from bench.workloads import (
+    _gpt2_inputs,
+    _mlp_inputs,
+    gelu,
+    gpt2_block,
+    layernorm,
+    mlp,
+    softmax,
+)
 from jitc.tracing.function import AbstractArray
 
 MLP_BATCHES = (1, 2, 3, 5, 8, 13, 21, 32, 50, 64, 100, 128, 256, 384, 512)
@@ -137,6 +146,68 @@ def _gpt2_calls() -> tuple[Callable, Callable[[int], tuple]]:
     return bind_numpy(gpt2_block), make
 
 
+class DecodeOnSelf:
+    """A GPT-2 block's decode step as numpy code keeps its state: the KV cache (heads x
+    positions x head size) and the position on `self`, the attention over `cache[:, :pos + 1]`
+    and `self.pos += 1`. jit makes `self.pos` an extent once it changes: 3 compilations."""
+
+    def __init__(self, weights: tuple, length: int = 256, heads: int = 12) -> None:
+        self.weights = weights
+        d = weights[0].shape[0]
+        self.keys = np.zeros((heads, length, d // heads), np.float32)
+        self.values = np.zeros_like(self.keys)
+        self.pos = 0
+
+    def step(self, x):
+        ln1_g, ln1_b, w_qkv, b_qkv, w_o, b_o, ln2_g, ln2_b, w_fc, b_fc, w_pr, b_pr = self.weights
+        d = x.shape[0]
+        heads, _, hd = self.keys.shape
+        h = layernorm(np, x, ln1_g, ln1_b)
+        qkv = h @ w_qkv + b_qkv
+        self.keys[:, self.pos] = qkv[d:2 * d].reshape(heads, hd)
+        self.values[:, self.pos] = qkv[2 * d:].reshape(heads, hd)
+        self.pos += 1
+        q = qkv[:d].reshape(heads, hd, 1)
+        scores = (self.keys[:, :self.pos] @ q)[..., 0] * (1.0 / math.sqrt(hd))
+        attn = (softmax(np, scores)[:, None, :] @ self.values[:, :self.pos])[:, 0, :]
+        x = x + attn.reshape(d) @ w_o + b_o
+        h = layernorm(np, x, ln2_g, ln2_b)
+        return x + gelu(np, h @ w_fc + b_fc) @ w_pr + b_pr
+
+    jitted_step = jitc.jit(step, disk_cache=False)
+
+
+def _decode_on_self(tokens: int) -> tuple[int, int, float, float, float, float]:
+    """(compilations, of them symbolic, jitc seconds, numpy seconds) for `tokens` decode steps
+    from an empty cache, then the seconds of one step at the last position (jitc, numpy)."""
+    rng = np.random.default_rng(0)
+    x, *weights = _gpt2_inputs(rng, False)
+    plain, jitted = DecodeOnSelf(tuple(weights)), DecodeOnSelf(tuple(weights))
+    DecodeOnSelf.jitted_step.clear_cache()
+    start = time.perf_counter()
+    y = x[0]
+    for _ in range(tokens):
+        y = jitted.jitted_step(y)
+    jit_total = time.perf_counter() - start
+    start = time.perf_counter()
+    z = x[0]
+    for _ in range(tokens):
+        z = plain.step(z)
+    numpy_total = time.perf_counter() - start
+    np.testing.assert_allclose(y, z, rtol=2e-3, atol=2e-3)
+    stats = DecodeOnSelf.jitted_step.compile_stats()
+
+    def again(model: DecodeOnSelf, step: Callable) -> Callable[[], None]:
+        def call() -> None:
+            model.pos = tokens - 1
+            step(x[0])
+        return call
+    jit_step, numpy_step = _best_per_call(
+        [again(jitted, jitted.jitted_step), again(plain, plain.step)], ())
+    return (len(stats), sum(s["symbolic"] for s in stats), jit_total, numpy_total,
+            jit_step, numpy_step)
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--backends", nargs="+", default=["cpu", "c", "interpreter"])
@@ -165,6 +236,12 @@ def main(argv: Sequence[str] | None = None) -> None:
                   f"{row['second_reason'][:110]}")
             if row["symbolic"] and backend != "interpreter":
                 per_call.append((name.split(",")[0], backend, fn, make))
+    if "cpu" in args.backends:
+        tokens = 8 if args.quick else 64
+        count, symbolic, jit_total, numpy_total, jit_step, numpy_step = _decode_on_self(tokens)
+        print(f"{f'GPT-2 decode, self.pos, {tokens}':<28} {'cpu':<12} {count:>8} "
+              f"{symbolic:>8} {jit_total:>8.2f} {numpy_total:>8.3f}  one step at pos "
+              f"{tokens - 1}: {jit_step * 1e6:.0f} us, numpy {numpy_step * 1e6:.0f} us")
     print(f"\n{'per call (us)':<16} {'backend':<8} {'size':>5} {'jit: symbolic':>14} "
           f"{'exact':>9} {'ratio':>6} {'code: symbolic':>15} {'exact':>9} {'ratio':>6}")
     for name, backend, fn, make in per_call:

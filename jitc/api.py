@@ -39,7 +39,6 @@ from jitc.tracing.function import (
     _Signature,
     abstractify,
     captured_specs,
-    extent_carrier,
     trace_function,
 )
 from jitc.tracing.state import trace_stack
@@ -102,8 +101,10 @@ class Jitted(_FastCall):
         self._explicit_options = frozenset(explicit_options)
         self.signature = _Signature(fun, static_argnums, static_argnames)
         self._static_args = (tuple(static_argnums), tuple(static_argnames))
-        # Python int arguments used as extents, carried as zero-size arrays (_specialize).
+        # Python int arguments used as extents, carried as zero-size arrays (_specialize), and
+        # the paths of captured ints that changed between calls (_changed_ints).
         self._extent_args: tuple[str, ...] = ()
+        self._extent_paths: frozenset[capture.Path] = frozenset()
         self.donate_argnums = frozenset(donate_argnums)
         self.name = getattr(fun, "__name__", "function")
         # Least recently used first: past `cache_limit` signatures the oldest is dropped (a
@@ -162,7 +163,7 @@ class Jitted(_FastCall):
             value = dynamic.get(name)
             if type(value) is int:
                 if value >= 0:
-                    dynamic[name] = extent_carrier(value)
+                    dynamic[name] = capture.extent_carrier(value)
                     carried.append(name)
                 else:  # no extent is negative: this call compiles for the value
                     del dynamic[name]
@@ -207,7 +208,7 @@ class Jitted(_FastCall):
         return [str(o) for o in self._specializing(attempt)]
 
     def _captured(self, instance: object) -> capture.Captured:
-        return capture.walk(self.fun, self._global_names, instance)
+        return capture.walk(self.fun, self._global_names, instance, self._extent_paths)
 
     def _lower(self, dynamic, static, treedef, specs, captured: capture.Captured,
                instance: object = _NO_SELF, obstacles: list[JitcError] | None = None,
@@ -295,7 +296,8 @@ class Jitted(_FastCall):
                     raise
                 self._specialize(exc.name)
 
-    def _call_once(self, args: tuple, kwargs: dict[str, Any], instance: object) -> Any:
+    def _call_once(self, args: tuple, kwargs: dict[str, Any], instance: object,
+                   cause: str = "") -> Any:
         dynamic, static, leaves, treedef, specs = self._abstract_call(args, kwargs, instance)
         captured = self._captured(instance)
         # The names matter: f(x, y=a) and f(x, z=a) have the same leaves but mean different
@@ -310,8 +312,14 @@ class Jitted(_FastCall):
             compiled = self._symbolic_serving(key)
         hit = compiled is not None
         if compiled is None:
+            changed = self._changed_ints(key, captured)
+            if changed:
+                # From now on those ints are extents: walk the state again to carry them.
+                self._extent_paths |= frozenset(changed)
+                self.forget_fast_paths()
+                return self._call_once(args, kwargs, instance, "; ".join(changed.values()))
             compiled = self._compile_once(key, dynamic, static, treedef, specs, captured,
-                                          instance)
+                                          instance, cause)
         else:
             self._touch(key)
         if profiling.active() is not None:  # calls under a profile time their kernels
@@ -323,9 +331,36 @@ class Jitted(_FastCall):
             return compiled.call_flat(leaves + [a for _, a in captured.arrays], self.fun,
                                       instance)
 
+    def _changed_ints(self, key: tuple, captured: capture.Captured) -> dict[capture.Path, str]:
+        """Under the automatic dynamic policy, the paths of captured ints whose values alone
+        set this call's key apart from a compiled one's (`self.pos` after a decode step):
+        made extents, they compile for 0, 1, then once symbolically (docs/dynamic-shapes.md)
+        instead of once per value. Each path maps to what changed, for `compile_stats`."""
+        if self.dynamic is not None or not captured.scalars:
+            return {}
+        arrays, scalars, *rest = key[5]
+        for other, _ in self._items():
+            if (other[:2], other[3:5]) != (key[:2], key[3:5]):
+                continue
+            other_arrays, other_scalars, *other_rest = other[5]
+            if other_rest != rest or other_arrays != arrays or \
+                    len(other_scalars) != len(scalars):
+                continue
+            changed = [(path, kind, value, before) for (path, kind, value), (p, k, before)
+                       in zip(scalars, other_scalars) if (path, kind) == (p, k)
+                       and value != before]
+            if len(changed) < sum(1 for a, b in zip(scalars, other_scalars) if a != b):
+                continue  # a path or a type differs too
+            if changed and all(kind is int and path not in self._extent_paths
+                               for path, kind, _, _ in changed):
+                return {path: f"{capture.path_name(path)} changed ({before} -> {value}): an "
+                        "extent from now on" for path, _, value, before in changed}
+        return {}
+
     def _compile_once(self, key: tuple, dynamic: dict[str, Any], static: tuple,
                       treedef: pytree.TreeDef, specs: tuple[ArgSpec, ...],
-                      captured: capture.Captured, instance: object) -> Compiled:
+                      captured: capture.Captured, instance: object, cause: str = ""
+                      ) -> Compiled:
         """The cached executable for `key`, compiled by exactly one of the threads that ask.
 
         Replacing a cache entry while another thread runs the old one would free machine code
@@ -348,7 +383,7 @@ class Jitted(_FastCall):
                     with collector_paused(), progress.watch(self.name, signature):
                         compiled = self._lower(dynamic, static, treedef, specs, captured,
                                                instance).compile()
-                    compiled.reason = reason
+                    compiled.reason = cause or reason
                     self._store(key, compiled)
                 return compiled
         finally:

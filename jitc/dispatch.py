@@ -31,7 +31,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from jitc.tracing import capture, effects, guards, pytree
-from jitc.tracing.function import extent_carrier, symbol_values
+from jitc.tracing.capture import extent_carrier
+from jitc.tracing.function import symbol_values
 
 if TYPE_CHECKING:
     from jitc.api import Compiled, Jitted

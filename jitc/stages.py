@@ -12,7 +12,7 @@ import gc
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -179,7 +179,10 @@ class Compiled:
                             f"called with {dict(static)}; call the jitted function to "
                             "compile for new static values")
         leaves, treedef = _flatten_arguments(dynamic)
+        leaves, carried = _carried(leaves, low.specs)
         specs = [abstractify(leaf, f"{low.name}: argument {i}") for i, leaf in enumerate(leaves)]
+        specs = [replace(spec, extent=True) if i in carried else spec
+                 for i, spec in enumerate(specs)]
         mine = low.specs[:len(specs)]
         if all(s.type.is_static for s in mine):
             served, why = specs == list(low.specs), ""
@@ -192,13 +195,25 @@ class Compiled:
                             f"with ({got}){f' ({why})' if why else ''}; call the jitted "
                             "function instead, which compiles for each new signature")
         fun, instance = low.signature.fun, low.instance
-        captured = [capture.resolve(p, fun, instance) for p in low.side_effects.captured]
-        if [abstractify(a, low.name) for a in captured] != list(low.specs[len(leaves):]):
+        captured, carried = _carried([capture.resolve(p, fun, instance)
+                                      for p in low.side_effects.captured],
+                                     low.specs[len(leaves):])
+        if [replace(abstractify(a, low.name), extent=i in carried)
+                for i, a in enumerate(captured)] != list(low.specs[len(leaves):]):
             names = ", ".join(map(capture.path_name, low.side_effects.captured))
             raise TypeError(f"{low.name}: state it reads ({names}) changed shape or dtype "
                             "since it was compiled; call the jitted function instead, which "
                             "compiles anew")
         return self.call_flat(leaves + captured, fun, instance)
+
+
+def _carried(leaves: list[object], specs: Sequence[ArgSpec]) -> tuple[list[object], set[int]]:
+    """`leaves` with each int that `specs` take as an extent in its carrier array, and the
+    positions of those."""
+    carried = {i for i, leaf in enumerate(leaves) if i < len(specs) and specs[i].extent and
+               type(leaf) is int and leaf >= 0}
+    return [capture.extent_carrier(leaf) if i in carried else leaf  # type: ignore[arg-type]
+            for i, leaf in enumerate(leaves)], carried
 
 
 def _check_writable(low: Lowered, leaves: Sequence[object]) -> None:

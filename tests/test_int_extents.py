@@ -186,3 +186,97 @@ def test_a_decode_loop_with_an_int_position_compiles_three_times() -> None:
     np.testing.assert_allclose(state["jit"], state["numpy"], rtol=1e-4, atol=1e-5)
     np.testing.assert_allclose(values["jit"], values["numpy"], rtol=1e-4, atol=1e-5)
     assert len(jitted.compile_stats()) == 3 and _symbolic_count(jitted) == 1
+
+
+# -- captured ints: `self.pos`, a global counter ------------------------------------------------
+
+class Attention:
+    """Single-head attention with its KV cache and position on `self`, as numpy code keeps
+    them: the position is a Python int that every step advances."""
+
+    def __init__(self, length: int = 8, width: int = 4) -> None:
+        rng = np.random.default_rng(3)
+        self.wq, self.wk, self.wv = (rng.standard_normal((width, width)) for _ in range(3))
+        self.cache_k = np.zeros((length, width))
+        self.cache_v = np.zeros((length, width))
+        self.pos = 0
+
+    def step(self, x):
+        q, k, v = x @ self.wq, x @ self.wk, x @ self.wv
+        self.cache_k[self.pos] = k
+        self.cache_v[self.pos] = v
+        self.pos += 1
+        scores = self.cache_k[:self.pos] @ q / np.sqrt(q.shape[0])
+        p = np.exp(scores - scores.max())
+        return (p / p.sum()) @ self.cache_v[:self.pos]
+
+    jitted_step = jitc.jit(step)
+
+
+def test_a_position_on_self_becomes_an_extent_after_it_changes() -> None:
+    plain, jitted = Attention(), Attention()
+    x = y = np.linspace(-1.0, 1.0, 4)
+    for _ in range(8):
+        x = np.tanh(plain.step(x))
+        y = np.tanh(jitted.jitted_step(y))
+        np.testing.assert_allclose(y, x, rtol=1e-12)
+        assert type(jitted.pos) is int and jitted.pos == plain.pos
+    np.testing.assert_allclose(jitted.cache_k, plain.cache_k, rtol=1e-12)
+    np.testing.assert_allclose(jitted.cache_v, plain.cache_v, rtol=1e-12)
+    stats = Attention.jitted_step.compile_stats()
+    assert [s["symbolic"] for s in stats] == [False, False, True]
+    assert stats[1]["reason"] == "self.pos changed (0 -> 1): an extent from now on"
+    assert stats[2]["reason"] == "dimension 0 of self.pos changed (1 -> 2): now symbolic"
+    # Past the cache numpy raises IndexError before advancing the position: so does jit.
+    with pytest.raises(IndexError):
+        plain.step(x)
+    with pytest.raises(IndexError):
+        jitted.jitted_step(y)
+    assert jitted.pos == plain.pos == 8
+
+
+STEP = 0
+LIMIT = 3
+
+
+def count_and_scale(x):
+    global STEP
+    STEP += 1
+    return x * STEP + np.arange(STEP)[:x.shape[0]].sum()
+
+
+def first_rows(x):
+    return x[:LIMIT].sum(0)
+
+
+def test_a_global_counter_compiles_three_times() -> None:
+    global STEP
+    jitted = jitc.jit(count_and_scale)
+    x = np.ones(3, np.float32)
+    for _ in range(12):
+        STEP_before = STEP
+        want = count_and_scale(x)
+        STEP = STEP_before
+        got = jitted(x)
+        _same(got, want, f"STEP={STEP}")
+        assert type(STEP) is int and STEP == STEP_before + 1
+    assert len(jitted.compile_stats()) == 3
+
+
+def test_a_global_the_caller_changes_is_read_at_each_call() -> None:
+    global LIMIT
+    jitted = jitc.jit(first_rows)
+    for LIMIT in (3, 5, 2, 7, 4, 0, -2, 9, 12, 6):
+        _same(jitted(CACHE), first_rows(CACHE), f"LIMIT={LIMIT}")
+        _same(jitted(CACHE), first_rows(CACHE), f"LIMIT={LIMIT}, again")
+    assert _symbolic_count(jitted) == 1
+
+
+def test_a_lowered_compilation_takes_the_int_it_was_lowered_for() -> None:
+    jitted = jitc.jit(lambda cache, pos: cache[:pos + 1].sum(0))
+    jitted(CACHE, 3)  # pos is an extent from here on
+    compiled = jitted.lower(CACHE, 5).compile()
+    assert "i8[5,0]" in compiled.lowered.as_text()
+    _same(compiled(CACHE, 5), CACHE[:6].sum(0), "lowered for 5")
+    with pytest.raises(TypeError, match="int 6 \\(an extent\\)"):
+        compiled(CACHE, 6)

@@ -9,7 +9,10 @@ What it finds:
 - arrays become implicit arguments: read at call time, so a change in place or a rebinding
   between calls is seen by the next call; their shapes and dtypes join the cache key;
 - Python scalars (int, float, bool, str, None) are guards: the trace uses their values as
-  constants, and a new value traces anew (the cache key holds them).
+  constants, and a new value traces anew (the cache key holds them);
+- except an int that has changed between calls (`self.pos`, a step counter) under jit's
+  automatic dynamic policy: from then on it is an *extent*, carried as the first extent of a
+  zero-size array (`extent_carrier`), so that it can be a symbolic dimension.
 
 While tracing, the function runs on a *shadow* of that state: a copy of its globals and cells
 and of every container, object, helper function and module on the way, with a Tracer in place
@@ -103,12 +106,15 @@ class Captured:
     # The user's functions it may call and the classes of the objects it reads, by identity:
     # rebinding a helper, or an object of another class in an object's place, traces anew.
     identities: list[tuple[Path, object]] = field(default_factory=list)
+    # Paths of ints to carry as extents (asked for), and those carried (among `arrays`).
+    extent_paths: frozenset[Path] = frozenset()
+    carried: set[Path] = field(default_factory=set)
 
     def key(self) -> tuple:
         """What a compilation must match exactly. The arrays' shapes are not in it: they are
         specs of the call like the arguments' (jit's dynamic policy may make them symbolic:
         a KV cache that grows by a row per call)."""
-        return (tuple((p, a.ndim, a.dtype.str) for p, a in self.arrays),
+        return (tuple((p, a.ndim, a.dtype.str, p in self.carried) for p, a in self.arrays),
                 tuple((p, type(v), _guard_value(v)) for p, v in self.scalars),
                 tuple(self.aliases), tuple(self.identities))
 
@@ -165,8 +171,24 @@ def _cell_root(fun: Callable, i: int) -> tuple:
     return ("cell", i, fun.__code__.co_freevars[i])
 
 
-def walk(fun: Callable, names: tuple[str, ...], instance: object = _MISSING) -> Captured:
-    found = Captured([], [])
+@functools.lru_cache(maxsize=1024)
+def extent_carrier(value: int) -> np.ndarray:
+    """The zero-size array that carries the Python int `value` (>= 0) as its first extent; never
+    written, so one per value serves every call."""
+    return np.empty((value, 0), np.int8)
+
+
+def is_carried(value: object, path: Path, extent_paths: frozenset[Path]) -> bool:
+    """Whether the captured `value` at `path` is carried as an extent (a non-negative int at a
+    path made an extent; a negative one stays a guard: no extent is negative)."""
+    return type(value) is int and value >= 0 and path in extent_paths
+
+
+def walk(fun: Callable, names: tuple[str, ...], instance: object = _MISSING,
+         extent_paths: frozenset[Path] = frozenset()) -> Captured:
+    """What `fun` (bound to `instance`) reads; the ints at `extent_paths` carried as
+    extents."""
+    found = Captured([], [], extent_paths=extent_paths)
     seen: set[int] = set()
     for path, value in roots(fun, names, instance):
         _walk(value, path, found, seen, 0)
@@ -256,6 +278,10 @@ def _walk(value: object, path: Path, found: Captured, seen: set[int], depth: int
         else:
             found.array_index[id(value)] = len(found.arrays)
             found.arrays.append((path, value))
+        return
+    if not in_list and is_carried(value, path, found.extent_paths):
+        found.carried.add(path)
+        found.arrays.append((path, extent_carrier(value)))  # type: ignore[arg-type]
         return
     if isinstance(value, SCALARS):
         # Scalars in lists are not guards: lists of Python values are logs and counters that
@@ -505,6 +531,7 @@ class WriteBack:
     output: int = -1
     scalar: bool = False
     constant: object = None
+    integer: bool = False  # a Python int (an extent the symbolic trace rebound: pos + 1)
 
     def apply(self, outputs: list, fun: Callable, instance: object) -> None:
         if self.output < 0:
@@ -512,7 +539,7 @@ class WriteBack:
             value = value.copy() if isinstance(value, np.ndarray) else value
         else:
             value = outputs[self.output]
-            value = value[()] if self.scalar else value
+            value = int(value) if self.integer else value[()] if self.scalar else value
         assign(self.path, value, fun, instance)
 
 

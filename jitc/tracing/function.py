@@ -8,7 +8,6 @@ into arguments and rebinding of captured state come back as `SideEffects`.
 
 from __future__ import annotations
 
-import functools
 import inspect
 import re
 import types
@@ -44,9 +43,10 @@ class ArgSpec:
     type: TensorType
     weak: bool = False
     array: bool = True  # an ndarray (writable in place), not a Python or numpy scalar
-    # A Python int argument the function uses as an extent (a slice bound, a size): carried
-    # as the length of a zero-size array (`extent_carrier`) so that it can be a symbolic
-    # dimension like an array's; the function is given that length.
+    # A Python int argument the function uses as an extent (a slice bound, a size), or a
+    # captured int that changes between calls: carried as the length of a zero-size array
+    # (capture.extent_carrier) so that it can be a symbolic dimension like an array's; the
+    # function is given that length.
     extent: bool = False
 
     def __str__(self) -> str:
@@ -67,11 +67,6 @@ def symbol_values(specs: Sequence[ArgSpec], leaves: Sequence[object]) -> dict[st
     return env
 
 
-@functools.lru_cache(maxsize=1024)
-def extent_carrier(value: int) -> np.ndarray:
-    """The zero-size array that carries the Python int argument `value` (>= 0) as its first
-    extent; never written, so one per value serves every call."""
-    return np.empty((value, 0), np.int8)
 
 
 class AbstractArray:
@@ -244,7 +239,8 @@ class SideEffects:
 
 def captured_specs(captured: capture.Captured) -> list[ArgSpec]:
     """The specs of the captured arrays: parameters after the arguments' leaves."""
-    return [ArgSpec(TensorType(dtypes.from_numpy(a.dtype), a.shape)) for _, a in captured.arrays]
+    return [ArgSpec(TensorType(dtypes.from_numpy(a.dtype), a.shape), extent=p in captured.carried)
+            for p, a in captured.arrays]
 
 
 def trace_function(fun: Callable, signature: _Signature, dynamic: dict[str, Any], static: tuple,
@@ -282,10 +278,12 @@ def trace_function(fun: Callable, signature: _Signature, dynamic: dict[str, Any]
     carriers = {id(t) for t, spec in zip(tracers, specs) if spec.extent}
     call_args = {name: value.shape[0] if id(value) in carriers else value
                  for name, value in zip(dynamic, traced_values)}
-    shadow = capture.Shadow({p: t for (p, _), t in zip(captured.arrays,
-                                                         tracers[argument_count:])},
+    # A carried int reads as its extent: the value, or the symbol.
+    shadow = capture.Shadow({p: t.shape[0] if p in captured.carried else t
+                             for (p, _), t in zip(captured.arrays, tracers[argument_count:])},
                             captured.prefixes())
-    state.captured = {id(a): t for (_, a), t in zip(captured.arrays, tracers[argument_count:])}
+    state.captured = {id(a): t for (p, a), t in zip(captured.arrays, tracers[argument_count:])
+                      if p not in captured.carried}
     shadow_self = _NO_SELF
     if instance is not _NO_SELF:
         shadow_self = call_args[self_name] = shadow.make(instance, (("self",),))
@@ -338,6 +336,9 @@ def trace_function(fun: Callable, signature: _Signature, dynamic: dict[str, Any]
             rebound.append(capture.WriteBack(path, output=len(outputs),
                                              scalar=not value._array))
             outputs.append(value.value)
+        elif isinstance(value, symbolic.Dim):  # `self.pos += 1` on a carried int
+            rebound.append(capture.WriteBack(path, output=len(outputs), integer=True))
+            outputs.append(extent_value(value, state).value)
         else:
             rebound.append(capture.WriteBack(path, constant=value))
     state.function.outputs = outputs
@@ -426,7 +427,7 @@ def _checked_rebinding(path: capture.Path, value: object) -> object:
                                  "jitc cannot replay deletions of captured state"))
     if isinstance(value, np.ndarray):
         return value.copy()
-    if isinstance(value, (Tracer, *capture.SCALARS)):
+    if isinstance(value, (Tracer, symbolic.Dim, *capture.SCALARS)):
         return value
     raise TraceError(located(
         f"the jitted function bound {capture.path_name(path)} to a "

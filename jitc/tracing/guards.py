@@ -81,8 +81,9 @@ class CheckWriter:
 class _Writer(CheckWriter):
     """Emits the checks of one walk; mirrors `capture._walk` rule for rule."""
 
-    def __init__(self) -> None:
+    def __init__(self, extent_paths: frozenset[capture.Path] = frozenset()) -> None:
         super().__init__("v", "None")
+        self.extent_paths = extent_paths  # captured ints carried as extents
         self.arrays: list[tuple[capture.Path, str]] = []
         self.first_seen: dict[int, str] = {}      # id(object) -> the variable that holds it
         self.array_vars: dict[int, str] = {}      # id(captured array) -> its variable
@@ -116,6 +117,11 @@ class _Writer(CheckWriter):
 
     def node(self, var: str, value: object, path: capture.Path, depth: int,
              in_list: bool = False) -> None:
+        if not in_list and capture.is_carried(value, path, self.extent_paths):
+            self.opaque()
+            self.fail_unless(f"type({var}) is int and {var} >= 0")
+            self.arrays.append((path, self.new(f"extent_carrier({var})")))
+            return
         if type(value) is np.ndarray:
             self.fail_unless(f"type({var}) is ndarray")
             if capture.is_static_array(value) or id(value) in self.array_vars:
@@ -227,7 +233,7 @@ def compile_reader(fun: Callable, names: tuple[str, ...], captured: capture.Capt
     None instead of a reader when the state found now differs from `captured` (it changed
     since): the caller keeps to the general path.
     """
-    writer = _Writer()
+    writer = _Writer(captured.extent_paths)
     namespace = getattr(fun, "__globals__", {})
     loaded = loaded_globals(fun)
     space = writer.constant(namespace)
@@ -271,6 +277,7 @@ def compile_reader(fun: Callable, names: tuple[str, ...], captured: capture.Capt
     read = writer.build(source, "read", f"<jitc state reader of {getattr(fun, '__name__', '?')}>",
                         {"ndarray": np.ndarray, "SCALARS": capture.SCALARS,
                          "MISSING": capture._MISSING, "STATE_ERRORS": _STATE_ERRORS,
+                         "extent_carrier": capture.extent_carrier,
                          "_filled": _filled})
     # The same checks as data, when the C runtime can make them all itself
     # (dispatch.positional_path).
