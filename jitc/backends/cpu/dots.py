@@ -1,6 +1,6 @@
 """CPU kernels for dot_general: the blocked GEMM (gemm.py) where it pays, else loops of our
 own: a product with one output column sums each element in lanes, several rows at a time;
-one with one output row splits its columns over the threads in blocks of vector registers;
+one with one output row streams its matrix's rows through each thread's range of columns;
 others zero each output row and add lhs * rhs-row into it, contracting index by index.
 """
 
@@ -22,7 +22,7 @@ from jitc.backends.cpu.plan import BufferPlan
 from jitc.backends.llvm import extents, indexing
 from jitc.backends.llvm.elemental import convert_value
 from jitc.backends.llvm.loops import for_range, loop_nest
-from jitc.backends.llvm.types import I32, I64, PTR, VOID, constant, declare, memory_type, value_type
+from jitc.backends.llvm.types import I64, constant, memory_type
 from jitc.ir import dtypes
 from jitc.ir.core import Instruction, Value
 from jitc.ir.ops.linalg import dot_axes, dot_operand_index
@@ -131,8 +131,7 @@ def _dot_rows(ctx: KernelContext, inst: Instruction, epilogue: Value | None,
             loop_nest(b, all_bounds, element)
     elif len(col_dims) == 1 and contract_sizes and (dtype.is_float or dtype.is_int) and \
             all(_at_most_one(out.type.shape[d], small) for d in row_dims):
-        return _vector_times_matrix(ctx, out, product, epilogue, row_dims, contract_sizes,
-                                    _prefetcher(ctx, rhs, rc, rf))
+        return _vector_times_matrix(ctx, out, product, epilogue, row_dims, contract_sizes)
     elif contract_sizes and (dtype.is_float or dtype.is_int) and \
             all(_at_most_one(out.type.shape[d], small) for d in col_dims):
         # Each output element is a dot of two vectors (A @ x, a batch of q . k): its products
@@ -228,95 +227,74 @@ def _vector_times_matrix(ctx: KernelContext, out: Value,
                          product: Callable[[list[ir.Value], list[ir.Value], dtypes.DType],
                                            ir.Value],
                          epilogue: Value | None, row_dims: list[int],
-                         contract_sizes: list[DimLike],
-                         prefetch: Callable[[ir.Value, ir.Value, int], None] | None
-                         ) -> tuple[DimLike, DimLike]:
-    """A product with one row (x @ W): threads split its columns into blocks of a few vector
-    registers, which accumulate over the whole contraction before they are stored. The row
-    kernel's loop order (each step of the contraction adds into the whole output row) read
-    and wrote the row once per step, on one thread: 2.4 times numpy's time for 768x2304.
-    Each element still sums its products in contraction order, so the bits are the row
-    kernel's. `prefetch(k, first, bytes)`, when given, fetches the matrix's block at step k.
+                         contract_sizes: list[DimLike]) -> tuple[DimLike, DimLike]:
+    """A product with one row (x @ W): the threads split its columns into contiguous ranges,
+    and each streams the matrix's rows through its range in tiles that stay in the L1 cache:
+    out[tile] += x[k] * W[k, tile] for each k, STREAM_STEPS rows of W at a time. Each
+    element sums its products in contraction order, so the bits are the row kernel's.
+
+    The matrix comes from memory in its own order, rows after rows, which the hardware
+    prefetchers follow: a decode step reads its weights once, so they are rarely in a cache.
+    Before, each thread walked the matrix down columns of 64 elements (a 256-byte strip per
+    row, a row apart): as fast as numpy while the matrix sat in the cache, but 2.4 to 2.9
+    times numpy's time for 768x3072 and 3072x768 read from memory (1.0-1.1 ms against numpy's
+    0.38-0.50; one thread was as fast as two).
     """
     b = ctx.builder
     dtype = out.type.dtype
     width = lane_count([dtype])
     columns = out.type.shape[-1]
     blocks = (columns + (width - 1)) // width
-    element = value_type(dtype)
-    with b.goto_entry_block():
-        sums = b.alloca(ir.ArrayType(element, width))
-        sums.align = 64
-    zero = ir.Constant(I64, 0)
+    tile = max(width, STREAM_TILE_BYTES // dtype.itemsize // width * width)
     out_ptr = ctx.pointer(out)
-
-    def block_of_rows(first: ir.Value, count: ir.Value | int) -> None:
-        def row(row_counters: list[ir.Value]) -> None:
-            with for_range(b, 0, count, name="clear") as lane:
-                b.store(constant(dtype, 0), b.gep(sums, [zero, lane], inbounds=True))
-
-            def step(k: list[ir.Value]) -> None:
-                if prefetch is not None:
-                    prefetch(b.add(k[0], _i64(PREFETCH_STEPS)), first,
-                             width * dtype.itemsize)
-                with for_range(b, 0, count, name="lane") as lane:
-                    slot = b.gep(sums, [zero, lane], inbounds=True)
-                    term = product(row_counters + [b.add(first, lane, flags=["nsw"])], k, dtype)
-                    current = b.load(slot)
-                    b.store(b.fadd(current, term) if dtype.is_float else b.add(current, term),
-                            slot)
-            loop_nest(b, [(0, s) for s in contract_sizes], step, name="k")
-            with for_range(b, 0, count, name="store") as lane:
-                index = row_counters + [b.add(first, lane, flags=["nsw"])]
-                indexing.store(b, b.load(b.gep(sums, [zero, lane], inbounds=True)), out_ptr,
-                               out.type, index)
-                apply_epilogue(ctx, epilogue, out_ptr, out.type, index)
-        loop_nest(b, [(0, out.type.shape[d]) for d in row_dims], row, name="m")
-
     columns_value = extents.value(b, columns)
-    full = b.sdiv(columns_value, ir.Constant(I64, width))
-    last = b.select(b.icmp_signed("<", ctx.end, full), ctx.end, full)
-    with for_range(b, ctx.begin, last, name="cb") as block:
-        block_of_rows(b.mul(block, ir.Constant(I64, width)), width)
-    # The last, partial block (its own copy, so that the full blocks keep a constant width).
-    tail = b.mul(full, ir.Constant(I64, width))
-    with b.if_then(b.and_(b.icmp_signed("<", tail, columns_value),
-                          b.and_(b.icmp_signed("<=", ctx.begin, full),
-                                 b.icmp_signed("<", full, ctx.end)))):
-        block_of_rows(tail, b.sub(columns_value, tail))
+    first = b.mul(ctx.begin, _i64(width))
+    end = b.mul(ctx.end, _i64(width))
+    last = b.select(b.icmp_signed("<", end, columns_value), end, columns_value)
+    grouped = len(contract_sizes) == 1
+
+    def row(row_counters: list[ir.Value]) -> None:
+        with for_range(b, first, last, tile, name="tile") as start:
+            stop = b.add(start, _i64(tile), flags=["nsw"])
+            stop = b.select(b.icmp_signed("<", stop, last), stop, last)
+
+            def index(column: ir.Value) -> list[ir.Value]:
+                return row_counters + [column]
+            with for_range(b, start, stop, name="z") as column:
+                indexing.store(b, constant(dtype, 0), out_ptr, out.type, index(column))
+
+            def add_rows(k: list[ir.Value], count: int) -> None:
+                with for_range(b, start, stop, name="n") as column:
+                    at = index(column)
+                    total = indexing.load(b, out_ptr, out.type, at)
+                    for step in range(count):  # in contraction order, element by element
+                        term = product(at, [b.add(k[0], _i64(step), flags=["nsw"])] + k[1:],
+                                       dtype)
+                        total = b.fadd(total, term) if dtype.is_float else b.add(total, term)
+                    indexing.store(b, total, out_ptr, out.type, at)
+            if grouped:
+                steps = extents.value(b, contract_sizes[0])
+                whole = b.mul(b.sdiv(steps, _i64(STREAM_STEPS)), _i64(STREAM_STEPS))
+                with for_range(b, 0, whole, STREAM_STEPS, name="k") as k:
+                    add_rows([k], STREAM_STEPS)
+                with for_range(b, whole, steps, name="k") as k:
+                    add_rows([k], 1)
+            else:
+                loop_nest(b, [(0, s) for s in contract_sizes], lambda k: add_rows(k, 1),
+                          name="k")
+            if epilogue is not None:
+                with for_range(b, start, stop, name="e") as column:
+                    apply_epilogue(ctx, epilogue, out_ptr, out.type, index(column))
+    loop_nest(b, [(0, out.type.shape[d]) for d in row_dims], row, name="m")
     cost = extents.positive(out.type.size) * extents.positive(_product(contract_sizes))
     return blocks, cost
 
 
-# How many steps of the contraction ahead a product of one row fetches its matrix's blocks:
-# a block's rows are a matrix row apart, too far for the hardware's stride prefetchers.
-# 1x768 @ 768x2304: 175 us without, 137-145 with 4 steps (numpy 122-133); 16 or 32 steps
-# were slower than none.
-PREFETCH_STEPS = 4
-
-
-def _prefetcher(ctx: KernelContext, rhs: Value, contract: list[int], free: list[int]
-                ) -> Callable[[ir.Value, ir.Value, int], None] | None:
-    """prefetch(k, column, bytes): fetch `bytes` of the rhs matrix from [k, column] on, when
-    the rhs is a matrix in a buffer of the kernel; None otherwise."""
-    from jitc.backends.cpu.gemm import _buffer_value
-    source = _buffer_value(ctx, rhs)
-    if source is None or source.type.rank != 2 or contract != [0] or free != [1] \
-            or source.type.shape != rhs.type.shape or source.type.strides[1] != 1:
-        return None  # a row-major matrix: the columns of a block are adjacent
-    b = ctx.builder
-    intrinsic = declare(b.module, "llvm.prefetch.p0",
-                        ir.FunctionType(VOID, [PTR, I32, I32, I32]))
-    item = memory_type(rhs.type.dtype)
-
-    def prefetch(k: ir.Value, column: ir.Value, size: int) -> None:
-        base = b.gep(ctx.pointer(source), [indexing.linear_offset(b, source.type, [k, column])],
-                     source_etype=item)
-        for line in range(0, size, 64):
-            address = b.gep(base, [_i64(line)], source_etype=ir.IntType(8))
-            b.call(intrinsic, [address, ir.Constant(I32, 0), ir.Constant(I32, 3),
-                               ir.Constant(I32, 1)])
-    return prefetch
+# A product of one row adds this many rows of its matrix into its output per pass (the
+# output tile is loaded and stored once per pass), and keeps a tile of this many bytes of
+# output in the L1 cache while the matrix's rows stream through it.
+STREAM_STEPS = 4
+STREAM_TILE_BYTES = 8192
 
 
 def _product(xs: Sequence[int]) -> int:
