@@ -96,6 +96,16 @@ def test_writes_at_an_int_position_reach_the_argument() -> None:
     assert _symbolic_count(jitted) == 1
 
 
+@pytest.mark.parametrize("backend", ["interpreter", "c", "cuda-sim"])
+def test_every_backend_takes_an_int_extent(backend: str) -> None:
+    jitted = jitc.jit(write_row, backend=backend)
+    for pos in (3, 5, 0, 1, 7, 15, 2, -4):
+        plain_cache, jit_cache = CACHE.copy(), CACHE.copy()
+        _same(jitted(jit_cache, QUERY, pos), write_row(plain_cache, QUERY, pos), str(pos))
+        np.testing.assert_array_equal(jit_cache, plain_cache)
+    assert _symbolic_count(jitted) == 1
+
+
 def test_a_scalar_at_an_int_position_is_read_before_the_write() -> None:
     def bump(v, pos):
         old = v[pos]
