@@ -155,7 +155,8 @@ class Compiled:
             _check_writable(low, leaves)
         outputs = list(self.executable(arrays))
         count = low.out_tree.num_leaves
-        for index, value in zip(effects_.written, outputs[count:]):
+        for index, value in zip(effects_.written,
+                                outputs[len(outputs) - len(effects_.written):]):
             if value is not leaves[index]:  # else computed in its own buffer, in place
                 np.copyto(leaves[index], value, casting="no")
         for write in effects_.rebound:

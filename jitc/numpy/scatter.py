@@ -61,13 +61,15 @@ def setitem(x: Tracer, index: Any, update: Any) -> Tracer:
 def _write(x: Tracer, index: Any, update: Any, ufunc: np.ufunc | None) -> Tracer:
     items = prepare(index, x.aval.short())
     expanded = expand(items, x.ndim)
+    in_range: set[int] = set()  # ids of traced positions the call's constraints keep in range
     if any(_holds_extent(it) for it in expanded):
-        items = tuple(_extents_as_positions(x, expanded))
+        items = tuple(_extents_as_positions(x, expanded, in_range))
         expanded = list(items)
     axis = _traced_position(x, expanded) if ufunc is None else None
     if axis is not None:
         target = (*x.shape[:axis], *x.shape[axis + 1:])
-        return _assign_at(x, axis, expanded[axis], _value(x, update, target, items, ufunc))
+        return _assign_at(x, axis, expanded[axis], _value(x, update, target, items, ufunc),
+                          id(expanded[axis]) in in_range)
     if ufunc is None:
         _check_whole_mask_value(x, items, update)
     if any(is_traced_mask(it) for it in items):
@@ -228,7 +230,7 @@ def _write_dynamic(x: Tracer, items: tuple[Item, ...], value: Tracer,
     return emit(ops.DYNAMIC_UPDATE_SLICE, [x, updated, *start_tracers])
 
 
-def _extents_as_positions(x: Tracer, items: list[Item]) -> list[Item]:
+def _extents_as_positions(x: Tracer, items: list[Item], in_range: set[int]) -> list[Item]:
     """`items` with each symbolic position on a static axis (an int argument the symbolic
     compilation gives as an extent: `cache[pos] = k`, `x[pos:pos + 2] += v`) as a traced
     one, the call's constraints keeping it in range; where numpy would wrap a negative one or
@@ -249,6 +251,7 @@ def _extents_as_positions(x: Tracer, items: list[Item]) -> list[Item]:
         symbolic.require(symbolic.at_least(start, 0), why)
         symbolic.require(symbolic.at_least(n - length, start), why)
         position = extent_value(start) if isinstance(start, Dim) else start
+        in_range.add(id(position))
         out.append(position if not isinstance(item, slice) else
                    slice(position, position + length))
     return out
@@ -286,15 +289,23 @@ def _traced_position(x: Tracer, items: list[Item]) -> int | None:
     return axis
 
 
-def _assign_at(x: Tracer, axis: int, position: Tracer, value: Tracer) -> Tracer:
+def _assign_at(x: Tracer, axis: int, position: Tracer, value: Tracer,
+               in_range: bool = False) -> Tracer:
     """x with the slice at `position` of `axis` replaced by `value`: one dynamic_update_slice,
     which a written argument's buffer takes in place (only the slice is stored). Before, a
     write off the first axis (`kc[:, pos] = k`) was a scatter over the whole array: 6 ms for
     a 12x256x64 cache. A position out of range writes nothing (the slice written is the one
-    already there), as for other traced indices (docs/jit.md)."""
+    already there), as for other traced indices (docs/jit.md). `in_range`: the call's
+    constraints keep the position in [0, n) (an int argument's extent), so the block is the
+    value alone, which leaves the write in place in a captured cache (it reads no old slice)."""
     n = x.shape[axis]
     if is_static(n) and n == 0:
         return x
+    if in_range:
+        zero = lift(np.int64(0))
+        starts = [lift(position, np.int64) if a == axis else zero for a in range(x.ndim)]
+        block = tuple(1 if a == axis else d for a, d in enumerate(x.shape))
+        return emit(ops.DYNAMIC_UPDATE_SLICE, [x, reshape(value, block), *starts])
     # A symbolic extent is the call's (the block needs n >= 1: an empty x compiles exactly).
     extent = lift(np.int64(n)) if is_static(n) else lift(extent_value(n), np.int64)
     index = lift(position, np.int64)

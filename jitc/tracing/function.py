@@ -329,7 +329,8 @@ def trace_function(fun: Callable, signature: _Signature, dynamic: dict[str, Any]
     scalars = tuple(i for i, leaf in enumerate(leaves)
                     if isinstance(leaf, Tracer) and leaf.value.type.rank == 0 and not leaf._array)
     written = tuple(i for i, t in enumerate(tracers) if t._version > 0)
-    outputs += [tracers[i].value for i in written]
+    # The results, then the values of rebound state, then the written arrays: last, where the
+    # buffer planners look for the results they may compute in an argument's own buffer.
     rebound = []
     for path, value in _rebindings(captured, shadow, shadow_self):
         if isinstance(value, Tracer):
@@ -341,6 +342,7 @@ def trace_function(fun: Callable, signature: _Signature, dynamic: dict[str, Any]
             outputs.append(extent_value(value, state).value)
         else:
             rebound.append(capture.WriteBack(path, constant=value))
+    outputs += [tracers[i].value for i in written]
     state.function.outputs = outputs
     module = Module([state.function, *state.regions[1:]], constraints=assumptions.constraints)
     return module, out_tree, SideEffects(
