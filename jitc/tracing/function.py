@@ -8,6 +8,7 @@ into arguments and rebinding of captured state come back as `SideEffects`.
 
 from __future__ import annotations
 
+import functools
 import inspect
 import re
 import types
@@ -114,7 +115,7 @@ def abstractify(leaf: object, where: str) -> ArgSpec:
         if isinstance(leaf, np.ndarray):
             check_plain_array(leaf, where)
         try:
-            return ArgSpec(TensorType(dtypes.from_numpy(leaf.dtype), leaf.shape))
+            return array_spec(leaf.dtype, leaf.shape)
         except TypeError as exc:
             raise TypeError(f"{where}: {exc}") from None
     kind = type(leaf)
@@ -239,8 +240,15 @@ class SideEffects:
 
 def captured_specs(captured: capture.Captured) -> list[ArgSpec]:
     """The specs of the captured arrays: parameters after the arguments' leaves."""
-    return [ArgSpec(TensorType(dtypes.from_numpy(a.dtype), a.shape), extent=p in captured.carried)
-            for p, a in captured.arrays]
+    return [array_spec(a.dtype, a.shape, p in captured.carried) for p, a in captured.arrays]
+
+
+@functools.lru_cache(maxsize=4096)
+def array_spec(dtype: np.dtype, shape: tuple[int, ...], extent: bool = False) -> ArgSpec:
+    """The spec of an array of `dtype` and `shape` (immutable, so one per signature serves
+    every call: a decode step's sixteen captured weights and caches took 35 us to describe
+    anew at each call)."""
+    return ArgSpec(TensorType(dtypes.from_numpy(dtype), shape), extent=extent)
 
 
 def trace_function(fun: Callable, signature: _Signature, dynamic: dict[str, Any], static: tuple,
