@@ -151,7 +151,7 @@ def static_stand_in(shape: tuple[int, ...], index: Any) -> tuple[Item, ...]:
                  for it, ax in zip(items, axes))
 
 
-def _holds_extent(item: Item) -> bool:
+def holds_extent(item: Item) -> bool:
     """A symbolic extent as an index or a slice bound (`x[pos]`, `x[:pos + 1]` with `pos` an
     int argument that the symbolic compilation gives as a dimension)."""
     return isinstance(item, Dim) or (isinstance(item, slice) and any(
@@ -174,7 +174,7 @@ def numpy_result_shape(shape: tuple[DimLike, ...], items: tuple[Item, ...],
     stand_ins = tuple(_stand_in(it, shape, None if ax is None else ax % max(len(shape), 1))
                       for it, ax in zip(items, axes))
     if not all(is_static(d) for d in shape) or any(
-            (isinstance(it, Tracer) and not it.aval.is_static) or _holds_extent(it)
+            (isinstance(it, Tracer) and not it.aval.is_static) or holds_extent(it)
             for it in items):
         return symbolic_index.result_shape(shape, items, axes, stand_ins, indexed)
     dummy = _dummy(tuple(shape))

@@ -29,6 +29,7 @@ from jitc.numpy import symbolic_write
 from jitc.numpy._core import implements, lift, unsupported
 from jitc.numpy.indexing import (
     expand,
+    holds_extent,
     index_positions,
     is_traced_mask,
     numpy_result_shape,
@@ -62,7 +63,7 @@ def _write(x: Tracer, index: Any, update: Any, ufunc: np.ufunc | None) -> Tracer
     items = prepare(index, x.aval.short())
     expanded = expand(items, x.ndim)
     in_range: set[int] = set()  # ids of traced positions the call's constraints keep in range
-    if any(_holds_extent(it) for it in expanded):
+    if any(holds_extent(it) for it in expanded):
         items = tuple(_extents_as_positions(x, expanded, in_range))
         expanded = list(items)
     axis = _traced_position(x, expanded) if ufunc is None else None
@@ -240,7 +241,7 @@ def _extents_as_positions(x: Tracer, items: list[Item], in_range: set[int]) -> l
     axes = iter(x.shape)
     for item in items:
         n = next(axes) if item is not None else None
-        if n is None or not is_static(n) or not _holds_extent(item):
+        if n is None or not is_static(n) or not holds_extent(item):
             out.append(item)
             continue
         start, length = (item, 1) if not isinstance(item, slice) else _static_length(item, n)
@@ -265,11 +266,6 @@ def _static_length(item: slice, n: int) -> tuple[Any, int | None]:
     length = item.stop - item.start
     return (item.start, length) if isinstance(length, int) and 0 <= length <= n else \
         (None, None)
-
-
-def _holds_extent(item: Item) -> bool:
-    return isinstance(item, Dim) or (isinstance(item, slice) and any(
-        isinstance(part, Dim) for part in (item.start, item.stop, item.step)))
 
 
 def _traced_position(x: Tracer, items: list[Item]) -> int | None:

@@ -68,8 +68,6 @@ def symbol_values(specs: Sequence[ArgSpec], leaves: Sequence[object]) -> dict[st
     return env
 
 
-
-
 class AbstractArray:
     """An argument for `lower` given by its type alone, whose dimensions may be symbols:
     `AbstractArray("f32[B,784]")` or `AbstractArray(("B", 784), np.float32)`. The traced
