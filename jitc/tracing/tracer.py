@@ -224,9 +224,10 @@ class Tracer:
         index = _known_index(index)
         result = _numpy().getitem(self, index)
         if _is_basic_index(index):
-            traced = any(isinstance(i, slice) and _traced_slice(i)
-                         for i in (index if isinstance(index, tuple) else (index,)))
-            stand_in = _numpy_indexing().static_stand_in(self.shape, index) if traced else index
+            items = index if isinstance(index, tuple) else (index,)
+            traced = any((isinstance(i, slice) and _traced_slice(i)) or isinstance(i, Tracer)
+                         for i in items)
+            stand_in = _view_stand_in(self.shape, index) if traced else index
             return effects.derive(self, result, effects.Index(index, stand_in))
         return result if result is not self else self.copy_tracer()
 
@@ -288,15 +289,26 @@ def _numpy_indexing():
     return indexing
 
 
+def _view_stand_in(shape: tuple, index: Any) -> tuple:
+    """`index` with each traced slice as a static one of its length and each traced integer
+    as 0: numpy's view of it has the shape and strides of the traced one's."""
+    stand_in = _numpy_indexing().static_stand_in(shape, index)
+    return tuple(0 if isinstance(item, np.ndarray) and item.ndim == 0 and item.dtype.kind in "iu"
+                 else item for item in stand_in)
+
+
 def _is_basic_index(index: Any) -> bool:
-    """Whether numpy answers `x[index]` with a view: integers, slices (a traced start with a
-    static length is a view too), None and Ellipsis only."""
+    """Whether numpy answers `x[index]` with a view: integers (a traced integer scalar too: a
+    Python int argument), slices (a traced start with a static length is a view too), None
+    and Ellipsis only."""
     items = index if isinstance(index, tuple) else (index,)
     for item in items:
         if item is None or item is Ellipsis:
             continue
         if isinstance(item, slice):
             continue
+        if isinstance(item, Tracer) and item.ndim == 0 and item.dtype.kind in "iu":
+            continue  # `row = x[pos]; row *= 2` writes into x, as numpy's view does
         if isinstance(item, (int, np.integer, symbolic.Dim)) and \
                 not isinstance(item, (bool, np.bool_)):
             continue  # a Dim: an int argument the symbolic compilation gives as an extent
