@@ -284,3 +284,21 @@ def test_traced_float_index_is_an_index_error():
                                                    "a traced f64[1] (indexing f64[3]); convert "
                                                    "it with .astype")):
         jitc.jit(lambda x, i: x[i])(np.arange(3.0), np.array([0.5]))
+
+
+def test_a_row_at_a_traced_index_is_a_view_that_writes_back():
+    """numpy's x[i] with an integer i is a view: writes through it reach x. A traced i (an
+    int argument) took a copy once, and the writes were lost."""
+    def scale_row(x, i):
+        row = x[i - 2]
+        row *= 2
+        x[i, 1:] += row[:2]
+        return x, row
+
+    for i in (1, 7, 0, 11, -5):
+        plain, jitted = np.arange(36.0).reshape(12, 3), np.arange(36.0).reshape(12, 3)
+        want = scale_row(plain, i)
+        got = jitc.jit(scale_row)(jitted, i)
+        np.testing.assert_array_equal(jitted, plain)
+        for g, w in zip(got, want):
+            np.testing.assert_array_equal(g, w)
