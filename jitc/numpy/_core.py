@@ -202,6 +202,13 @@ def stack_values(xs: Sequence[ArrayLike], dtype: object = None) -> Tracer:
     return stack(list(xs)) if dtype is None else convert(stack(list(xs)), dtype)
 
 
+def whole_slice(item: object) -> bool:
+    """Whether `item` is `:`, asked part by part: `==` on slices compares their bounds with
+    `==`, which for traced bounds is a traced comparison, not a bool."""
+    return isinstance(item, slice) and item.start is None and item.stop is None and \
+        item.step is None
+
+
 def check_static_int(value: object, what: str) -> int:
     if isinstance(value, Tracer):
         name = value.trace.argument_source(value.value)

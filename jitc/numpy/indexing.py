@@ -19,7 +19,13 @@ from jitc.ir import ops
 from jitc.ir.ops.rules import broadcast_shapes as broadcast_extents
 from jitc.ir.symbolic import Dim, DimLike, is_static
 from jitc.numpy import symbolic_index
-from jitc.numpy._core import implements, lift, normalize_axis, tracers_in, unsupported
+from jitc.numpy._core import (
+    implements,
+    lift,
+    normalize_axis,
+    tracers_in,
+    unsupported,
+)
 from jitc.numpy.affine import static_difference
 from jitc.numpy.shapes import (
     broadcast_to,
@@ -73,7 +79,17 @@ def _is_dynamic_slice(item: Item) -> bool:
 
 
 def dynamic_slice_length(item: slice, size: int) -> tuple[Any, int, int]:
-    """(start, length, step) of a slice with traced bounds whose length is static."""
+    """(start, length, step) of a slice with traced bounds whose length is static.
+
+    A bound computed from Python int arguments alone makes them extents instead
+    (SpecializeArgument): with their values, or symbols whose constraints keep the slice in
+    range, the slice is numpy's, where a traced one keeps its length (clamped at the end, a
+    negative stop not wrapped)."""
+    for bound in (item.start, item.stop):
+        name = bound.trace.argument_source(bound.value) if isinstance(bound, Tracer) \
+            else None
+        if name is not None:
+            raise SpecializeArgument(name)
     if isinstance(item.step, Tracer) or (item.step is not None and int(item.step) <= 0):
         raise unsupported("a slice with traced bounds and a negative or traced step",
                           "Reverse the array first (x[::-1]) or use a positive step.")
@@ -82,11 +98,6 @@ def dynamic_slice_length(item: slice, size: int) -> tuple[Any, int, int]:
     if item.start is not None and item.stop is not None:
         length = static_difference(item.stop, item.start)
     if length is None:
-        for bound in (item.start, item.stop):
-            name = bound.trace.argument_source(bound.value) if isinstance(bound, Tracer) \
-                else None
-            if name is not None:
-                raise SpecializeArgument(name)  # computed from int arguments: made static
         raise unsupported(
             "a slice whose length depends on traced values (x[t:] or x[:t])",
             "Write the slice with a static length, x[t:t + L] (L a Python int), or mask "

@@ -26,7 +26,7 @@ from jitc.ir.ops.rules import broadcast_shapes
 from jitc.ir.symbolic import Dim, DimLike, is_static
 from jitc.ir.types import TensorType
 from jitc.numpy import symbolic_write
-from jitc.numpy._core import implements, lift, unsupported
+from jitc.numpy._core import implements, lift, unsupported, whole_slice
 from jitc.numpy.indexing import (
     expand,
     holds_extent,
@@ -103,7 +103,7 @@ def _indexes_symbolic_axes(x: Tracer, items: tuple[Item, ...]) -> bool:
     if not all(it is None or isinstance(it, slice) or _static_int(it) for it in expanded):
         return True
     axes = [it for it in expanded if it is not None]
-    return any(not is_static(n) and item != slice(None) for n, item in zip(x.shape, axes)) or \
+    return any(not is_static(n) and not whole_slice(item) for n, item in zip(x.shape, axes)) or \
         any(isinstance(it, slice) and _traced_slice(it) for it in axes)
 
 
@@ -279,8 +279,7 @@ def _traced_position(x: Tracer, items: list[Item]) -> int | None:
     if position.ndim != 0 or position.dtype.kind not in "iu":
         return None
     others = [a for a in range(x.ndim) if a != axis]
-    if not all(isinstance(items[a], slice) and items[a] == slice(None) and
-               is_static(x.shape[a]) for a in others):
+    if not all(whole_slice(items[a]) and is_static(x.shape[a]) for a in others):
         return None
     return axis
 
@@ -329,7 +328,7 @@ def _row_prefix(items: list[Item], ndim: int) -> int:
             continue
         break
     rest = items[lead:]
-    if all(isinstance(it, slice) and it == slice(None) for it in rest) and lead:
+    if all(whole_slice(it) for it in rest) and lead:
         return lead
     return ndim
 
@@ -461,8 +460,7 @@ def _assign_traced_mask(x: Tracer, items: tuple[Item, ...], update: Any) -> Trac
     select. v must not depend on the number of selected elements."""
     expanded = expand(items, x.ndim)
     masks = [i for i, it in enumerate(expanded) if is_traced_mask(it)]
-    others_full = all(isinstance(it, slice) and it == slice(None)
-                      for i, it in enumerate(expanded) if i != masks[0])
+    others_full = all(whole_slice(it) for i, it in enumerate(expanded) if i != masks[0])
     if len(masks) != 1 or not others_full:
         raise unsupported("a traced boolean mask combined with other indices",
                           "Build the result with np.where(mask, value, x).")

@@ -17,7 +17,7 @@ import numpy as np
 
 from jitc.ir import symbolic
 from jitc.ir.symbolic import Dim, DimLike, is_static
-from jitc.numpy._core import unsupported
+from jitc.numpy._core import unsupported, whole_slice
 from jitc.tracing.errors import IndexingError, located
 from jitc.tracing.tracer import Tracer
 
@@ -94,10 +94,6 @@ def _is_advanced(item: Any) -> bool:
         isinstance(item, (int, np.integer)) and not isinstance(item, (bool, np.bool_))))
 
 
-def _full_slice(item: Any) -> bool:
-    return isinstance(item, slice) and item == slice(None)
-
-
 def _zero_strided(shape: tuple[int, ...], dtype: type) -> np.ndarray:
     return np.lib.stride_tricks.as_strided(np.zeros(1, dtype), shape, (0,) * len(shape),
                                            writeable=False)
@@ -172,7 +168,7 @@ def result_shape(shape: tuple[DimLike, ...], items: tuple[Any, ...],
     if not any(_is_advanced(it) for it in items):
         return None
     for item, axis in zip(items, axes):
-        whole = item is None or item is Ellipsis or _full_slice(item) or _is_advanced(item)
+        whole = item is None or item is Ellipsis or whole_slice(item) or _is_advanced(item)
         if axis is not None and -rank <= axis < rank and not is_static(shape[axis]) and \
                 not whole:
             raise unsupported(

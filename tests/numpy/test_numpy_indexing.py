@@ -221,9 +221,12 @@ def test_traced_slice_starts(backend):
 
 def test_traced_slice_start_is_clamped_past_the_end():
     """Deliberately not numpy (documented): the block keeps its static length, so a start
-    past n - L is clamped (numpy would return fewer elements)."""
-    got = jitc.jit(lambda x, t: x[t:t + 3])(np.arange(5.0), 4)
-    np.testing.assert_array_equal(got, [2.0, 3.0, 4.0])
+    past n - L is clamped (numpy would return fewer elements). A start from a Python int
+    argument is an extent instead, with numpy's answer."""
+    window = jitc.jit(lambda x, t: x[t:t + 3])
+    np.testing.assert_array_equal(window(np.arange(5.0), np.int64(4)), [2.0, 3.0, 4.0])
+    for t in (4, 3, 2, 5, 0, -2, -4):
+        np.testing.assert_array_equal(window(np.arange(5.0), t), np.arange(5.0)[t:t + 3])
 
 
 @pytest.mark.parametrize("fn,fragment", [
