@@ -262,7 +262,10 @@ def derive(parent: Tracer, child: Tracer, step: Step) -> Tracer:
             return scalar_child
         # A reshape to the same shape views whatever the strides (x[:] makes one on the way).
         same_shape = isinstance(step, Reshape) and tuple(step.shape) == tuple(parent.shape)
-        strides_free = (isinstance(step, (Index, Transpose)) and step.static) or \
+        # Basic indexing views whatever the strides, traced positions included (their
+        # stand-in only serves the shadow, which a symbolic shape does not have).
+        strides_free = isinstance(step, Index) or (isinstance(step, Transpose) and
+                                                  step.static) or \
             isinstance(step, Broadcast) or same_shape
         if not strides_free or \
                 scalar or parent._symbolic_alias:

@@ -236,6 +236,8 @@ class Tracer:
         # root's where it is a view (jitc.tracing.effects). A read-only view refuses before
         # the update is computed, as numpy refuses before looking at the index.
         effects.refuse_readonly_write(self)
+        if _written_through_view(self, index, update):
+            return  # `x[i] += v`: the in-place add wrote through the view x[i] already
         effects.assign(self, _numpy().setitem(self, _known_index(index), update))
 
     def __matmul__(self, other):
@@ -287,6 +289,19 @@ def _traced_slice(item: slice) -> bool:
 def _numpy_indexing():
     import jitc.numpy.indexing as indexing
     return indexing
+
+
+def _written_through_view(x: Tracer, index: Any, update: Any) -> bool:
+    """Whether `update` is the up-to-date view `x[index]` itself, taken with this very index
+    object: Python's `x[i] += v` reads x[i], adds in place (through the view, into x) and then
+    assigns it back, which numpy does as a copy onto itself and jitc need not do at all (it
+    would write the block twice, and the second time from the first write's result)."""
+    view = update._view if isinstance(update, Tracer) else None
+    if view is None or x._view is not None or view.root is not x or \
+            view.version != x._version or len(view.steps) != 1:
+        return False
+    step = view.steps[0]
+    return isinstance(step, effects.Index) and step.index is index
 
 
 def _view_stand_in(shape: tuple, index: Any) -> tuple:
