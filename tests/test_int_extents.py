@@ -290,3 +290,20 @@ def test_a_lowered_compilation_takes_the_int_it_was_lowered_for() -> None:
     _same(compiled(CACHE, 5), CACHE[:6].sum(0), "lowered for 5")
     with pytest.raises(TypeError, match="int 6 \\(an extent\\)"):
         compiled(CACHE, 6)
+
+
+def test_numpy_functions_given_an_int_argument_as_a_size() -> None:
+    """numpy converts these sizes itself (np.asarray, operator.index): the int argument is
+    compiled for (np.pad, np.repeat) or becomes an extent (np.arange), never refused."""
+    def sized(x, p):
+        return (np.arange(p) * x[0, 1], np.outer(np.arange(p), x[0]),
+                np.pad(x, ((p, 1), (0, 0))), np.repeat(x[:2], p, axis=0))
+
+    _against_numpy(sized, lambda p: (CACHE.copy(), p), (3, 5, 0, 1, 2, -1, 4))
+
+
+def test_negative_pad_widths_raise_as_numpy_does() -> None:
+    with pytest.raises(ValueError, match="negative"):
+        np.pad(CACHE, ((-1, 1), (0, 0)))
+    with pytest.raises(ValueError, match="negative"):
+        jitc.jit(lambda x: np.pad(x, ((-1, 1), (0, 0))))(CACHE)

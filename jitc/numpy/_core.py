@@ -13,7 +13,7 @@ from jitc.arguments import check_plain_array
 from jitc.ir import dtypes, ops
 from jitc.ir.symbolic import Dim
 from jitc.ir.types import TensorType
-from jitc.tracing.errors import ShapeError, SpecializeArgument, TraceError, located
+from jitc.tracing.errors import ShapeError, TraceError, located
 from jitc.tracing.state import TraceState, current_trace, emit, extent_value
 from jitc.tracing.tracer import Tracer
 
@@ -211,9 +211,7 @@ def whole_slice(item: object) -> bool:
 
 def check_static_int(value: object, what: str) -> int:
     if isinstance(value, Tracer):
-        name = value.trace.argument_source(value.value)
-        if name is not None:
-            raise SpecializeArgument(name)
+        value.int_argument_needed()
         raise TraceError(located(f"{what} must be a static integer, not a traced value; make "
                                  "it static with static_argnums or compute it from shapes"))
     try:

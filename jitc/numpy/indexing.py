@@ -40,7 +40,6 @@ from jitc.numpy.ufuncs import compare, select
 from jitc.tracing.errors import (
     IndexingError,
     ShapeError,
-    SpecializeArgument,
     TraceError,
     located,
 )
@@ -86,10 +85,8 @@ def dynamic_slice_length(item: slice, size: int) -> tuple[Any, int, int]:
     range, the slice is numpy's, where a traced one keeps its length (clamped at the end, a
     negative stop not wrapped)."""
     for bound in (item.start, item.stop):
-        name = bound.trace.argument_source(bound.value) if isinstance(bound, Tracer) \
-            else None
-        if name is not None:
-            raise SpecializeArgument(name)
+        if isinstance(bound, Tracer):
+            bound.int_argument_needed()
     if isinstance(item.step, Tracer) or (item.step is not None and int(item.step) <= 0):
         raise unsupported("a slice with traced bounds and a negative or traced step",
                           "Reverse the array first (x[::-1]) or use a positive step.")

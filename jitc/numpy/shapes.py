@@ -513,6 +513,7 @@ def repeat(a, repeats, axis=None):
     if isinstance(repeats, Tracer) and repeats._known is not None:
         repeats = repeats._known  # np.array([...]) written in the traced function
     if isinstance(repeats, Tracer):
+        repeats.int_argument_needed()  # a count from int arguments: compiled per value
         raise unsupported("numpy.repeat with traced repeat counts",
                           "The result's length would depend on the data: pass the counts as "
                           "a constant or a static argument.")
@@ -554,6 +555,8 @@ def pad(array, pad_width, mode="constant", **kwargs):
         raise unsupported(f"numpy.pad with mode={mode!r}", "Only mode='constant' is traced.")
     x = lift(array)
     widths = np.broadcast_to(np.asarray(pad_width, dtype=np.int64), (x.ndim, 2))
+    if (widths < 0).any():  # numpy's check (the pad op would crop instead)
+        raise ValueError(located("index can't contain negative values"))
     value = kwargs.get("constant_values", 0)
     if np.ndim(value) != 0:
         raise unsupported("numpy.pad with per-axis constant_values")

@@ -110,7 +110,7 @@ class Tracer:
 
     def __len__(self) -> int:
         if not self.shape:
-            self._int_argument()
+            self.int_argument_needed()
             raise TypeError("len() of a 0-d traced array")
         return self.shape[0]
 
@@ -118,7 +118,7 @@ class Tracer:
         if not self.shape:
             # numpy asks a shape for __index__ first, and on a TypeError (which the int
             # argument's SpecializeArgument is) for a sequence: np.zeros(n) lands here.
-            self._int_argument()
+            self.int_argument_needed()
             raise TypeError("iteration over a 0-d traced array")
         return (self[i] for i in range(self.shape[0]))
 
@@ -134,6 +134,7 @@ class Tracer:
         return _numpy().apply_function(func, args, kwargs)
 
     def __array__(self, dtype=None, copy=None):
+        self.int_argument_needed()  # np.pad(x, ((p, 1), (0, 0))), np.arange(p): p is an extent
         raise ConcretizationError(located(
             f"a traced array ({self.aval.short()}) was converted to a numpy array, but its "
             "value is only known when the compiled function runs.\nUse numpy functions and "
@@ -145,9 +146,10 @@ class Tracer:
             "traced, or compare instead (idx[..., None] == np.arange(n) is a one-hot "
             "encoding)."))
 
-    def _int_argument(self) -> None:
-        """SpecializeArgument when this value is computed from Python int arguments alone:
-        jit compiles for their values (or makes them extents) instead of failing."""
+    def int_argument_needed(self) -> None:
+        """Where a Python int is needed: SpecializeArgument when this value is computed from
+        Python int arguments alone, so that jit compiles for their values (or makes them
+        extents) instead of failing."""
         name = self.trace.argument_source(self.value)
         if name is not None:
             raise SpecializeArgument(name)
@@ -155,7 +157,7 @@ class Tracer:
     def _concrete(self, what: str, fallback: Any = 0) -> Any:
         """The value a Python construct needs now; an error, or in `explain` mode a note and
         `fallback` so that tracing goes on to the next obstacle."""
-        self._int_argument()
+        self.int_argument_needed()
         loc = user_location()
         fn = loc.function if loc else "the traced function"
         error = ConcretizationError(
