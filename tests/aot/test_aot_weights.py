@@ -61,8 +61,15 @@ def measured_build(tmp_path: Path, size: int) -> Build:
     return Build(usage.ru_utime + usage.ru_stime, wall, usage.ru_maxrss * 1024)
 
 
+def quietest_build(tmp_path: Path, size: int, tries: int = 3) -> Build:
+    """The build with the least CPU time of `tries`: another process's load only ever adds
+    time (under a full suite a 16 MiB model once took 1.1 s over the baseline, against 0.12 s
+    alone)."""
+    return min((measured_build(tmp_path, size) for _ in range(tries)), key=lambda b: b.cpu_s)
+
+
 def check_scaling(tmp_path: Path, small: int, large: int) -> None:
-    base, low, high = (measured_build(tmp_path, size) for size in (0, small, large))
+    base, low, high = (quietest_build(tmp_path, size) for size in (0, small, large))
     print(f"\nbaseline {base}\n{small // MIB} MiB {low}\n{large // MIB} MiB {high}")
     for size, run in ((small, low), (large, high)):
         # The model's own array and the traced constant's copy: about twice the bytes. (Baked
