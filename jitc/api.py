@@ -273,8 +273,7 @@ class Jitted(_FastCall):
         policy it becomes an extent: compiled for its value, and once it changes for every
         value of at least 2 as a symbolic dimension (a negative value, which no extent is,
         compiles for itself). Otherwise compile for each value."""
-        self._fast = None
-        self._forms = {}
+        self.forget_fast_paths()
         if self.dynamic is None and name not in self._extent_args:
             self._extent_args = (*self._extent_args, name)
             return

@@ -19,13 +19,7 @@ from jitc.ir import ops
 from jitc.ir.ops.rules import broadcast_shapes as broadcast_extents
 from jitc.ir.symbolic import Dim, DimLike, is_static
 from jitc.numpy import symbolic_index
-from jitc.numpy._core import (
-    implements,
-    lift,
-    normalize_axis,
-    tracers_in,
-    unsupported,
-)
+from jitc.numpy._core import implements, lift, normalize_axis, tracers_in, unsupported
 from jitc.numpy.affine import static_difference
 from jitc.numpy.shapes import (
     broadcast_to,
@@ -37,12 +31,7 @@ from jitc.numpy.shapes import (
     transpose,
 )
 from jitc.numpy.ufuncs import compare, select
-from jitc.tracing.errors import (
-    IndexingError,
-    ShapeError,
-    TraceError,
-    located,
-)
+from jitc.tracing.errors import IndexingError, ShapeError, TraceError, located
 from jitc.tracing.state import emit
 from jitc.tracing.tracer import Tracer
 
@@ -151,11 +140,13 @@ def _consumed(item: Item) -> int:
 
 
 def static_stand_in(shape: tuple[int, ...], index: Any) -> tuple[Item, ...]:
-    """`index` with each traced slice as a static one of the same length and step: what
+    """`index` with each traced slice as a static one of the same length and step, and each
+    traced integer scalar as 0 (an integer, which views, where a 0-d array would copy): what
     numpy answers for it (view or copy, strides) is what it answers for the traced one."""
     items = prepare(index)
     axes = _item_axes(items)
-    return tuple(_stand_in(it, shape, None if ax is None else ax % max(len(shape), 1))
+    return tuple(0 if isinstance(it, Tracer) and it.ndim == 0 and it.dtype.kind in "iu" else
+                 _stand_in(it, shape, None if ax is None else ax % max(len(shape), 1))
                  for it, ax in zip(items, axes))
 
 

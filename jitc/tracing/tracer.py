@@ -229,7 +229,7 @@ class Tracer:
             items = index if isinstance(index, tuple) else (index,)
             traced = any((isinstance(i, slice) and _traced_slice(i)) or isinstance(i, Tracer)
                          for i in items)
-            stand_in = _view_stand_in(self.shape, index) if traced else index
+            stand_in = _numpy_indexing().static_stand_in(self.shape, index) if traced else index
             return effects.derive(self, result, effects.Index(index, stand_in))
         return result if result is not self else self.copy_tracer()
 
@@ -304,14 +304,6 @@ def _written_through_view(x: Tracer, index: Any, update: Any) -> bool:
         return False
     step = view.steps[0]
     return isinstance(step, effects.Index) and step.index is index
-
-
-def _view_stand_in(shape: tuple, index: Any) -> tuple:
-    """`index` with each traced slice as a static one of its length and each traced integer
-    as 0: numpy's view of it has the shape and strides of the traced one's."""
-    stand_in = _numpy_indexing().static_stand_in(shape, index)
-    return tuple(0 if isinstance(item, np.ndarray) and item.ndim == 0 and item.dtype.kind in "iu"
-                 else item for item in stand_in)
 
 
 def _is_basic_index(index: Any) -> bool:
